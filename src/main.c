@@ -1,0 +1,119 @@
+/*
+ * main.c - the ksearch command: one table of subcommands.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "ksearch/util.h"
+
+const struct ks_cmd ks_commands[] = {
+	{ "evolve", cmd_evolve, "search for faster kernels of an operator (the main job)" },
+	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
+	{ "ops", cmd_ops, "list the operators and their workloads" },
+	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },
+	{ "version", cmd_version, "print versions of ksearch, NVRTC and the driver" },
+	{ "help", cmd_help, "show help for ksearch or one of its commands" },
+};
+const size_t ks_n_commands = sizeof(ks_commands) / sizeof(ks_commands[0]);
+
+const struct ks_cmd *ks_find_command(const char *name)
+{
+	for (size_t i = 0; i < ks_n_commands; i++)
+		if (!strcmp(ks_commands[i].name, name))
+			return &ks_commands[i];
+	return NULL;
+}
+
+static void print_main_help(FILE *out)
+{
+	fprintf(out,
+		"usage: ksearch <command> [options]\n"
+		"\n"
+		"ksearch searches for fast CUDA kernels: it keeps a MAP-Elites archive of\n"
+		"candidates, mutates them, compiles them with NVRTC, verifies and times them\n"
+		"on the GPU, and keeps the best of each cell.\n"
+		"\n"
+		"commands:\n");
+	for (size_t i = 0; i < ks_n_commands; i++)
+		fprintf(out, "  %-10s %s\n", ks_commands[i].name, ks_commands[i].summary);
+	fprintf(out,
+		"\n"
+		"examples:\n"
+		"  ksearch ops                                         list operators\n"
+		"  ksearch compile operators/gqa/seeds/split_kv.cu --op gqa\n"
+		"  ksearch help compile                                more on one command\n"
+		"\n"
+		"exit codes: 0 ok, 1 the command failed, 2 usage error; commands add their own\n"
+		"(see `ksearch <command> --help`).\n");
+}
+
+static int suggest_command(const char *name)
+{
+	const char *best = NULL;
+	size_t best_dist = (size_t)-1;
+
+	for (size_t i = 0; i < ks_n_commands; i++) {
+		size_t d = ks_edit_distance(name, ks_commands[i].name);
+
+		if (d < best_dist) {
+			best_dist = d;
+			best = ks_commands[i].name;
+		}
+	}
+	if (best && ks_is_close(name, best))
+		fprintf(stderr, "ksearch: unknown command '%s'; did you mean '%s'?\n", name, best);
+	else
+		fprintf(stderr, "ksearch: unknown command '%s'\n", name);
+	fprintf(stderr, "(see `ksearch --help` for the list of commands)\n");
+	return KS_EXIT_USAGE;
+}
+
+int cmd_help(int argc, char **argv)
+{
+	const struct ks_cmd *cmd;
+	char *help_argv[3];
+
+	if (argc < 2) {
+		print_main_help(stdout);
+		return KS_EXIT_OK;
+	}
+	if (argc > 2)
+		return ks_cli_usage("help", "expected one command name, got %d arguments", argc - 1);
+	cmd = ks_find_command(argv[1]);
+	if (!cmd)
+		return suggest_command(argv[1]);
+	if (cmd->fn == cmd_help) {
+		print_main_help(stdout);
+		return KS_EXIT_OK;
+	}
+	help_argv[0] = argv[1];
+	help_argv[1] = "--help";
+	help_argv[2] = NULL;
+	return cmd->fn(2, help_argv);
+}
+
+int main(int argc, char **argv)
+{
+	const struct ks_cmd *cmd;
+
+	if (argc < 2) {
+		print_main_help(stderr);
+		return KS_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		print_main_help(stdout);
+		return KS_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version"))
+		return cmd_version(1, argv + 1);
+	if (argv[1][0] == '-') {
+		fprintf(stderr, "ksearch: unknown option '%s' before the command\n"
+			"(usage: ksearch <command> [options]; see `ksearch --help`)\n", argv[1]);
+		return KS_EXIT_USAGE;
+	}
+	cmd = ks_find_command(argv[1]);
+	if (!cmd)
+		return suggest_command(argv[1]);
+	return cmd->fn(argc - 1, argv + 1);
+}
