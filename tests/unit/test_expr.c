@@ -1,0 +1,476 @@
+/*
+ * test_expr.c - the expression language of expr.h: what it computes, and
+ * that every kind of bad input fails with a message naming the problem.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ksearch/expr.h"
+
+struct fixture {
+	struct ks_env env;
+	struct ks_error err;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	ks_env_init(&f->env);
+	if (ks_env_set(&f->env, "TILE", 64, &f->err) ||
+	    ks_env_set(&f->env, "B", 4, &f->err) ||
+	    ks_env_set(&f->env, "HQ", 32, &f->err) ||
+	    ks_env_set(&f->env, "num_kv_indices", 1000, &f->err) ||
+	    ks_env_set(&f->env, "a", 7, &f->err) ||
+	    ks_env_set(&f->env, "b", 3, &f->err) ||
+	    ks_env_set(&f->env, "big", INT64_MAX, &f->err) ||
+	    ks_env_set(&f->env, "small", INT64_MIN, &f->err))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	ks_env_release(&f->env);
+	free(f);
+	return 0;
+}
+
+static int64_t eval_ok(struct fixture *f, const char *src)
+{
+	int64_t v = -12345;
+
+	f->err.msg[0] = '\0';
+	if (ks_expr_eval(src, &f->env, &v, &f->err) != 0)
+		fail_msg("\"%s\" failed: %s", src, f->err.msg);
+	return v;
+}
+
+/* Evaluation must fail and the message must contain every given fragment. */
+static void eval_fails(struct fixture *f, const char *src, const char *want)
+{
+	int64_t v = 777;
+
+	f->err.msg[0] = '\0';
+	if (ks_expr_eval(src, &f->env, &v, &f->err) == 0)
+		fail_msg("\"%s\" evaluated to %lld but should fail with \"%s\"",
+			 src, (long long)v, want);
+	assert_int_equal(v, 777); /* out untouched on failure */
+	if (!strstr(f->err.msg, want))
+		fail_msg("\"%s\": message \"%s\" lacks \"%s\"", src, f->err.msg, want);
+}
+
+static void test_integers_and_whitespace(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(eval_ok(f, "0"), 0);
+	assert_int_equal(eval_ok(f, "42"), 42);
+	assert_int_equal(eval_ok(f, "  \t42\n "), 42);
+	assert_int_equal(eval_ok(f, "007"), 7);
+	assert_int_equal(eval_ok(f, "9223372036854775807"), INT64_MAX);
+	assert_int_equal(eval_ok(f, "-9223372036854775808"), INT64_MIN);
+	assert_int_equal(eval_ok(f, " TILE * B "), 256);
+	assert_int_equal(eval_ok(f, "cdiv ( num_kv_indices , TILE ) * B"), 64);
+}
+
+static void test_precedence_and_associativity(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(eval_ok(f, "1+2*3"), 7);
+	assert_int_equal(eval_ok(f, "2*3+1"), 7);
+	assert_int_equal(eval_ok(f, "10-4-3"), 3);        /* left to right */
+	assert_int_equal(eval_ok(f, "100/10/5"), 2);
+	assert_int_equal(eval_ok(f, "2*3%4"), 2);         /* (2*3)%4 */
+	assert_int_equal(eval_ok(f, "7+10%4*2"), 11);     /* 7 + ((10%4)*2) */
+	assert_int_equal(eval_ok(f, "TILE*HQ/B-a"), 64 * 32 / 4 - 7);
+}
+
+static void test_parentheses(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(eval_ok(f, "(1+2)*3"), 9);
+	assert_int_equal(eval_ok(f, "((((5))))"), 5);
+	assert_int_equal(eval_ok(f, "2*(3+(4-1)*2)"), 18);
+	assert_int_equal(eval_ok(f, "10-(4-3)"), 9);
+}
+
+static void test_unary_minus(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(eval_ok(f, "-5"), -5);
+	assert_int_equal(eval_ok(f, "--5"), 5);
+	assert_int_equal(eval_ok(f, "- - -a"), -7);
+	assert_int_equal(eval_ok(f, "-a*b"), -21);
+	assert_int_equal(eval_ok(f, "2*-3"), -6);
+	assert_int_equal(eval_ok(f, "2--3"), 5);
+	assert_int_equal(eval_ok(f, "-(a+b)"), -10);
+	assert_int_equal(eval_ok(f, "-big"), -INT64_MAX);
+}
+
+static void test_division_truncates_toward_zero(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(eval_ok(f, "7/2"), 3);
+	assert_int_equal(eval_ok(f, "-7/2"), -3);
+	assert_int_equal(eval_ok(f, "7/-2"), -3);
+	assert_int_equal(eval_ok(f, "7%3"), 1);
+	assert_int_equal(eval_ok(f, "-7%3"), -1);
+	assert_int_equal(eval_ok(f, "7%-3"), 1);
+	assert_int_equal(eval_ok(f, "small%-1"), 0);
+	assert_int_equal(eval_ok(f, "small/1"), INT64_MIN);
+}
+
+static void test_functions(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(eval_ok(f, "cdiv(10, 3)"), 4);
+	assert_int_equal(eval_ok(f, "cdiv(9, 3)"), 3);
+	assert_int_equal(eval_ok(f, "cdiv(0, 5)"), 0);
+	assert_int_equal(eval_ok(f, "cdiv(1, 5)"), 1);
+	assert_int_equal(eval_ok(f, "cdiv(-7, 2)"), -3);  /* ceil(-3.5) */
+	assert_int_equal(eval_ok(f, "cdiv(big, 1)"), INT64_MAX);
+	assert_int_equal(eval_ok(f, "cdiv(big, 2)"), INT64_MAX / 2 + 1);
+	assert_int_equal(eval_ok(f, "cdiv(small, 2)"), INT64_MIN / 2);
+	assert_int_equal(eval_ok(f, "min(3, 1)"), 1);
+	assert_int_equal(eval_ok(f, "max(3, 1)"), 3);
+	assert_int_equal(eval_ok(f, "min(5, -2, 9, 0)"), -2);
+	assert_int_equal(eval_ok(f, "max(5, -2, 9, 0)"), 9);
+	assert_int_equal(eval_ok(f, "max(min(a, b), cdiv(TILE, b)) + 1"), 23);
+	/* A function name without '(' is an ordinary name. */
+	assert_int_equal(ks_env_set(&f->env, "min", 11, &f->err), 0);
+	assert_int_equal(eval_ok(f, "min + min(min, 2)"), 13);
+}
+
+static void test_errors_quote_the_expression(void **state)
+{
+	struct fixture *f = *state;
+
+	eval_fails(f, "TILE*D*4", "in \"TILE*D*4\": unknown name 'D'");
+	eval_fails(f, "a/(b-b)", "in \"a/(b-b)\": division by zero at column 2");
+}
+
+static void test_unknown_name_lists_known_names(void **state)
+{
+	struct fixture *f = *state;
+
+	eval_fails(f, "TILE*D*4", "unknown name 'D' (known: B, HQ, TILE, a, b, big, "
+		   "num_kv_indices, small) at column 6");
+	eval_fails(f, "tile", "unknown name 'tile'"); /* names are case-sensitive */
+
+	{
+		struct ks_env empty;
+		struct ks_error err;
+		int64_t v;
+
+		ks_env_init(&empty);
+		assert_int_equal(ks_expr_eval("x + 1", &empty, &v, &err), -1);
+		assert_non_null(strstr(err.msg, "unknown name 'x' (known: nothing is defined)"));
+		assert_int_equal(ks_expr_eval("x + 1", NULL, &v, &err), -1);
+		assert_non_null(strstr(err.msg, "unknown name 'x'"));
+	}
+}
+
+static void test_unknown_function_and_arity(void **state)
+{
+	struct fixture *f = *state;
+
+	eval_fails(f, "2 + floor(a)", "unknown function 'floor' (known: cdiv, min, max) at column 5");
+	eval_fails(f, "cdiv(a)", "cdiv() takes 2 arguments, got 1 at column 1");
+	eval_fails(f, "cdiv(a, b, 1)", "cdiv() takes 2 arguments, got 3");
+	eval_fails(f, "cdiv()", "cdiv() takes 2 arguments, got 0");
+	eval_fails(f, "min(a)", "min() takes at least 2 arguments, got 1");
+	eval_fails(f, "1 + max()", "max() takes at least 2 arguments, got 0 at column 5");
+}
+
+static void test_division_and_modulo_by_zero(void **state)
+{
+	struct fixture *f = *state;
+
+	eval_fails(f, "a / 0", "division by zero at column 3");
+	eval_fails(f, "a % (b - 3)", "modulo by zero at column 3");
+	eval_fails(f, "cdiv(a, 0)", "cdiv(7, 0) needs a positive divisor at column 1");
+	eval_fails(f, "cdiv(a, -b)", "cdiv(7, -3) needs a positive divisor");
+}
+
+static void test_every_overflow_fails(void **state)
+{
+	struct fixture *f = *state;
+
+	eval_fails(f, "big + 1", "9223372036854775807 + 1 overflows int64 at column 5");
+	eval_fails(f, "small - 1", "-9223372036854775808 - 1 overflows int64");
+	eval_fails(f, "big * 2", "9223372036854775807 * 2 overflows int64");
+	eval_fails(f, "small * -1", "-9223372036854775808 * -1 overflows int64");
+	eval_fails(f, "small / -1", "-9223372036854775808 / -1 overflows int64");
+	eval_fails(f, "-small", "-(-9223372036854775808) overflows int64 at column 1");
+	eval_fails(f, "--9223372036854775808", "-(-9223372036854775808) overflows int64");
+	eval_fails(f, "9223372036854775808", "integer literal 9223372036854775808 does not fit in int64 at column 1");
+	eval_fails(f, "1 + -9223372036854775809", "integer literal -9223372036854775809 does not fit in int64 at column 6");
+	eval_fails(f, "99999999999999999999999999", "does not fit in int64");
+	eval_fails(f, "(9223372036854775808)", "does not fit in int64");
+	/* An overflowing intermediate is an error even if the final result would fit. */
+	eval_fails(f, "big + 1 - 1", "overflows int64");
+	assert_int_equal(eval_ok(f, "big - 1 + 1"), INT64_MAX);
+}
+
+static void test_syntax_errors(void **state)
+{
+	struct fixture *f = *state;
+
+	eval_fails(f, "", "in \"\": empty expression");
+	eval_fails(f, "   \t\n", "empty expression");
+	eval_fails(f, "1 +", "expected a number, a name or '(', found the end of the expression at column 4");
+	eval_fails(f, "* 2", "expected a number, a name or '(', found '*' at column 1");
+	eval_fails(f, "(1 + 2", "expected ')' to close the '(' at column 1, found the end of the expression at column 7");
+	eval_fails(f, "1 + 2)", "unexpected ')' without a matching '(' at column 6");
+	eval_fails(f, "min(a b)", "expected ',' or ')' in the arguments of min(), found 'b' at column 7");
+	eval_fails(f, "min(a,)", "found ')' at column 7");
+	eval_fails(f, "4D", "unexpected 'D' right after the number 4 at column 2");
+	eval_fails(f, "0x10", "unexpected 'x10' right after the number 0");
+	eval_fails(f, "a $ b", "unexpected '$' after a complete expression at column 3");
+	eval_fails(f, "a\x01", "unexpected byte 0x01 after a complete expression");
+	eval_fails(f, "a + 1.5", "unexpected '.' after a complete expression");
+	eval_fails(f, "TILE B", "unexpected 'B' after a complete expression at column 6");
+	eval_fails(f, "a +\n* b", "in \"a + * b\": expected a number, a name or '(', found '*' at column 5"); /* newline quoted as space */
+}
+
+static void test_trailing_garbage_fails(void **state)
+{
+	struct fixture *f = *state;
+
+	eval_fails(f, "1 2", "unexpected '2' after a complete expression at column 3");
+	eval_fails(f, "(a) (b)", "unexpected '(' after a complete expression at column 5");
+	eval_fails(f, "a;", "unexpected ';'");
+}
+
+static void test_deep_nesting_fails_cleanly(void **state)
+{
+	struct fixture *f = *state;
+	size_t n = 100000, i;
+	char *src = malloc(2 * n + 2);
+
+	assert_non_null(src);
+	/* Reasonable depth still works. */
+	for (i = 0; i < 100; i++)
+		src[i] = '(';
+	src[100] = '1';
+	for (i = 0; i < 100; i++)
+		src[101 + i] = ')';
+	src[201] = '\0';
+	assert_int_equal(eval_ok(f, src), 1);
+
+	/* Hostile depth is an error, not a stack overflow. */
+	for (i = 0; i < n; i++)
+		src[i] = '(';
+	src[n] = '1';
+	for (i = 0; i < n; i++)
+		src[n + 1 + i] = ')';
+	src[2 * n + 1] = '\0';
+	eval_fails(f, src, "nested deeper than 200 levels");
+
+	memset(src, '-', n);
+	src[n] = '1';
+	src[n + 1] = '\0';
+	eval_fails(f, src, "nested deeper than 200 levels");
+
+	src[0] = '\0';
+	for (i = 0; i < 1000; i++)
+		strcat(src, "min(1,");
+	eval_fails(f, src, "nested deeper than 200 levels");
+	free(src);
+}
+
+static void test_long_expression_quote_is_truncated(void **state)
+{
+	struct fixture *f = *state;
+	char src[1200];
+	size_t i;
+
+	for (i = 0; i + 2 < sizeof(src) - 2; i += 2)
+		memcpy(src + i, "1+", 2);
+	strcpy(src + i, "x");
+	eval_fails(f, src, "...\": unknown name 'x'");
+	assert_true(strlen(f->err.msg) < 500);
+
+	/* Long chains are iterative, not recursive. */
+	for (i = 0; i + 2 < sizeof(src) - 2; i += 2)
+		memcpy(src + i, "1+", 2);
+	strcpy(src + i, "1");
+	assert_int_equal(eval_ok(f, src), (int64_t)(i / 2 + 1));
+}
+
+static void test_env_set_replace_get(void **state)
+{
+	struct ks_env env;
+	struct ks_error err;
+	char name[80];
+	int64_t v = 0;
+	int i;
+
+	(void)state;
+	ks_env_init(&env);
+	assert_int_equal(ks_env_get(&env, "x", &v), 0);
+	assert_int_equal(ks_env_set(&env, "x", 1, &err), 0);
+	assert_int_equal(ks_env_set(&env, "y", 2, &err), 0);
+	assert_int_equal(ks_env_get(&env, "x", &v), 1);
+	assert_int_equal(v, 1);
+	assert_int_equal(ks_env_set(&env, "x", -5, &err), 0); /* replace in place */
+	assert_int_equal(env.count, 2);
+	assert_string_equal(env.entries[0].name, "x");
+	assert_int_equal(ks_env_get(&env, "x", &v), 1);
+	assert_int_equal(v, -5);
+	assert_int_equal(ks_env_get(&env, "xx", &v), 0);
+	assert_int_equal(ks_env_get(&env, "", &v), 0);
+	assert_int_equal(ks_env_get(&env, "y", NULL), 1);
+
+	/* Growth keeps every value. */
+	for (i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		assert_int_equal(ks_env_set(&env, name, i * 3, &err), 0);
+	}
+	for (i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		assert_int_equal(ks_env_get(&env, name, &v), 1);
+		assert_int_equal(v, i * 3);
+	}
+	assert_int_equal(env.count, 1002);
+
+	/* 63 bytes fit in the entry, 64 do not. */
+	memset(name, 'k', 63);
+	name[63] = '\0';
+	assert_int_equal(ks_env_set(&env, name, 9, &err), 0);
+	assert_int_equal(ks_env_get(&env, name, &v), 1);
+	assert_int_equal(v, 9);
+	assert_int_equal(ks_expr_eval(name, &env, &v, &err), 0);
+	assert_int_equal(v, 9);
+	memset(name, 'k', 64);
+	name[64] = '\0';
+	assert_int_equal(ks_env_set(&env, name, 9, &err), -1);
+	assert_non_null(strstr(err.msg, "names are at most 63"));
+	assert_int_equal(ks_expr_eval(name, &env, &v, &err), -1);
+	assert_non_null(strstr(err.msg, "names are at most 63"));
+
+	ks_env_release(&env);
+	assert_null(env.entries);
+	assert_int_equal(env.count, 0);
+	ks_env_release(&env); /* releasing twice is harmless */
+}
+
+struct seen {
+	char names[16][64];
+	int n;
+};
+
+static void collect(const char *name, void *ctx)
+{
+	struct seen *s = ctx;
+
+	if (s->n < 16)
+		snprintf(s->names[s->n], sizeof(s->names[0]), "%s", name);
+	s->n++;
+}
+
+static void test_names_in_order_of_appearance(void **state)
+{
+	struct ks_error err;
+	struct seen s = { .n = 0 };
+
+	(void)state;
+	/* Values are unknown: division by a name that may be 0 is not an error here. */
+	assert_int_equal(ks_expr_names("cdiv(num_kv_indices, TILE) * B + x/(y-y) + TILE",
+				       collect, &s, &err), 0);
+	assert_int_equal(s.n, 7);
+	assert_string_equal(s.names[0], "num_kv_indices");
+	assert_string_equal(s.names[1], "TILE");
+	assert_string_equal(s.names[2], "B");
+	assert_string_equal(s.names[3], "x");
+	assert_string_equal(s.names[4], "y");
+	assert_string_equal(s.names[5], "y");
+	assert_string_equal(s.names[6], "TILE");
+
+	s.n = 0;
+	assert_int_equal(ks_expr_names("1 + 2 * -3", collect, &s, &err), 0);
+	assert_int_equal(s.n, 0);
+	/* Function names are not names; a name spelled like one is. */
+	assert_int_equal(ks_expr_names("max(min, 1)", collect, &s, &err), 0);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.names[0], "min");
+	assert_int_equal(ks_expr_names("a + b", NULL, NULL, &err), 0);
+}
+
+static void test_names_fails_on_static_errors(void **state)
+{
+	struct ks_error err;
+	struct seen s = { .n = 0 };
+
+	(void)state;
+	assert_int_equal(ks_expr_names("a +", collect, &s, &err), -1);
+	assert_non_null(strstr(err.msg, "in \"a +\": expected a number, a name or '('"));
+	assert_int_equal(ks_expr_names("", collect, &s, &err), -1);
+	assert_non_null(strstr(err.msg, "empty expression"));
+	assert_int_equal(ks_expr_names("a b", collect, &s, &err), -1);
+	assert_non_null(strstr(err.msg, "unexpected 'b' after a complete expression"));
+	assert_int_equal(ks_expr_names("sqrt(a)", collect, &s, &err), -1);
+	assert_non_null(strstr(err.msg, "unknown function 'sqrt'"));
+	assert_int_equal(ks_expr_names("cdiv(a)", collect, &s, &err), -1);
+	assert_non_null(strstr(err.msg, "cdiv() takes 2 arguments, got 1"));
+	assert_int_equal(ks_expr_names("9223372036854775808", collect, &s, &err), -1);
+	assert_non_null(strstr(err.msg, "does not fit in int64"));
+	assert_int_equal(ks_expr_names(NULL, collect, &s, &err), -1);
+}
+
+static void test_null_arguments(void **state)
+{
+	struct fixture *f = *state;
+	int64_t v;
+
+	assert_int_equal(ks_expr_eval(NULL, &f->env, &v, &f->err), -1);
+	assert_non_null(strstr(f->err.msg, "no expression"));
+	/* A NULL error struct is allowed: the caller only wants the verdict. */
+	assert_int_equal(ks_expr_eval("1/0", &f->env, &v, NULL), -1);
+	assert_int_equal(ks_expr_eval("1+1", &f->env, NULL, NULL), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_integers_and_whitespace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_precedence_and_associativity, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parentheses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unary_minus, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_division_truncates_toward_zero, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_functions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_errors_quote_the_expression, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_name_lists_known_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_function_and_arity, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_division_and_modulo_by_zero, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_every_overflow_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_syntax_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trailing_garbage_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deep_nesting_fails_cleanly, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_expression_quote_is_truncated, setup, teardown),
+		cmocka_unit_test(test_env_set_replace_get),
+		cmocka_unit_test(test_names_in_order_of_appearance),
+		cmocka_unit_test(test_names_fails_on_static_errors),
+		cmocka_unit_test_setup_teardown(test_null_arguments, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
