@@ -19,8 +19,10 @@
  * CUB) is added too when it exists.
  *
  * -default-device makes namespace-scope variables __device__: a
- * "const float lut[4]" becomes a .global variable that the mutable-globals
- * check (ptx.h) will report; use __constant__ for tables.
+ * "const float lut[4]" indexed at run time becomes a .global variable
+ * whose address is taken, which ks_ptx_mutable_globals() reports; use
+ * __constant__ for tables.  (Folded scalars such as "constexpr int N = 8;"
+ * also land in .global but are never referenced, and are not reported.)
  */
 #ifndef KSEARCH_NVRTC_H
 #define KSEARCH_NVRTC_H

@@ -48,18 +48,22 @@ int ks_ptx_kernel_descriptors(const char *ptx, const char *name,
 int ks_ptx_has_entry(const char *ptx, const char *name);
 
 /*
- * Names of module-scope variables in the .global state space (mutable
- * __device__ / __managed__ globals), in declaration order.  *names is a
- * malloc'd array of malloc'd strings (NULL when there are none); free
- * with ks_ptx_names_free().  Returns the count in *count.
+ * Names of module-scope variables in the .global state space (__device__
+ * and __managed__ globals) that the module may write, in declaration
+ * order.  *names is a malloc'd array of malloc'd strings (NULL when there
+ * are none); free with ks_ptx_names_free().  Returns the count in *count.
  *
- * What the toolchain itself puts there is left out: string literals
+ * "May write" is decided conservatively from the PTX alone: a variable is
+ * left out only if every instruction that names it is a load from it by
+ * name (ld.global.u32 %r1, [k]), including when none names it, as with a
+ * folded constant.  Taking its address (mov, cvta, an initializer of
+ * another variable) counts as a write.  So "__device__ const int k = 3;"
+ * is usually left out, but a const or constexpr namespace-scope array
+ * indexed at run time (under NVRTC's -default-device such arrays are
+ * __device__) is reported: tables belong in __constant__.  What the
+ * toolchain itself puts in .global is never reported: string literals
  * ("$str", from printf) and the math library's tables ("__cudart_...",
- * from sinf and friends).  Anything else in .global is reported, even if
- * the source said const: a "__device__ const int k = 3;", and under
- * NVRTC's -default-device any namespace-scope const or constexpr array,
- * lands in .global, and PTX cannot tell it from a mutable one.  Tables
- * belong in __constant__.
+ * from sinf and friends).
  */
 int ks_ptx_mutable_globals(const char *ptx, char ***names, size_t *count,
 			   struct ks_error *err);
