@@ -1,0 +1,731 @@
+/*
+ * test_gpukit.c - the GPU kit on a real GPU: generators give the requested
+ * distributions and are reproducible from their seed, the host-side
+ * generators keep their invariants, the checksum sees any change, poison
+ * reads as NaN, and the device profile is sane and round-trips through its
+ * cache.
+ *
+ * Exits 77 (skipped) before any test when no driver or no GPU is there.
+ * Each test prints what it measured next to what it wants, so a log of a
+ * batch run says how close things were, not only whether they passed.
+ * KS_TEST_GPU picks the device ordinal (default 0).
+ */
+#include "../unit/testlib.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "ksearch/compare.h"
+#include "ksearch/cuda.h"
+#include "ksearch/gpukit.h"
+#include "ksearch/util.h"
+
+static const struct ks_cuda *cu;
+static struct ks_gpukit *kit;
+static struct ks_error err;
+
+#define MIB ((size_t)1 << 20)
+
+/* A ks_ call that must succeed; on failure the test stops with its message. */
+#define OK(call)                                                                             \
+	do {                                                                                 \
+		err.msg[0] = '\0';                                                           \
+		if ((call))                                                                  \
+			fail_msg("%s failed: %s", #call, err.msg);                           \
+	} while (0)
+
+#define CU_OK(call)                                                                          \
+	do {                                                                                 \
+		CUresult rc_ = (call);                                                       \
+		if (rc_ != CUDA_SUCCESS)                                                     \
+			fail_msg("%s failed: %s", #call, ks_cuda_strerror(rc_));             \
+	} while (0)
+
+static const enum ks_dtype float_dtypes[] = { KS_DTYPE_BFLOAT16, KS_DTYPE_FLOAT16,
+					      KS_DTYPE_FLOAT32 };
+
+static CUdeviceptr dev_alloc(size_t bytes)
+{
+	CUdeviceptr ptr = 0;
+
+	CU_OK(cu->mem_alloc(&ptr, bytes));
+	return ptr;
+}
+
+static void dev_free(CUdeviceptr ptr)
+{
+	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+	CU_OK(cu->mem_free(ptr));
+}
+
+/* The kit's stream is non-blocking: wait for it before the copy on the null stream. */
+static void download(void *host, CUdeviceptr src, size_t bytes)
+{
+	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+	CU_OK(cu->memcpy_dtoh(host, src, bytes));
+}
+
+static void set_byte(CUdeviceptr ptr, size_t offset, unsigned char value)
+{
+	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+	CU_OK(cu->memset_d8(ptr + offset, value, 1));
+	CU_OK(cu->ctx_synchronize());
+}
+
+/* Generate numel elements into a fresh device buffer and bring them to the host. */
+static void *generate(enum ks_dtype dtype, int64_t numel, const struct ks_generator *gen,
+		      const struct ks_env *axes, uint64_t seed)
+{
+	size_t bytes = (size_t)numel * ks_dtype_size(dtype);
+	CUdeviceptr dst = dev_alloc(bytes ? bytes : 1);
+	void *host = ks_malloc(bytes);
+
+	OK(ks_gpukit_generate(kit, dst, dtype, numel, gen, axes, seed, &err));
+	download(host, dst, bytes);
+	dev_free(dst);
+	return host;
+}
+
+static int open_kit(void **state)
+{
+	const char *ordinal = getenv("KS_TEST_GPU");
+	struct ks_error e;
+
+	(void)state;
+	if (ks_gpukit_open(&kit, cu, ordinal ? atoi(ordinal) : 0, &e)) {
+		printf("ks_gpukit_open failed: %s\n", e.msg);
+		return -1;
+	}
+	printf("GPU kit open on GPU %s\n", ordinal ? ordinal : "0");
+	return 0;
+}
+
+static int close_kit(void **state)
+{
+	(void)state;
+	ks_gpukit_close(kit);
+	return 0;
+}
+
+static void normal_has_the_requested_mean_and_std(void **state)
+{
+	const struct ks_generator gen = { .kind = KS_GEN_NORMAL, .a = 0.5, .b = 2.0 };
+	const int64_t n = 1 << 20;
+
+	(void)state;
+	for (size_t d = 0; d < sizeof(float_dtypes) / sizeof(float_dtypes[0]); d++) {
+		void *host = generate(float_dtypes[d], n, &gen, NULL, 1234);
+		double sum = 0, sum2 = 0, mean, std;
+		int64_t within1 = 0, within2 = 0, nonfinite = 0;
+
+		for (int64_t i = 0; i < n; i++) {
+			double v = ks_element(float_dtypes[d], host, i);
+
+			if (!isfinite(v)) {
+				nonfinite++;
+				continue;
+			}
+			sum += v;
+			sum2 += v * v;
+			within1 += fabs(v - 0.5) <= 2.0;
+			within2 += fabs(v - 0.5) <= 4.0;
+		}
+		mean = sum / (double)n;
+		std = sqrt(sum2 / (double)n - mean * mean);
+		/* 1M draws: the standard errors are 0.002 (mean) and 0.0014 (std); bounds ~5x. */
+		printf("  normal(0.5, 2) %-8s: mean %.5f (want 0.5 +- 0.01), std %.5f (want 2 +- 0.01), "
+		       "within 1 sd %.4f (0.6827 +- 0.005), within 2 sd %.4f (0.9545 +- 0.003), "
+		       "non-finite %lld\n",
+		       ks_dtype_name(float_dtypes[d]), mean, std, (double)within1 / (double)n,
+		       (double)within2 / (double)n, (long long)nonfinite);
+		assert_int_equal(nonfinite, 0);
+		assert_true(fabs(mean - 0.5) < 0.01);
+		assert_true(fabs(std - 2.0) < 0.01);
+		assert_true(fabs((double)within1 / (double)n - 0.6827) < 0.005);
+		assert_true(fabs((double)within2 / (double)n - 0.9545) < 0.003);
+		free(host);
+	}
+}
+
+static void uniform_stays_in_low_high(void **state)
+{
+	static const double ranges[][2] = { { -2.0, 3.0 }, { 0.0, 1.0 }, { 0.1, 0.2 } };
+	const int64_t n = 1 << 20;
+
+	(void)state;
+	for (size_t d = 0; d < sizeof(float_dtypes) / sizeof(float_dtypes[0]); d++) {
+		for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
+			const struct ks_generator gen = { .kind = KS_GEN_UNIFORM, .a = ranges[r][0],
+							  .b = ranges[r][1] };
+			double low = ranges[r][0], high = ranges[r][1];
+			void *host = generate(float_dtypes[d], n, &gen, NULL, 99);
+			double sum = 0, lo = INFINITY, hi = -INFINITY, mean, want = (low + high) / 2;
+			double tol = 0.01 * (high - low);
+
+			for (int64_t i = 0; i < n; i++) {
+				double v = ks_element(float_dtypes[d], host, i);
+
+				sum += v;
+				lo = v < lo ? v : lo;
+				hi = v > hi ? v : hi;
+			}
+			mean = sum / (double)n;
+			/* 0.1 and 0.2 are in no float format: the bounds must hold all the same. */
+			printf("  uniform[%g, %g) %-8s: min %.9g max %.9g (want >= %g, < %g), "
+			       "mean %.5f (want %g +- %g)\n",
+			       low, high, ks_dtype_name(float_dtypes[d]), lo, hi, low, high, mean, want,
+			       tol);
+			assert_true(lo >= low);
+			assert_true(hi < high);
+			assert_true(hi > high - 0.02 * (high - low));
+			assert_true(lo < low + 0.02 * (high - low));
+			assert_true(fabs(mean - want) < tol);
+			free(host);
+		}
+	}
+}
+
+static void const_is_exact_and_writes_only_numel(void **state)
+{
+	static const struct {
+		enum ks_dtype dtype;
+		double value, want;
+	} cases[] = {
+		{ KS_DTYPE_FLOAT32, 0.1, (double)0.1f },
+		{ KS_DTYPE_BFLOAT16, 1.5, 1.5 },
+		{ KS_DTYPE_FLOAT16, -0.25, -0.25 },
+		{ KS_DTYPE_INT32, -7, -7 },
+		{ KS_DTYPE_INT64, 123456789012.0, 123456789012.0 },
+	};
+	const int64_t n = 1001; /* odd: the kernel makes pairs, the last one half used */
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		const struct ks_generator gen = { .kind = KS_GEN_CONST, .a = cases[c].value };
+		size_t size = ks_dtype_size(cases[c].dtype);
+		CUdeviceptr dst = dev_alloc((size_t)(n + 8) * size);
+		unsigned char *host = ks_malloc((size_t)(n + 8) * size);
+		int64_t wrong = 0;
+
+		OK(ks_gpukit_poison(kit, dst, (size_t)(n + 8) * size, &err));
+		OK(ks_gpukit_generate(kit, dst, cases[c].dtype, n, &gen, NULL, 5, &err));
+		download(host, dst, (size_t)(n + 8) * size);
+		for (int64_t i = 0; i < n; i++)
+			wrong += ks_element(cases[c].dtype, host, i) != cases[c].want;
+		printf("  const %g %-8s: %lld of %lld elements differ from %.9g; the %zu bytes after "
+		       "them %s\n",
+		       cases[c].value, ks_dtype_name(cases[c].dtype), (long long)wrong, (long long)n,
+		       cases[c].want, 8 * size,
+		       host[n * size] == 0xff && host[(n + 8) * size - 1] == 0xff ? "untouched"
+										: "OVERWRITTEN");
+		assert_int_equal(wrong, 0);
+		for (size_t b = (size_t)n * size; b < (size_t)(n + 8) * size; b++)
+			assert_int_equal(host[b], 0xff);
+		free(host);
+		dev_free(dst);
+	}
+}
+
+static double fraction_differing(enum ks_dtype dtype, const void *a, const void *b, int64_t n)
+{
+	int64_t differ = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		differ += ks_element(dtype, a, i) != ks_element(dtype, b, i);
+	return (double)differ / (double)n;
+}
+
+static void same_seed_same_bytes_other_seed_other_bytes(void **state)
+{
+	const struct ks_generator normal = { .kind = KS_GEN_NORMAL, .a = 0, .b = 1 };
+	const struct ks_generator uniform = { .kind = KS_GEN_UNIFORM, .a = -1, .b = 1 };
+	const int64_t n = 1 << 20;
+
+	(void)state;
+	for (size_t d = 0; d < sizeof(float_dtypes) / sizeof(float_dtypes[0]); d++) {
+		enum ks_dtype dtype = float_dtypes[d];
+		size_t bytes = (size_t)n * ks_dtype_size(dtype);
+		void *a = generate(dtype, n, &normal, NULL, 7);
+		void *b = generate(dtype, n, &normal, NULL, 7);
+		void *c = generate(dtype, n, &normal, NULL, 8);
+		void *u = generate(dtype, n, &uniform, NULL, 7);
+		double other_seed = fraction_differing(dtype, a, c, n);
+		double other_kind = fraction_differing(dtype, a, u, n);
+
+		printf("  %-8s: seed 7 twice %s; seed 7 vs 8: %.4f of elements differ; normal vs "
+		       "uniform at seed 7: %.4f differ (want > 0.95)\n",
+		       ks_dtype_name(dtype), memcmp(a, b, bytes) ? "DIFFERENT" : "identical bytes",
+		       other_seed, other_kind);
+		assert_memory_equal(a, b, bytes);
+		assert_true(other_seed > 0.95);
+		assert_true(other_kind > 0.95);
+		free(a);
+		free(b);
+		free(c);
+		free(u);
+	}
+}
+
+static void float_generators_refuse_integer_tensors(void **state)
+{
+	const struct ks_generator normal = { .kind = KS_GEN_NORMAL, .a = 0, .b = 1 };
+	const struct ks_generator half = { .kind = KS_GEN_CONST, .a = 0.5 };
+	CUdeviceptr dst = dev_alloc(64);
+
+	(void)state;
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, 16, &normal, NULL, 1, &err),
+			 -1);
+	printf("  normal into int32: %s\n", err.msg);
+	assert_contains(err.msg, "floating-point");
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT64, 4, &half, NULL, 1, &err), -1);
+	printf("  const 0.5 into int64: %s\n", err.msg);
+	assert_contains(err.msg, "0.5");
+	dev_free(dst);
+}
+
+static void check_indptr(const int32_t *indptr, int64_t requests, int64_t total, int64_t min)
+{
+	assert_int_equal(indptr[0], 0);
+	assert_int_equal(indptr[requests], total);
+	for (int64_t b = 0; b < requests; b++)
+		if (indptr[b + 1] - indptr[b] < min)
+			fail_msg("request %lld has length %d < min %lld", (long long)b,
+				 indptr[b + 1] - indptr[b], (long long)min);
+}
+
+static void indptr_random_lengths_sum_to_total_and_respect_min(void **state)
+{
+	static const struct {
+		int64_t requests, total, min;
+	} cases[] = {
+		{ 64, 28815, 1 }, { 1, 546, 1 }, { 33, 2049, 0 }, { 16, 80, 5 }, { 5, 1237, 200 },
+	};
+	struct ks_env axes;
+
+	(void)state;
+	ks_env_init(&axes);
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		const struct ks_generator gen = { .kind = KS_GEN_INDPTR, .expr = "num_kv_indices",
+						  .min = cases[c].min };
+		int64_t requests = cases[c].requests, n = requests + 1;
+		int32_t *a, *b, *other;
+		int32_t shortest = INT32_MAX, longest = 0;
+
+		OK(ks_env_set(&axes, "num_kv_indices", cases[c].total, &err));
+		a = generate(KS_DTYPE_INT32, n, &gen, &axes, 11);
+		b = generate(KS_DTYPE_INT32, n, &gen, &axes, 11);
+		other = generate(KS_DTYPE_INT32, n, &gen, &axes, 12);
+		for (int64_t i = 0; i < requests; i++) {
+			int32_t len = a[i + 1] - a[i];
+
+			shortest = len < shortest ? len : shortest;
+			longest = len > longest ? len : longest;
+		}
+		printf("  indptr of %lld requests, total %lld, min %lld: last %d, lengths %d..%d, "
+		       "same seed %s, other seed %s\n",
+		       (long long)requests, (long long)cases[c].total, (long long)cases[c].min,
+		       a[requests], shortest, longest,
+		       memcmp(a, b, (size_t)n * 4) ? "DIFFERENT" : "identical",
+		       memcmp(a, other, (size_t)n * 4) ? "different" : "IDENTICAL");
+		check_indptr(a, requests, cases[c].total, cases[c].min);
+		check_indptr(other, requests, cases[c].total, cases[c].min);
+		assert_memory_equal(a, b, (size_t)n * 4);
+		if (requests > 1 && cases[c].total > requests * cases[c].min) {
+			assert_true(shortest < longest); /* random, not an even split */
+			assert_memory_not_equal(a, other, (size_t)n * 4);
+		}
+		free(a);
+		free(b);
+		free(other);
+	}
+	ks_env_release(&axes);
+}
+
+static void indptr_explicit_lengths_are_honoured(void **state)
+{
+	int64_t lengths[3] = { 1, 67, 333 };
+	struct ks_generator gen = { .kind = KS_GEN_INDPTR, .expr = "num_kv_indices", .min = 1,
+				    .lengths = lengths, .n_lengths = 3 };
+	const int32_t want[4] = { 0, 1, 68, 401 };
+	CUdeviceptr dst = dev_alloc(64);
+	struct ks_env axes;
+	int32_t *got;
+
+	(void)state;
+	ks_env_init(&axes);
+	OK(ks_env_set(&axes, "num_kv_indices", 401, &err));
+	got = generate(KS_DTYPE_INT32, 4, &gen, &axes, 3);
+	printf("  lengths [1, 67, 333]: indptr [%d, %d, %d, %d] (want [0, 1, 68, 401])\n", got[0],
+	       got[1], got[2], got[3]);
+	assert_memory_equal(got, want, sizeof(want));
+	free(got);
+
+	OK(ks_env_set(&axes, "num_kv_indices", 400, &err));
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, 4, &gen, &axes, 3, &err), -1);
+	printf("  lengths summing to 401 with total 400: %s\n", err.msg);
+	assert_contains(err.msg, "400");
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, 5, &gen, &axes, 3, &err), -1);
+	printf("  3 lengths for 4 requests: %s\n", err.msg);
+	assert_contains(err.msg, "3 lengths");
+
+	gen.lengths = NULL;
+	gen.n_lengths = 0;
+	gen.min = 200;
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, 4, &gen, &axes, 3, &err), -1);
+	printf("  3 requests of at least 200 in 400: %s\n", err.msg);
+	assert_contains(err.msg, "cannot sum");
+	ks_env_release(&axes);
+	dev_free(dst);
+}
+
+static void check_pages(const int32_t *pages, int64_t n, int64_t pool, int64_t *descents)
+{
+	unsigned char *seen = ks_calloc((size_t)pool, 1);
+
+	*descents = 0;
+	for (int64_t i = 0; i < n; i++) {
+		if (pages[i] < 0 || pages[i] >= pool)
+			fail_msg("pages[%lld] = %d is outside [0, %lld)", (long long)i, pages[i],
+				 (long long)pool);
+		if (seen[pages[i]]++)
+			fail_msg("pages[%lld] = %d appears twice", (long long)i, pages[i]);
+		*descents += i > 0 && pages[i] < pages[i - 1];
+	}
+	free(seen);
+}
+
+static void page_permutation_is_distinct_and_in_range(void **state)
+{
+	const struct ks_generator gen = { .kind = KS_GEN_PAGE_PERMUTATION,
+					  .expr = "2*num_kv_indices + 1024" };
+	const struct ks_generator all = { .kind = KS_GEN_PAGE_PERMUTATION, .expr = "num_kv_indices" };
+	const int64_t n = 28815, pool = 2 * n + 1024;
+	CUdeviceptr dst = dev_alloc(64);
+	struct ks_env axes;
+	int32_t *a, *b, *full;
+	int64_t descents, full_descents;
+
+	(void)state;
+	ks_env_init(&axes);
+	OK(ks_env_set(&axes, "num_kv_indices", n, &err));
+	a = generate(KS_DTYPE_INT32, n, &gen, &axes, 21);
+	b = generate(KS_DTYPE_INT32, n, &gen, &axes, 21);
+	check_pages(a, n, pool, &descents);
+	full = generate(KS_DTYPE_INT32, n, &all, &axes, 21);
+	check_pages(full, n, n, &full_descents);
+	printf("  %lld pages of %lld: distinct and in range, %lld descents (random order: ~%lld); "
+	       "all %lld of %lld: a permutation with %lld descents; same seed %s\n",
+	       (long long)n, (long long)pool, (long long)descents, (long long)n / 2, (long long)n,
+	       (long long)n, (long long)full_descents,
+	       memcmp(a, b, (size_t)n * 4) ? "DIFFERENT" : "identical");
+	assert_memory_equal(a, b, (size_t)n * 4);
+	assert_true(descents > n / 3 && descents < 2 * n / 3);
+	assert_true(full_descents > n / 3 && full_descents < 2 * n / 3);
+
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, n + 1, &all, &axes, 1, &err),
+			 -1);
+	printf("  %lld pages from a pool of %lld: %s\n", (long long)n + 1, (long long)n, err.msg);
+	assert_contains(err.msg, "smaller");
+	free(a);
+	free(b);
+	free(full);
+	ks_env_release(&axes);
+	dev_free(dst);
+}
+
+/*
+ * The checksum's definition, restated: a reduction that dropped a warp, a
+ * block or the tail would still be stable, but would not match this.
+ */
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t host_checksum(const unsigned char *p, size_t n)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < (n + 7) / 8; i++) {
+		uint64_t w = 0;
+
+		for (size_t k = 0; k < 8 && i * 8 + k < n; k++)
+			w |= (uint64_t)p[i * 8 + k] << (8 * k);
+		sum += mix64(w ^ mix64(i + 0x9e3779b97f4a7c15ull));
+	}
+	return sum + mix64(n ^ 0x13198a2e03707344ull);
+}
+
+static void checksum_is_stable_and_sees_any_change(void **state)
+{
+	const struct ks_generator gen = { .kind = KS_GEN_UNIFORM, .a = -1, .b = 1 };
+	const size_t bytes = 64 * MIB + 5;
+	const size_t offsets[] = { 0, 1, 7, 8, 255, 4096, 1234567, 32 * MIB, 64 * MIB - 1, 64 * MIB,
+				   bytes - 1 };
+	CUdeviceptr buf = dev_alloc(bytes + 3);
+	unsigned char *host = ks_malloc(bytes + 3);
+	uint64_t base, again, changed, restored, swapped, odd;
+	int misses = 0;
+
+	(void)state;
+	OK(ks_gpukit_generate(kit, buf, KS_DTYPE_FLOAT32, (int64_t)(bytes + 3) / 4, &gen, NULL, 4,
+			      &err));
+	download(host, buf, bytes + 3);
+	OK(ks_gpukit_checksum(kit, buf, bytes, &base, &err));
+	OK(ks_gpukit_checksum(kit, buf, bytes, &again, &err));
+	printf("  %zu bytes: checksum %016llx, again %016llx, host recomputation %016llx\n", bytes,
+	       (unsigned long long)base, (unsigned long long)again,
+	       (unsigned long long)host_checksum(host, bytes));
+	assert_true(base == again);
+	assert_true(base == host_checksum(host, bytes));
+
+	for (size_t i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
+		size_t at = offsets[i];
+
+		set_byte(buf, at, (unsigned char)(host[at] ^ 0x01));
+		OK(ks_gpukit_checksum(kit, buf, bytes, &changed, &err));
+		set_byte(buf, at, host[at]);
+		OK(ks_gpukit_checksum(kit, buf, bytes, &restored, &err));
+		if (changed == base || restored != base) {
+			printf("  byte %zu flipped: checksum %s; restored: %s\n", at,
+			       changed == base ? "UNCHANGED" : "changed",
+			       restored == base ? "back" : "NOT BACK");
+			misses++;
+		}
+	}
+	printf("  one bit flipped at %zu offsets (first, last, word edges, mid-buffer): %d missed\n",
+	       sizeof(offsets) / sizeof(offsets[0]), misses);
+	assert_int_equal(misses, 0);
+
+	/* Order matters: swap the first two words. */
+	CU_OK(cu->memcpy_htod(buf, host + 8, 8));
+	CU_OK(cu->memcpy_htod(buf + 8, host, 8));
+	CU_OK(cu->ctx_synchronize());
+	OK(ks_gpukit_checksum(kit, buf, bytes, &swapped, &err));
+	CU_OK(cu->memcpy_htod(buf, host, 16));
+	CU_OK(cu->ctx_synchronize());
+	printf("  first two words swapped: checksum %s\n", swapped == base ? "UNCHANGED" : "changed");
+	assert_true(swapped != base);
+
+	/* Unaligned start and a short length take the byte-wise path. */
+	OK(ks_gpukit_checksum(kit, buf + 3, 1001, &odd, &err));
+	printf("  1001 bytes at offset 3: %016llx, host %016llx\n", (unsigned long long)odd,
+	       (unsigned long long)host_checksum(host + 3, 1001));
+	assert_true(odd == host_checksum(host + 3, 1001));
+	OK(ks_gpukit_checksum(kit, buf, 0, &odd, &err));
+	assert_true(odd == host_checksum(host, 0));
+
+	free(host);
+	dev_free(buf);
+}
+
+static void poison_reads_as_nan(void **state)
+{
+	const struct ks_generator gen = { .kind = KS_GEN_CONST, .a = 1 };
+	const size_t bytes = 1 << 16;
+	CUdeviceptr buf = dev_alloc(bytes);
+	unsigned char *host = ks_malloc(bytes);
+
+	(void)state;
+	/* Poison after real values, as before each candidate launch. */
+	OK(ks_gpukit_generate(kit, buf, KS_DTYPE_FLOAT32, (int64_t)bytes / 4, &gen, NULL, 1, &err));
+	OK(ks_gpukit_poison(kit, buf, bytes, &err));
+	download(host, buf, bytes);
+	for (size_t d = 0; d < sizeof(float_dtypes) / sizeof(float_dtypes[0]); d++) {
+		int64_t n = (int64_t)(bytes / ks_dtype_size(float_dtypes[d])), nan = 0;
+
+		for (int64_t i = 0; i < n; i++)
+			nan += isnan(ks_element(float_dtypes[d], host, i));
+		printf("  poisoned %zu bytes read as %s: %lld of %lld NaN\n", bytes,
+		       ks_dtype_name(float_dtypes[d]), (long long)nan, (long long)n);
+		assert_int_equal(nan, n);
+	}
+	free(host);
+	dev_free(buf);
+}
+
+static void flush_l2_runs_on_the_stream(void **state)
+{
+	CUevent start, end;
+	float ms = 0;
+
+	(void)state;
+	CU_OK(cu->event_create(&start, CU_EVENT_DEFAULT));
+	CU_OK(cu->event_create(&end, CU_EVENT_DEFAULT));
+	OK(ks_gpukit_flush_l2(kit, &err)); /* warm-up */
+	CU_OK(cu->event_record(start, ks_gpukit_stream(kit)));
+	OK(ks_gpukit_flush_l2(kit, &err));
+	CU_OK(cu->event_record(end, ks_gpukit_stream(kit)));
+	CU_OK(cu->event_synchronize(end));
+	CU_OK(cu->event_elapsed_time(&ms, start, end));
+	printf("  one L2 flush: %.3f ms\n", ms);
+	assert_true(ms > 0);
+	CU_OK(cu->event_destroy(start));
+	CU_OK(cu->event_destroy(end));
+}
+
+static void scalar_draws_follow_their_generator(void **state)
+{
+	const struct ks_generator c = { .kind = KS_GEN_CONST, .a = 0.08838834764831845 };
+	const struct ks_generator normal = { .kind = KS_GEN_NORMAL, .a = 1, .b = 3 };
+	const struct ks_generator uniform = { .kind = KS_GEN_UNIFORM, .a = 2, .b = 5 };
+	double sum = 0, sum2 = 0, lo = INFINITY, hi = -INFINITY, mean, std;
+	const int n = 100000;
+
+	(void)state;
+	assert_true(ks_gpukit_scalar(&c, 1) == 0.08838834764831845);
+	assert_true(ks_gpukit_scalar(&normal, 5) == ks_gpukit_scalar(&normal, 5));
+	assert_true(ks_gpukit_scalar(&normal, 5) != ks_gpukit_scalar(&normal, 6));
+	for (int i = 0; i < n; i++) {
+		double v = ks_gpukit_scalar(&normal, (uint64_t)i), u = ks_gpukit_scalar(&uniform, (uint64_t)i);
+
+		sum += v;
+		sum2 += v * v;
+		lo = u < lo ? u : lo;
+		hi = u > hi ? u : hi;
+	}
+	mean = sum / n;
+	std = sqrt(sum2 / n - mean * mean);
+	printf("  scalar normal(1, 3) over %d seeds: mean %.4f (1 +- 0.05), std %.4f (3 +- 0.05); "
+	       "uniform[2, 5): %.6f..%.6f\n", n, mean, std, lo, hi);
+	assert_true(fabs(mean - 1) < 0.05);
+	assert_true(fabs(std - 3) < 0.05);
+	assert_true(lo >= 2 && hi < 5);
+}
+
+static int is_slug(const char *s)
+{
+	if (!*s || *s == '-' || s[strlen(s) - 1] == '-')
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-'))
+			return 0;
+	return 1;
+}
+
+static int count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void print_profile(const struct ks_device_profile *p)
+{
+	printf("  profile: %s (slug %s, %s, cc %d.%d): %d SMs, L2 %d KiB, %zu MiB memory, "
+	       "smem %d KiB/block opt-in, %d KiB/SM, %d regs/SM, %d threads/SM\n",
+	       p->name, p->slug, p->arch, p->cc_major, p->cc_minor, p->sm_count, p->l2_bytes / 1024,
+	       p->total_mem / MIB, p->max_smem_per_block_optin / 1024, p->max_smem_per_sm / 1024,
+	       p->regs_per_sm, p->max_threads_per_sm);
+	printf("  profile: DRAM %.0f GB/s measured (want 500..10000); peaks fp32 %.1f, bf16 %.1f "
+	       "TFLOP/s (%s)\n", p->dram_gbps, p->peak_fp32_tflops, p->peak_bf16_tflops,
+	       p->peak_source);
+}
+
+static void profile_is_sane_and_its_cache_round_trips(void **state)
+{
+	struct ks_device_profile first, second, third, uncached;
+	char *tmp = test_tmpdir();
+	char *cache = ks_path_join(tmp, "cache/devices");
+	char *file;
+	int cached = -1;
+
+	(void)state;
+	OK(ks_gpukit_profile(kit, cache, &first, &cached, &err));
+	print_profile(&first);
+	assert_int_equal(cached, 0);
+	assert_true(is_slug(first.slug));
+	assert_int_equal(strncmp(first.arch, "sm_", 3), 0);
+	assert_true(first.cc_major >= 7);
+	assert_true(first.sm_count > 0 && first.sm_count < 1000);
+	assert_true(first.l2_bytes > 0);
+	assert_true(first.total_mem >= ((size_t)1 << 30));
+	assert_true(first.max_smem_per_block_optin >= 48 * 1024);
+	assert_true(first.max_smem_per_sm >= first.max_smem_per_block_optin);
+	assert_true(first.regs_per_sm >= 32768);
+	assert_true(first.max_threads_per_sm >= 1024);
+	assert_true(first.dram_gbps > 500 && first.dram_gbps < 10000);
+	assert_true(first.peak_fp32_tflops > 1 && first.peak_fp32_tflops < 1000);
+	assert_true(first.peak_bf16_tflops > first.peak_fp32_tflops);
+	assert_true(first.peak_source[0] != '\0');
+	if (strstr(first.name, "H100") || strstr(first.name, "H200"))
+		assert_int_equal(strncmp(first.peak_source, "table:", 6), 0);
+
+	file = ks_asprintf("%s/%s.json", cache, first.slug);
+	assert_int_equal(access(file, R_OK), 0);
+	assert_int_equal(count_entries(cache), 1); /* no temporary file left behind */
+
+	OK(ks_gpukit_profile(kit, cache, &second, &cached, &err));
+	printf("  second call: cached %d, DRAM %.3f GB/s (first %.3f)\n", cached, second.dram_gbps,
+	       first.dram_gbps);
+	assert_int_equal(cached, 1);
+	assert_true(second.dram_gbps == first.dram_gbps);
+	assert_string_equal(second.name, first.name);
+	assert_string_equal(second.slug, first.slug);
+	assert_int_equal(second.sm_count, first.sm_count);
+	assert_true(second.peak_bf16_tflops == first.peak_bf16_tflops);
+
+	test_write(cache, strrchr(file, '/') + 1, "{ not json");
+	OK(ks_gpukit_profile(kit, cache, &third, &cached, &err));
+	printf("  after corrupting the cache: cached %d, DRAM %.0f GB/s re-measured\n", cached,
+	       third.dram_gbps);
+	assert_int_equal(cached, 0);
+	assert_true(fabs(third.dram_gbps - first.dram_gbps) < 0.2 * first.dram_gbps);
+	OK(ks_gpukit_profile(kit, cache, &third, &cached, &err));
+	assert_int_equal(cached, 1); /* rewritten */
+
+	OK(ks_gpukit_profile(kit, NULL, &uncached, &cached, &err));
+	printf("  without a cache folder: cached %d, DRAM %.0f GB/s\n", cached, uncached.dram_gbps);
+	assert_int_equal(cached, 0);
+	assert_true(uncached.dram_gbps > 500);
+
+	free(file);
+	free(cache);
+	test_rmtree(tmp);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(normal_has_the_requested_mean_and_std),
+		cmocka_unit_test(uniform_stays_in_low_high),
+		cmocka_unit_test(const_is_exact_and_writes_only_numel),
+		cmocka_unit_test(same_seed_same_bytes_other_seed_other_bytes),
+		cmocka_unit_test(float_generators_refuse_integer_tensors),
+		cmocka_unit_test(indptr_random_lengths_sum_to_total_and_respect_min),
+		cmocka_unit_test(indptr_explicit_lengths_are_honoured),
+		cmocka_unit_test(page_permutation_is_distinct_and_in_range),
+		cmocka_unit_test(checksum_is_stable_and_sees_any_change),
+		cmocka_unit_test(poison_reads_as_nan),
+		cmocka_unit_test(flush_l2_runs_on_the_stream),
+		cmocka_unit_test(scalar_draws_follow_their_generator),
+		cmocka_unit_test(profile_is_sane_and_its_cache_round_trips),
+	};
+	struct ks_error e;
+	int count = 0;
+
+	/* Plain lines for a batch log, in order with cmocka's own output. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (ks_cuda_load(&cu, &e)) {
+		printf("SKIP test_gpukit: %s\n", e.msg);
+		return 77;
+	}
+	if (ks_cuda_device_count(&count, &e)) {
+		printf("SKIP test_gpukit: %s\n", e.msg);
+		return 77;
+	}
+	if (count == 0) {
+		printf("SKIP test_gpukit: the driver sees no GPU\n");
+		return 77;
+	}
+	return cmocka_run_group_tests(tests, open_kit, close_kit);
+}
