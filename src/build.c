@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/compiler.h"
 #include "ksearch/util.h"
 
 /* Resolve the plan for every workload: a contract must hold for all of them. */
@@ -63,7 +64,6 @@ static int check_globals(const struct ks_candidate *cand, struct ks_build *out, 
 
 static void compute_descriptors(struct ks_build *out)
 {
-	const struct ks_launch_report *heaviest = &out->launches[0];
 	double *d = out->descriptors;
 
 	memset(d, 0, sizeof(out->descriptors));
@@ -81,15 +81,14 @@ static void compute_descriptors(struct ks_build *out)
 			d[KS_DESC_ASYNC_COPY] = r->desc.async_copy;
 		if (r->desc.widest_load_bytes > d[KS_DESC_LOAD_WIDTH])
 			d[KS_DESC_LOAD_WIDTH] = r->desc.widest_load_bytes;
-		if (r->blocks * r->threads > heaviest->blocks * heaviest->threads)
-			heaviest = r;
+		/* the launch with the lowest occupancy is the one occupancy limits */
+		if (i == 0 || r->occupancy.fraction < d[KS_DESC_OCCUPANCY])
+			d[KS_DESC_OCCUPANCY] = r->occupancy.fraction;
 	}
-	/* the launch running the most threads does the bulk of the work */
-	d[KS_DESC_OCCUPANCY] = heaviest->occupancy.fraction;
 }
 
 int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params,
-	     const char *arch, struct ks_build *out, struct ks_error *err)
+	     const char *arch, unsigned flags, struct ks_build *out, struct ks_error *err)
 {
 	struct ks_define *defines = NULL;
 	struct ks_compile_request req;
@@ -121,7 +120,8 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 		.defines = defines,
 		.n_defines = cand->n_params,
 	};
-	if (ks_nvrtc_compile(&req, &out->compiled, err) < 0) {
+	if ((flags & KS_BUILD_ISOLATED ? ks_compile_isolated(&req, NULL, &out->compiled, err)
+					: ks_nvrtc_compile(&req, &out->compiled, err)) < 0) {
 		free(defines);
 		if (!out->compiled.log)
 			return -1; /* NVRTC itself is unusable: not the candidate's fault */

@@ -235,8 +235,8 @@ static int parse_launches(struct ks_candidate *cand, const json_t *launch, struc
 int ks_candidate_parse(const char *path, const char *source, struct ks_candidate *cand,
 		       struct ks_error *err)
 {
-	const char *json;
-	size_t len;
+	const char *json = NULL;
+	size_t len = 0;
 	json_error_t jerr;
 	json_t *root = NULL;
 	const char *key;

@@ -9,11 +9,14 @@
 
 const struct ks_cmd ks_commands[] = {
 	{ "evolve", cmd_evolve, "search for faster kernels of an operator (the main job)" },
+	{ "check", cmd_check, "verify and time a candidate on the GPU against the reference" },
 	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
 	{ "ops", cmd_ops, "list the operators and their workloads" },
 	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },
 	{ "version", cmd_version, "print versions of ksearch, NVRTC and the driver" },
 	{ "help", cmd_help, "show help for ksearch or one of its commands" },
+	{ "__worker", cmd_internal_worker, NULL },
+	{ "__compile", cmd_internal_compile, NULL },
 };
 const size_t ks_n_commands = sizeof(ks_commands) / sizeof(ks_commands[0]);
 
@@ -36,7 +39,8 @@ static void print_main_help(FILE *out)
 		"\n"
 		"commands:\n");
 	for (size_t i = 0; i < ks_n_commands; i++)
-		fprintf(out, "  %-10s %s\n", ks_commands[i].name, ks_commands[i].summary);
+		if (ks_commands[i].summary)
+			fprintf(out, "  %-10s %s\n", ks_commands[i].name, ks_commands[i].summary);
 	fprintf(out,
 		"\n"
 		"examples:\n"
@@ -55,6 +59,9 @@ static int suggest_command(const char *name)
 
 	for (size_t i = 0; i < ks_n_commands; i++) {
 		size_t d = ks_edit_distance(name, ks_commands[i].name);
+
+		if (!ks_commands[i].summary)
+			continue;
 
 		if (d < best_dist) {
 			best_dist = d;

@@ -819,6 +819,7 @@ int ks_op_load(const char *dir, struct ks_op *op, struct ks_error *err)
 		}
 	}
 
+	ret = -1;
 	op->reference_path = ks_path_join(dir, "reference.cu");
 	if (access(op->reference_path, R_OK)) {
 		ks_fail(err, "%s: %s (every operator needs a reference kernel)", op->reference_path,

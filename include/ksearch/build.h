@@ -50,13 +50,18 @@ struct ks_build {
 	double descriptors[KS_DESC_COUNT];
 };
 
+enum ks_build_flags {
+	/* compile in a killable child process (compiler.h) instead of in-process */
+	KS_BUILD_ISOLATED = 1 << 0,
+};
+
 /*
  * Build cand (bound to op) with params for arch.  Returns 0 when a verdict
  * was reached (ok or not: see out->verdict and err) and -1 when ksearch
  * itself could not work (NVRTC missing, unknown architecture).
  */
 int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params,
-	     const char *arch, struct ks_build *out, struct ks_error *err);
+	     const char *arch, unsigned flags, struct ks_build *out, struct ks_error *err);
 void ks_build_release(struct ks_build *build);
 
 /* The grid cell index of each grid axis for these descriptors (-1: outside the edges). */

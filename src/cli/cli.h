@@ -40,7 +40,7 @@ struct ks_opt {
 struct ks_cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
-	const char *summary;
+	const char *summary; /* NULL: hidden (internal) */
 };
 
 /* What a command prints for --help: usage line, description, options, examples, exit codes. */
@@ -78,6 +78,9 @@ int cmd_doctor(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_evolve(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_internal_worker(int argc, char **argv);
+int cmd_internal_compile(int argc, char **argv);
 
 /* The command table (main.c). */
 extern const struct ks_cmd ks_commands[];

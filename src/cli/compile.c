@@ -225,7 +225,7 @@ int cmd_compile(int argc, char **argv)
 		if (opts[2].set)
 			ks_params_nth(&cand, c, params);
 		ks_error_clear(&err);
-		if (ks_build(&cand, &op, params, arch, &build, &err) < 0) {
+		if (ks_build(&cand, &op, params, arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
 			ks_cli_error("compile", "%s", err.msg);
 			ks_build_release(&build);
 			ret = KS_EXIT_FAILED;

@@ -71,7 +71,7 @@ int cmd_evolve(int argc, char **argv)
 			continue;
 		}
 		ks_params_first(&cand, params);
-		if (ks_build(&cand, &op, params, arch, &build, &err) < 0 || build.verdict != KS_VERDICT_OK) {
+		if (ks_build(&cand, &op, params, arch, KS_BUILD_ISOLATED, &build, &err) < 0 || build.verdict != KS_VERDICT_OK) {
 			printf("  %-40s %s: %s\n", op.seed_paths[i], ks_verdict_name(build.verdict), err.msg);
 			ret = KS_EXIT_FAILED;
 		} else {

@@ -6,8 +6,9 @@ run 0 "$KSEARCH" ops
 out_has "gqa  (gqa_paged_decode_h32_kv4_d128_ps1)"
 out_has "rmsnorm"
 out_has "softmax"
-out_has "batch_size=64 num_kv_indices=46287"
-out_has "batch_size=16 num_kv_indices=8636"
+out_has "b64_kv46287"
+out_has "num_kv_indices=46287"
+out_has "b16_kv8636"
 out_has "check workloads:"
 
 run 0 "$KSEARCH" ops --op gqa --json
@@ -30,6 +31,6 @@ mkdir -p "$TMP/ops/broken" "$TMP/ops/gqa"
 cp -r operators/gqa/. "$TMP/ops/gqa/"
 printf '{"name": "x",\n "axes": {"n": {"type": "var"}},,\n}\n' > "$TMP/ops/broken/op.json"
 run 3 env KSEARCH_OPERATORS="$TMP/ops" "$KSEARCH" ops
-err_has "broken/op.json:3:"
+err_has "broken/op.json:2:"
 out_has "gqa  (gqa_paged_decode"
 done_ok

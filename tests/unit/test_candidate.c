@@ -231,7 +231,7 @@ static void build_source(struct fixture *f, const char *src, struct ks_build *b,
 
 	assert_int_equal(ks_candidate_parse("cand.cu", src, &c, err), 0);
 	assert_int_equal(ks_candidate_bind(&c, &f->op, err), 0);
-	if (ks_build(&c, &f->op, params, "sm_90a", b, err) < 0)
+	if (ks_build(&c, &f->op, params, "sm_90a", 0, b, err) < 0)
 		fail_msg("%s", err->msg);
 	ks_candidate_release(&c);
 }

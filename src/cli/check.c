@@ -1,0 +1,327 @@
+/*
+ * check.c - `ksearch check`: verify and time candidates on the GPU.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ksearch/build.h"
+#include "ksearch/candidate.h"
+#include "ksearch/eval.h"
+#include "ksearch/op.h"
+#include "ksearch/util.h"
+
+enum {
+	EXIT_REJECTED = 3,  /* compile_error, contract_error, refused */
+	EXIT_WRONG = 4,
+	EXIT_CRASH = 5,     /* crash or timeout */
+	EXIT_IMPLAUSIBLE = 6,
+};
+
+static const struct ks_help help = {
+	.usage = "ksearch check FILE.cu... --op NAME [--param K=V ...] [--all-params] [--workload ID ...] [--gpu N] [--json]",
+	.description =
+		"Compile a candidate, verify it against the operator's reference on every\n"
+		"check workload (two fresh random input sets each, outputs poisoned, inputs\n"
+		"checksummed), then time it on the benchmark workloads (L2 flushed before\n"
+		"every repetition, input sets rotated, median and spread, outputs of the\n"
+		"timed runs checked again).  Prints per workload the median time, spread,\n"
+		"speedup over the reference and fraction of the speed-of-light floor; the\n"
+		"fitness (geometric-mean speedup); the occupancy the driver reports; and the\n"
+		"verdict with its evidence.  The candidate runs in a separate worker process:\n"
+		"a kernel that crashes or hangs costs that process, never ksearch, and the\n"
+		"next candidate (several files can be given) runs in a fresh worker.",
+	.examples =
+		"  ksearch check operators/gqa/seeds/split_kv.cu --op gqa\n"
+		"  ksearch check operators/gqa/seeds/split_kv.cu --op gqa --param SPLITS=16 --workload b64_kv46287\n"
+		"  ksearch check my.cu --op gqa --all-params --json > results.json\n",
+	.exit_codes =
+		"  3  compile_error, contract_error or refused\n"
+		"  4  wrong (outputs differ from the reference)\n"
+		"  5  crash or timeout\n"
+		"  6  implausible (faster than the speed-of-light floor)\n"
+		"  with --all-params, the worst outcome over the combinations\n",
+};
+
+static int exit_for(enum ks_verdict v)
+{
+	switch (v) {
+	case KS_VERDICT_OK: return KS_EXIT_OK;
+	case KS_VERDICT_COMPILE_ERROR:
+	case KS_VERDICT_CONTRACT_ERROR:
+	case KS_VERDICT_REFUSED: return EXIT_REJECTED;
+	case KS_VERDICT_WRONG: return EXIT_WRONG;
+	case KS_VERDICT_IMPLAUSIBLE: return EXIT_IMPLAUSIBLE;
+	default: return EXIT_CRASH;
+	}
+}
+
+static void print_result(const struct ks_candidate *cand, const int64_t *params, const struct ks_build *b,
+			 const struct ks_eval_result *r, const struct ks_evaluator *ev)
+{
+	char pbuf[256];
+	const json_t *wl = json_object_get(r->result, "workloads"), *launches;
+	size_t i;
+	json_t *w;
+
+	ks_params_format(cand, params, pbuf, sizeof(pbuf));
+	printf("%s  %s  on %s (%s)\n", cand->path, pbuf, ev->profile.name, ev->profile.arch);
+	if (json_array_size(wl)) {
+		printf("\n%-16s %10s %9s %11s %8s %10s %6s\n", "workload", "median us", "spread", "ref us",
+		       "speedup", "floor us", "SOL");
+		json_array_foreach(wl, i, w) {
+			double median = json_number_value(json_object_get(w, "median_us"));
+			double p10 = json_number_value(json_object_get(w, "p10_us"));
+			double p90 = json_number_value(json_object_get(w, "p90_us"));
+
+			printf("%-16s %10.2f %8.1f%% %11.2f %7.2fx %10.2f %5.0f%%\n",
+			       json_string_value(json_object_get(w, "id")), median, 100.0 * (p90 - p10) / median,
+			       json_number_value(json_object_get(w, "ref_median_us")),
+			       json_number_value(json_object_get(w, "speedup")),
+			       json_number_value(json_object_get(w, "floor_us")),
+			       100.0 * json_number_value(json_object_get(w, "sol_fraction")));
+		}
+		printf("\nfitness %.3f (geometric-mean speedup over the reference), speed of light %.0f%%\n",
+		       r->fitness, 100.0 * r->sol_fraction);
+	}
+	launches = json_object_get(r->result, "launches");
+	if (json_array_size(launches)) {
+		printf("\n%-20s %8s %10s %8s %8s %10s\n", "kernel", "regs", "smem", "threads", "blocks/SM",
+		       "occupancy");
+		json_array_foreach(launches, i, w) {
+			const struct ks_launch_report *lr = i < b->n_launches ? &b->launches[i] : NULL;
+
+			printf("%-20s %8d %10lld %8lld %8lld %9.0f%%\n", json_string_value(json_object_get(w, "kernel")),
+			       lr ? lr->res.registers : 0,
+			       (long long)(lr ? lr->res.static_smem : 0) + json_integer_value(json_object_get(w, "dynamic_smem")),
+			       (long long)json_integer_value(json_object_get(w, "threads")),
+			       (long long)json_integer_value(json_object_get(w, "blocks_per_sm")),
+			       100.0 * json_number_value(json_object_get(w, "occupancy")));
+		}
+	}
+	printf("\nverdict: %s\n", ks_verdict_name(r->verdict));
+	if (r->evidence[0])
+		printf("%s\n", r->evidence);
+	printf("(verification %.2f s, timing %.2f s, wall %.2f s)\n\n",
+	       json_number_value(json_object_get(r->result, "verify_s")),
+	       json_number_value(json_object_get(r->result, "time_s")), r->wall_s);
+}
+
+static json_t *result_json(const struct ks_candidate *cand, const int64_t *params, const char *arch,
+			   const struct ks_build *b, const struct ks_eval_result *r, const char *build_error)
+{
+	json_t *obj = r && r->result ? json_deep_copy(r->result) : json_object(), *pj = json_object();
+
+	for (size_t i = 0; i < cand->n_params; i++)
+		json_object_set_new(pj, cand->params[i].name, json_integer(params[i]));
+	json_object_set_new(obj, "file", json_string(cand->path));
+	json_object_set_new(obj, "arch", json_string(arch));
+	json_object_set_new(obj, "params", pj);
+	if (b->verdict != KS_VERDICT_OK) {
+		json_object_set_new(obj, "verdict", json_string(ks_verdict_name(b->verdict)));
+		json_object_set_new(obj, "evidence", json_string(build_error));
+	} else {
+		json_t *desc = json_object();
+
+		for (int d = 0; d < KS_DESC_COUNT; d++)
+			json_object_set_new(desc, ks_descriptor_name((enum ks_descriptor)d), json_real(b->descriptors[d]));
+		json_object_set_new(obj, "descriptors", desc);
+		json_object_set_new(obj, "wall_s", json_real(r->wall_s));
+	}
+	return obj;
+}
+
+/* Check every requested param combination of one file; returns its worst exit code. */
+static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const char *path,
+		      const struct ks_opt *opts, const struct ks_eval_options *eopts, json_t *all)
+{
+	struct ks_candidate cand = { 0 };
+	struct ks_error err;
+	int64_t *params = NULL;
+	size_t combos = 1;
+	int worst = KS_EXIT_OK, ret;
+
+	if (ks_candidate_load(path, &cand, &err) < 0 || ks_candidate_bind(&cand, op, &err) < 0) {
+		ks_cli_error("check", "%s", err.msg);
+		ret = access(path, R_OK) ? KS_EXIT_FAILED : EXIT_REJECTED;
+		if (all && ret == EXIT_REJECTED)
+			json_array_append_new(all, json_pack("{s:s, s:s, s:s}", "file", path, "verdict",
+							     "contract_error", "evidence", err.msg));
+		goto cleanup;
+	}
+	params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
+	ks_params_first(&cand, params);
+	if (ks_params_assign(&cand, opts[1].list, opts[1].n_list, params, &err) < 0) {
+		ret = ks_cli_usage("check", "%s", err.msg);
+		goto cleanup;
+	}
+	if (opts[2].set)
+		combos = ks_params_count(&cand);
+	for (size_t c = 0; c < combos; c++) {
+		struct ks_build build;
+		struct ks_eval_result res = { 0 };
+		int code;
+
+		if (opts[2].set)
+			ks_params_nth(&cand, c, params);
+		ks_error_clear(&err);
+		if (ks_build(&cand, op, params, ev->profile.arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
+			ks_cli_error("check", "%s", err.msg);
+			ks_build_release(&build);
+			ret = KS_EXIT_FAILED;
+			goto cleanup;
+		}
+		if (build.verdict != KS_VERDICT_OK) {
+			code = exit_for(build.verdict);
+			if (all) {
+				json_array_append_new(all, result_json(&cand, params, ev->profile.arch, &build, NULL, err.msg));
+			} else {
+				char pbuf[256];
+
+				ks_params_format(&cand, params, pbuf, sizeof(pbuf));
+				printf("%s  %s\n\nverdict: %s\n%s\n\n", cand.path, pbuf, ks_verdict_name(build.verdict), err.msg);
+			}
+		} else {
+			if (ks_evaluator_run(ev, op, &cand, params, &build, eopts, &res, &err) < 0) {
+				ks_cli_error("check", "%s", err.msg);
+				ks_build_release(&build);
+				ret = KS_EXIT_FAILED;
+				goto cleanup;
+			}
+			code = exit_for(res.verdict);
+			if (all)
+				json_array_append_new(all, result_json(&cand, params, ev->profile.arch, &build, &res, NULL));
+			else
+				print_result(&cand, params, &build, &res, ev);
+			ks_eval_result_release(&res);
+		}
+		if (code > worst)
+			worst = code;
+		ks_build_release(&build);
+		fflush(stdout);
+	}
+	ret = worst;
+cleanup:
+	free(params);
+	ks_candidate_release(&cand);
+	return ret;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	struct ks_opt opts[] = {
+		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator the candidate implements (required)", 0, 0, 0, 0 },
+		{ "param", 'p', KS_OPT_LIST, "K=V", "set a param (repeatable); others take their first value", 0, 0, 0, 0 },
+		{ "all-params", 0, KS_OPT_FLAG, NULL, "check every combination of the params", 0, 0, 0, 0 },
+		{ "workload", 'w', KS_OPT_LIST, "ID", "time only this benchmark workload (repeatable)", 0, 0, 0, 0 },
+		{ "gpu", 0, KS_OPT_VALUE, "N", "the GPU to use (default 0)", 0, 0, 0, 0 },
+		{ "json", 0, KS_OPT_FLAG, NULL, "print JSON instead of text", 0, 0, 0, 0 },
+		{ "time-cap", 0, KS_OPT_VALUE, "MS", "time budget per benchmark workload (default 300)", 0, 0, 0, 0 },
+		{ 0 },
+	};
+	struct ks_op op = { 0 };
+	struct ks_evaluator ev = { 0 };
+	struct ks_eval_options eopts = { 0 };
+	const char **positional = NULL;
+	size_t n_positional;
+	struct ks_error err;
+	json_t *all = NULL;
+	int rc, ret = KS_EXIT_OK, worst = KS_EXIT_OK, gpu = 0, ev_open = 0;
+
+	rc = ks_opts_parse("check", opts, &help, argc, argv, &positional, &n_positional);
+	if (rc)
+		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
+	if (n_positional < 1) {
+		ret = ks_cli_usage("check", "expected a candidate file (FILE.cu)");
+		goto cleanup;
+	}
+	if (n_positional > 1 && opts[1].set) {
+		ret = ks_cli_usage("check", "--param goes with one candidate file, not %zu", n_positional);
+		goto cleanup;
+	}
+	if (!opts[0].set) {
+		ret = ks_cli_usage("check", "--op NAME is required (see `ksearch ops`)");
+		goto cleanup;
+	}
+	if (opts[1].set && opts[2].set) {
+		ret = ks_cli_usage("check", "--param and --all-params do not go together");
+		goto cleanup;
+	}
+	if (opts[4].set) {
+		char *end;
+
+		gpu = (int)strtol(opts[4].value, &end, 10);
+		if (*end || gpu < 0) {
+			ret = ks_cli_usage("check", "--gpu %s: expected a GPU number (0, 1, ...)", opts[4].value);
+			goto cleanup;
+		}
+	}
+	if (opts[6].set) {
+		eopts.time_cap_ms = atoi(opts[6].value);
+		if (eopts.time_cap_ms <= 0) {
+			ret = ks_cli_usage("check", "--time-cap %s: expected milliseconds > 0", opts[6].value);
+			goto cleanup;
+		}
+	}
+	if (ks_op_find(opts[0].value, &op, &err) < 0) {
+		ks_cli_error("check", "%s", err.msg);
+		ret = KS_EXIT_FAILED;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < opts[3].n_list; i++) {
+		const struct ks_workload *w = ks_op_workload(&op, opts[3].list[i]);
+
+		if (!w || w < op.workloads || w >= op.workloads + op.n_workloads) {
+			struct ks_strbuf known;
+
+			ks_strbuf_init(&known);
+			for (size_t k = 0; k < op.n_workloads; k++)
+				ks_strbuf_addf(&known, "%s%s", k ? ", " : "", op.workloads[k].id);
+			ret = ks_cli_usage("check", "--workload %s: not a benchmark workload of %s (%s)%s",
+					   opts[3].list[i], op.key, known.buf,
+					   w ? "; check workloads always all run" : "");
+			ks_strbuf_release(&known);
+			goto cleanup;
+		}
+	}
+	eopts.workloads = opts[3].list;
+	eopts.n_workloads = opts[3].n_list;
+	if (ks_evaluator_open(&ev, gpu, &eopts, &err) < 0) {
+		ks_cli_error("check", "%s\n(`ksearch check` needs an NVIDIA GPU and driver; `ksearch doctor` says what is missing)",
+			     err.msg);
+		ret = KS_EXIT_FAILED;
+		goto cleanup;
+	}
+	ev_open = 1;
+	if (opts[5].set)
+		all = json_array();
+	for (size_t f = 0; f < n_positional; f++) {
+		int code = check_file(&ev, &op, positional[f], opts, &eopts, all);
+
+		if (code == KS_EXIT_FAILED || code == KS_EXIT_USAGE) {
+			ret = code;
+			goto cleanup;
+		}
+		if (code > worst)
+			worst = code;
+	}
+	ret = worst;
+	if (all) {
+		json_t *out = opts[2].set || n_positional > 1 ? json_incref(all) : json_incref(json_array_get(all, 0));
+
+		json_dumpf(out, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(out);
+	}
+cleanup:
+	if (ev_open)
+		ks_evaluator_close(&ev);
+	json_decref(all);
+	free(positional);
+	ks_op_release(&op);
+	ks_opts_release(opts);
+	return ret;
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# gpu-suite.sh - run the GPU checks on a machine with an NVIDIA GPU, from a
+# build made elsewhere (build/ carried over): the driver and toolkit come
+# from the machine, the libraries the build linked statically travel in the
+# binary, and test-only libraries in build/carry-libs.  Logs go to $LOG_DIR.
+#   tools/gpu-suite.sh [smoke|tests|all]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-all}
+LOG_DIR=${LOG_DIR:-${OUT:-/tmp/ksearch-gpu-logs}}
+mkdir -p "$LOG_DIR"
+export LD_LIBRARY_PATH="$PWD/build/carry-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export KSEARCH_CACHE=${KSEARCH_CACHE:-/tmp/ksearch-cache}
+export KSEARCH=$PWD/build/ksearch KS_SOURCE_ROOT=$PWD KS_TEST_FIXTURES=$PWD/tests/unit/fixtures
+export KS_GPU_LOG_DIR=$LOG_DIR
+
+step() { echo "=== $*"; }
+step "machine"
+nvidia-smi -L
+missing=$(ldd build/ksearch | grep "not found")
+[ -z "$missing" ] || { echo "missing libraries: $missing"; exit 1; }
+build/ksearch doctor
+
+if [ "$mode" = smoke ] || [ "$mode" = all ]; then
+	step "gpukit"
+	build/tests/test_gpukit 2>&1 | tee "$LOG_DIR/gpukit.log" | tail -40
+	for op in rmsnorm softmax gqa; do
+		step "seeds of $op"
+		build/ksearch check operators/$op/reference.cu operators/$op/seeds/*.cu --op "$op" 2>&1 |
+			tee "$LOG_DIR/check-$op.log"
+	done
+fi
+if [ "$mode" = tests ] || [ "$mode" = all ]; then
+	step "GPU test suite"
+	for t in tests/gpu/t*.sh; do
+		echo "--- $t"
+		bash "$t" 2>&1 | tee "$LOG_DIR/$(basename "$t" .sh).log" | tail -60
+		echo "exit: ${PIPESTATUS[0]}"
+	done
+fi
