@@ -1,0 +1,64 @@
+/* ksearch
+{ "params": {},
+  "launch": [
+    {"kernel": "rmsnorm_mutable_global", "grid": ["num_rows"], "block": ["256"],
+     "args": ["x", "weight", "eps", "y", "num_rows", "hidden"]} ] }
+*/
+// expect: refused
+// evidence: mutable __device__ global 'calls'
+// Counts its launches in a `__device__` global and, past the first few (the correctness runs),
+// stops computing: state carried between calls.  Refused from the PTX before it ever runs.
+#include <cuda_bf16.h>
+
+#define THREADS 256
+#define WARPS (THREADS / 32)
+
+__device__ unsigned int calls; /* HOSTILE: survives from one launch to the next */
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+rmsnorm_mutable_global(const __nv_bfloat16 *x, const __nv_bfloat16 *weight, float eps,
+		       __nv_bfloat16 *y, int num_rows, int hidden)
+{
+	__shared__ float warp_sums[WARPS];
+	__shared__ unsigned int seen;
+	const int row = blockIdx.x;
+	if (row >= num_rows)
+		return;
+	const __nv_bfloat16 *xr = x + (size_t)row * hidden;
+	__nv_bfloat16 *yr = y + (size_t)row * hidden;
+
+	if (threadIdx.x == 0) {
+		seen = *(volatile unsigned int *)&calls;
+		if (row == 0)
+			atomicAdd(&calls, 1u);
+	}
+	__syncthreads();
+	if (seen > 16)
+		return; /* "it is being timed by now": do nothing */
+
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < hidden; i += THREADS) {
+		const float v = __bfloat162float(xr[i]);
+		ss = fmaf(v, v, ss);
+	}
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0)
+		warp_sums[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float total = 0.0f;
+#pragma unroll
+	for (int w = 0; w < WARPS; ++w)
+		total += warp_sums[w];
+	const float inv_rms = rsqrtf(total / (float)hidden + eps);
+
+	for (int i = threadIdx.x; i < hidden; i += THREADS)
+		yr[i] = __float2bfloat16((__bfloat162float(xr[i]) * inv_rms) * __bfloat162float(weight[i]));
+}

@@ -1,0 +1,56 @@
+/* ksearch
+{ "params": {},
+  "launch": [
+    {"kernel": "rmsnorm_smem_too_much", "grid": ["num_rows"], "block": ["256"],
+     "smem": "300*1024",
+     "args": ["x", "weight", "eps", "y", "num_rows", "hidden"]} ] }
+*/
+// expect: refused
+// evidence: shared memory
+// Stages the row in dynamic shared memory but asks for 300 KiB per block, more than any
+// GPU has (227 KiB opt-in on Hopper): refused before it runs, not left to fail at launch.
+#include <cuda_bf16.h>
+
+#define THREADS 256
+#define WARPS (THREADS / 32)
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+rmsnorm_smem_too_much(const __nv_bfloat16 *x, const __nv_bfloat16 *weight, float eps,
+		      __nv_bfloat16 *y, int num_rows, int hidden)
+{
+	extern __shared__ float row_cache[]; /* HOSTILE: the launch asks 300 KiB for it */
+	__shared__ float warp_sums[WARPS];
+	const int row = blockIdx.x;
+	if (row >= num_rows)
+		return;
+	const __nv_bfloat16 *xr = x + (size_t)row * hidden;
+	__nv_bfloat16 *yr = y + (size_t)row * hidden;
+
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < hidden; i += THREADS) {
+		const float v = __bfloat162float(xr[i]);
+		row_cache[i] = v;
+		ss = fmaf(v, v, ss);
+	}
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0)
+		warp_sums[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float total = 0.0f;
+#pragma unroll
+	for (int w = 0; w < WARPS; ++w)
+		total += warp_sums[w];
+	const float inv_rms = rsqrtf(total / (float)hidden + eps);
+
+	/* each thread reads back only the elements it stored itself */
+	for (int i = threadIdx.x; i < hidden; i += THREADS)
+		yr[i] = __float2bfloat16((row_cache[i] * inv_rms) * __bfloat162float(weight[i]));
+}
