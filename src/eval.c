@@ -138,7 +138,7 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 		     const int64_t *params, const struct ks_build *build,
 		     const struct ks_eval_options *opts, struct ks_eval_result *res, struct ks_error *err)
 {
-	char seed[32];
+	char seed[32], structure[32];
 	json_t *job, *params_json = json_array(), *only = json_array();
 	struct ks_blob cubin = { build->compiled.cubin, build->compiled.cubin_size };
 	int64_t deadline, t0 = ks_now_ms();
@@ -155,8 +155,22 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 	for (size_t i = 0; opts && i < opts->n_workloads; i++)
 		json_array_append_new(only, json_string(opts->workloads[i]));
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)(ev->secret ^ (++ev->jobs * 0x9e3779b97f4a7c15ull)));
-	job = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o}", "type", "eval", "op_dir", op->dir, "path",
-			cand->path, "source", cand->source, "params", params_json, "seed", seed, "workloads", only);
+	/*
+	 * The timed workloads' structure (KV length splits, page permutations)
+	 * is fixed per operator, like a benchmark's: every candidate of every
+	 * run, on every GPU, and the reference are timed on the same shapes,
+	 * so their times compare.  The values stay secret and fresh.
+	 */
+	{
+		uint64_t h = 1469598103934665603ull;
+
+		for (const char *c = op->name; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ull;
+		snprintf(structure, sizeof(structure), "%llu", (unsigned long long)h);
+	}
+	job = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o}", "type", "eval", "op_dir", op->dir, "path",
+			cand->path, "source", cand->source, "params", params_json, "seed", seed, "structure_seed",
+			structure, "workloads", only);
 	if (opts && opts->time_cap_ms)
 		json_object_set_new(job, "time_cap_ms", json_integer(opts->time_cap_ms));
 	if (ks_frame_write(ev->worker.to_child, job, &cubin, 1, err) < 0) {

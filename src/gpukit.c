@@ -288,7 +288,8 @@ static int resident_blocks(struct ks_gpukit *kit, CUfunction func, unsigned int 
 
 static int build_kernels(struct ks_gpukit *kit, struct ks_error *err)
 {
-	const struct ks_compile_request req = { kit_source, "ksearch-gpukit.cu", kit->arch, NULL, 0 };
+	const struct ks_compile_request req = { .source = kit_source, .source_name = "ksearch-gpukit.cu",
+						.arch = kit->arch, .resources_optional = 1 };
 	const struct ks_cuda *cu = kit->cu;
 	struct ks_compile_result res;
 	int ret = -1;

@@ -368,9 +368,9 @@ int ks_nvrtc_compile(const struct ks_compile_request *req, struct ks_compile_res
 	if (ks_ptxas_log_parse(out->log, &out->kernels, &out->n_kernels, err))
 		goto cleanup;
 	/* Kernels without a report would silently get zero registers. */
-	if (!out->n_kernels && strstr(out->ptx, ".entry")) {
+	if (!out->n_kernels && strstr(out->ptx, ".entry") && !req->resources_optional) {
 		ks_fail(err, "the NVRTC log has no ptxas resource report although the PTX "
-			     "has kernels; was --ptxas-options=-v ignored?");
+			     "has kernels; was --ptxas-options=-v ignored? The log: \"%.600s\"", out->log);
 		goto cleanup;
 	}
 	ret = 0;

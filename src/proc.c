@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -41,7 +42,7 @@ int ks_child_spawn(struct ks_child *child, const char *const *args,
 	size_t n_args = 0;
 	const char **argv;
 	int exec_errno = 0;
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	memset(child, 0, sizeof(*child));
 	child->to_child = child->from_child = -1;
@@ -66,6 +67,14 @@ int ks_child_spawn(struct ks_child *child, const char *const *args,
 		goto fail;
 	}
 	if (pid == 0) {
+		/*
+		 * Ctrl-C on the terminal is for the coordinator, which finishes
+		 * the work in flight; and a child must not outlive it.
+		 */
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
 		if (dup2(in_pipe[0], 0) < 0 || dup2(out_pipe[1], 1) < 0)
 			goto child_fail;
 		if (limits && limits->address_space) {

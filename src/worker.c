@@ -168,8 +168,15 @@ static void inputs_free(struct worker *w, const struct ks_op *op, struct inputs 
 	memset(in, 0, sizeof(*in));
 }
 
+/*
+ * Generate a workload's inputs.  Values come from seed; the structure
+ * (indptr lengths, page permutations) from structure_seed, so that timed
+ * input sets differ in their data but not in their shape: a random split
+ * of the KV lengths changes a kernel's time, and every candidate of a run
+ * (and the reference) must be timed on the same one.
+ */
 static int inputs_make(struct worker *w, const struct ks_op *op, const struct ks_workload *wl,
-		       uint64_t seed, struct inputs *in, struct outcome *oc)
+		       uint64_t seed, uint64_t structure_seed, struct inputs *in, struct outcome *oc)
 {
 	struct ks_error err;
 
@@ -179,7 +186,9 @@ static int inputs_make(struct worker *w, const struct ks_op *op, const struct ks
 	in->sum = ks_calloc(op->n_inputs, sizeof(*in->sum));
 	for (size_t i = 0; i < op->n_inputs; i++) {
 		const struct ks_tensor *t = &op->inputs[i];
-		uint64_t s = mix64(seed, i + 1);
+		enum ks_generator_kind kind = wl->generators[i].kind;
+		int structural = kind == KS_GEN_INDPTR || kind == KS_GEN_PAGE_PERMUTATION;
+		uint64_t s = mix64(structural ? structure_seed : seed, i + 1);
 		int64_t numel;
 		CUresult rc;
 
@@ -532,6 +541,7 @@ static int use_op(struct worker *w, const char *op_dir, struct outcome *oc)
 	req.source = w->ref_cand.source;
 	req.source_name = w->ref_cand.path;
 	req.arch = w->prof.arch;
+	req.resources_optional = 1;
 	if (ks_nvrtc_compile(&req, &res, &err) < 0) {
 		ks_compile_result_release(&res);
 		return fail_internal(oc, err.msg);
@@ -623,7 +633,9 @@ static int check_workload(struct worker *w, const struct program *cand, const st
 		int ok = 0;
 
 		announce(w, 120);
-		if (inputs_make(w, &w->op, wl, mix64(seed, (uint64_t)trial), &in, oc) < 0 ||
+		uint64_t trial_seed = mix64(seed, (uint64_t)trial);
+
+		if (inputs_make(w, &w->op, wl, trial_seed, trial_seed, &in, oc) < 0 ||
 		    reference_outputs(w, wl, &in, ref, &ref_s, oc) < 0)
 			goto trial_done;
 		/* the candidate gets a hundred times the reference's time, and a few seconds */
@@ -699,13 +711,17 @@ static int time_program(struct worker *w, const struct program *prog, const stru
 	double *sorted = ks_calloc((size_t)set->max_reps, sizeof(*sorted));
 	double t_start = now_s(), last_median = -1;
 	struct ks_error err;
-	int n = 0, ret = -1;
+	int n = 0, ret = -1, stable = 0;
 
-	for (int i = 0; i < set->warmup; i++)
-		if (program_launch(w, prog, plan, wl, &sets[i % n_sets], out, s, oc) < 0)
+	/* warm up until the clocks have settled: a few runs and at least 20 ms */
+	for (int i = 0; i < set->warmup || now_s() - t_start < 0.02; i++) {
+		if (program_launch(w, prog, plan, wl, &sets[i % n_sets], out, s, oc) < 0 ||
+		    sync_stream(w, "warming up", wl, oc) < 0)
 			goto cleanup;
-	if (sync_stream(w, "warming up", wl, oc) < 0)
-		goto cleanup;
+		if (now_s() - t_start > set->time_cap_ms / 2000.0)
+			break; /* a slow kernel: its timed runs need the time more */
+	}
+	t_start = now_s();
 	while (n < set->max_reps) {
 		int k = n % n_sets;
 		float ms = 0;
@@ -742,8 +758,13 @@ static int time_program(struct worker *w, const struct program *prog, const stru
 			memcpy(sorted, samples, (size_t)n * sizeof(*samples));
 			qsort(sorted, (size_t)n, sizeof(*sorted), cmp_double);
 			median = quantile(sorted, n, 0.5);
-			if (last_median > 0 && fabs(median - last_median) <= 0.005 * median)
-				break;
+			/* stable: two checks in a row within 0.5% */
+			if (last_median > 0 && fabs(median - last_median) <= 0.005 * median) {
+				if (++stable >= 2)
+					break;
+			} else {
+				stable = 0;
+			}
 			last_median = median;
 		}
 	}
@@ -763,7 +784,8 @@ struct timing {
 };
 
 static int time_workload(struct worker *w, const struct program *cand, size_t wi, uint64_t seed,
-			 const struct settings *set, struct timing *tm, struct outcome *oc)
+			 uint64_t structure_seed, const struct settings *set, struct timing *tm,
+			 struct outcome *oc)
 {
 	const struct ks_workload *wl = &w->op.workloads[wi];
 	struct inputs sets[4] = { { 0 } };
@@ -782,7 +804,8 @@ static int time_workload(struct worker *w, const struct program *cand, size_t wi
 	}
 	announce(w, 120);
 	for (int k = 0; k < n_sets; k++) {
-		if (inputs_make(w, &w->op, wl, mix64(seed, 1000 + (uint64_t)k), &sets[k], oc) < 0 ||
+		if (inputs_make(w, &w->op, wl, mix64(seed, 1000 + (uint64_t)k), mix64(structure_seed, hash_str(wl->id)),
+				&sets[k], oc) < 0 ||
 		    reference_outputs(w, wl, &sets[k], ref_host[k], &ref_s, oc) < 0)
 			goto cleanup;
 		if (ref_s > slowest_ref_s)
@@ -858,7 +881,7 @@ static void read_settings(const json_t *job, struct settings *set)
 {
 	const json_t *v;
 
-	*set = (struct settings){ .trials = 2, .min_reps = 20, .max_reps = 300, .warmup = 2,
+	*set = (struct settings){ .trials = 2, .min_reps = 30, .max_reps = 500, .warmup = 3,
 				  .time_cap_ms = 300, .timing_sets = 2 };
 	if ((v = json_object_get(job, "trials")) && json_integer_value(v) >= 2)
 		set->trials = (int)json_integer_value(v);
@@ -907,20 +930,22 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 	struct ks_error err;
 	struct timing *timings = NULL;
 	json_t *result = NULL, *params_json, *workloads_json = json_array(), *launches = NULL;
-	const char *op_dir, *path, *source, *seed_text;
+	const char *op_dir, *path, *source, *seed_text, *structure_text;
 	int64_t *params = NULL;
-	uint64_t seed;
+	uint64_t seed, structure_seed;
 	double t0 = now_s(), verify_s = 0, time_s = 0, log_speedup = 0, log_sol = 0;
 	size_t n_timed = 0;
 
 	read_settings(job, &set);
-	if (json_unpack((json_t *)job, "{s:s, s:s, s:s, s:o, s:s}", "op_dir", &op_dir, "path", &path,
-			"source", &source, "params", &params_json, "seed", &seed_text) ||
+	if (json_unpack((json_t *)job, "{s:s, s:s, s:s, s:o, s:s, s:s}", "op_dir", &op_dir, "path", &path,
+			"source", &source, "params", &params_json, "seed", &seed_text, "structure_seed",
+			&structure_text) ||
 	    !json_is_array(params_json)) {
 		fail_internal(&oc, "malformed eval job");
 		goto done;
 	}
 	seed = strtoull(seed_text, NULL, 10);
+	structure_seed = strtoull(structure_text, NULL, 10);
 	if (use_op(w, op_dir, &oc) < 0)
 		goto done;
 	if (ks_candidate_parse(path, source, &cand, &err) < 0 || ks_candidate_bind(&cand, &w->op, &err) < 0) {
@@ -955,7 +980,7 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 			wanted |= !strcmp(json_string_value(json_array_get(only, k)), w->op.workloads[i].id);
 		if (!wanted)
 			continue;
-		if (time_workload(w, &prog, i, mix64(seed, 100 + i), &set, &timings[n_timed], &oc) < 0)
+		if (time_workload(w, &prog, i, mix64(seed, 100 + i), structure_seed, &set, &timings[n_timed], &oc) < 0)
 			goto done;
 		n_timed++;
 	}

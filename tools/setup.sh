@@ -18,6 +18,7 @@ have_pc libcurl || need+=(libcurl4-openssl-dev)
 have_pc jansson || need+=(libjansson-dev)
 [ -f /usr/include/lmdb.h ] || need+=(liblmdb-dev)
 have_pc cmocka || need+=(libcmocka-dev)
+have_pc libcrypto || need+=(libssl-dev)
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "setup: installing ${need[*]}"

@@ -43,6 +43,14 @@ struct ks_compile_request {
 	const char *arch;        /* "sm_90a", "sm_80", ... */
 	const struct ks_define *defines;
 	size_t n_defines;
+	/*
+	 * Accept a compile without ptxas's resource report.  Seen on an H200:
+	 * in a process that has loaded the driver (libcuda), NVRTC 13 left
+	 * the program log empty.  Candidates are compiled in processes that
+	 * never load the driver (compiler.h) and need the report; the
+	 * evaluator's own trusted kernels do not.
+	 */
+	int resources_optional;
 };
 
 /* What ptxas reported for one kernel (an .entry in the PTX). */

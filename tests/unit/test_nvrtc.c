@@ -35,7 +35,7 @@ static int compile(const char *source, const char *name, const char *arch,
 		   const struct ks_define *defines, size_t n_defines,
 		   struct ks_compile_result *out, struct ks_error *err)
 {
-	struct ks_compile_request req = { source, name, arch, defines, n_defines };
+	struct ks_compile_request req = { source, name, arch, defines, n_defines, 0 };
 
 	return ks_nvrtc_compile(&req, out, err);
 }

@@ -1,0 +1,103 @@
+/*
+ * search.h - the MAP-Elites search loop with the built-in mutator.
+ *
+ * Seeds first (every seed family with its first params), then: a parent
+ * from the grid (uniform over filled cells, fitness-weighted elites, or a
+ * cell whose offspring improved lately) -> a mutation (one or two params to
+ * neighbouring values, or a crossover of two elites of the same family)
+ * -> build -> evaluate -> insert into the archive.
+ *
+ * The loop is a pipeline: proposals are made by the calling thread, built
+ * by `jobs` compile threads and evaluated by one thread per lane (GPU);
+ * results are inserted strictly in proposal order.  Proposal i is made
+ * from the archive as it stood after result i - depth was inserted, with
+ * depth fixed by the configuration, so the choices depend only on the seed
+ * and the results, never on timing.  Each proposal is saved in the archive
+ * before it is dispatched, so a search killed at any moment resumes with
+ * exactly the proposals it would have made.
+ *
+ * The backend (how a proposal becomes a record) is an interface: the real
+ * one compiles with NVRTC and evaluates on GPU workers; tests plug in a
+ * deterministic one.
+ */
+#ifndef KSEARCH_SEARCH_H
+#define KSEARCH_SEARCH_H
+
+#include <jansson.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ksearch/archive.h"
+#include "ksearch/candidate.h"
+#include "ksearch/error.h"
+#include "ksearch/op.h"
+
+/* A seed family: one source file whose params the built-in mutator explores. */
+struct ks_family {
+	char *name;   /* file stem: "split_kv" */
+	struct ks_candidate cand;
+};
+
+/*
+ * What the search needs from the outside world.  build() and evaluate()
+ * are called from the search's threads: build() from any compile thread,
+ * evaluate() only from lane's own thread.  Both fill *record (a new JSON
+ * object: "verdict", "evidence", and for ok "fitness", "sol_fraction",
+ * "descriptors", "workloads"...) and return 0, or return -1 when ksearch
+ * itself failed (then the search stops with err).
+ */
+struct ks_backend {
+	void *ctx;
+	int lanes;
+	/* Compile and check statically; *built is passed on to evaluate() (may be NULL when the record is final). */
+	int (*build)(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
+		     json_t **record, struct ks_error *err);
+	/* Verify and time a built candidate on a lane; frees built. */
+	int (*evaluate)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+			void *built, json_t **record, struct ks_error *err);
+	/* Free a built candidate that will not be evaluated. */
+	void (*discard)(void *ctx, void *built);
+};
+
+struct ks_search_config {
+	uint64_t seed;
+	uint64_t budget;           /* evaluations in this run; 0: none */
+	double time_limit_s;       /* 0: none */
+	double target_fitness;     /* 0: none */
+	int jobs;                  /* compile threads */
+	double explore, exploit, recent; /* parent selection ratios (normalised) */
+	FILE *log;                 /* JSON-lines events, or NULL */
+	int status_tty;            /* redraw one status line instead of printing lines */
+	double status_every_s;     /* plain status lines (not a tty) */
+	volatile sig_atomic_t *stop; /* set non-zero to finish in-flight work and stop */
+	FILE *out;                 /* progress and summary (stdout); NULL: quiet */
+};
+
+struct ks_search_summary {
+	uint64_t evaluated;        /* in this run */
+	uint64_t duplicates_skipped;
+	uint64_t by_verdict[KS_VERDICT_COUNT];
+	double wall_s;
+	double compile_s, eval_s;  /* summed over candidates */
+	double gpu_busy_s;         /* summed over lanes */
+	const char *stop_reason;   /* "budget", "time", "target", "signal", "exhausted" */
+	int resumed;
+	uint64_t resumed_from;     /* records in the archive when the run started */
+};
+
+/* Load the op's seed families (sorted by file name). */
+int ks_families_load(const struct ks_op *op, struct ks_family **families, size_t *n, struct ks_error *err);
+void ks_families_free(struct ks_family *families, size_t n);
+
+/*
+ * Run the search on an open archive (created with the op's grid).
+ * Returns 0 when it stopped for one of the configured reasons, -1 when
+ * ksearch itself failed.
+ */
+int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks_family *families,
+		  size_t n_families, const struct ks_backend *backend, const struct ks_search_config *cfg,
+		  struct ks_search_summary *summary, struct ks_error *err);
+
+#endif
