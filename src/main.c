@@ -9,7 +9,9 @@
 
 const struct ks_cmd ks_commands[] = {
 	{ "evolve", cmd_evolve, "search for faster kernels of an operator (the main job)" },
+	{ "archive", cmd_archive, "inspect an archive: ls, show, grid, stats, lineage, diff, export, import, verify" },
 	{ "check", cmd_check, "verify and time a candidate on the GPU against the reference" },
+	{ "export-best", cmd_export_best, "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
 	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
 	{ "ops", cmd_ops, "list the operators and their workloads" },
 	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },

@@ -79,6 +79,8 @@ int cmd_ops(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_evolve(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_archive(int argc, char **argv);
+int cmd_export_best(int argc, char **argv);
 int cmd_internal_worker(int argc, char **argv);
 int cmd_internal_compile(int argc, char **argv);
 

@@ -11,8 +11,11 @@ ROUNDS=${KS_CRASH_ROUNDS:-30}
 for round in $(seq 1 "$ROUNDS"); do
 	"$WRITER" "$A" >"$TMP/ids.$round" 2>"$TMP/writer.err" &
 	pid=$!
-	# readers never block the writer and see a consistent archive meanwhile
-	if [ "$round" -gt 1 ]; then
+	if [ "$round" = 1 ]; then
+		# verify needs an archive: let the first writer create it
+		for _ in $(seq 100); do [ -s "$TMP/ids.1" ] && break; sleep 0.1; done
+	else
+		# readers never block the writer and see a consistent archive meanwhile
 		run 0 "$KSEARCH" archive stats --archive "$A"
 		out_has "candidates"
 		run 0 "$KSEARCH" archive ls --archive "$A" --limit 5

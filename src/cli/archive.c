@@ -1,0 +1,1095 @@
+/*
+ * archive.c - `ksearch archive`: inspect, share and check an archive.
+ * A small table of subcommands (as git bundle has), each with its own
+ * options and help.  Every reading subcommand opens the archive
+ * read-only, so it works while a search writes to it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "archive_cli.h"
+
+/* Opening */
+
+static void list_envs(struct ks_strbuf *sb, const struct ks_archive_env *envs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ks_strbuf_addf(sb, "%s%s/%s", i ? ", " : "", envs[i].op, envs[i].gpu_slug);
+}
+
+int ks_archive_cli_open(const char *cmd, const struct ks_opt *opts, struct ks_archive **ar)
+{
+	const char *root = opts[0].set ? opts[0].value : KS_ARCHIVE_DEFAULT_ROOT;
+	const char *op = opts[1].set ? opts[1].value : NULL;
+	const char *gpu = opts[2].set ? opts[2].value : NULL;
+	struct ks_archive_options options = { .flags = KS_ARCHIVE_READONLY };
+	struct ks_archive_env *envs;
+	char *slug = gpu ? ks_archive_gpu_slug(gpu) : NULL;
+	size_t n, matches = 0, match = 0;
+	struct ks_strbuf sb;
+	struct ks_error err;
+	int ret = KS_EXIT_FAILED;
+
+	*ar = NULL;
+	if (ks_archive_list_envs(root, &envs, &n, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		free(slug);
+		return KS_EXIT_FAILED;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if ((op && strcmp(op, envs[i].op)) || (slug && strcmp(slug, envs[i].gpu_slug)))
+			continue;
+		matches++;
+		match = i;
+	}
+	ks_strbuf_init(&sb);
+	list_envs(&sb, envs, n);
+	if (!n) {
+		ks_cli_error(cmd, "no archive in %s (`ksearch evolve` creates one, and "
+			     "`ksearch archive import FILE` fills one from an export)", root);
+	} else if (!matches) {
+		struct ks_strbuf what;
+
+		ks_strbuf_init(&what);
+		if (op)
+			ks_strbuf_addf(&what, "operator '%s'", op);
+		if (gpu)
+			ks_strbuf_addf(&what, "%sGPU '%s'", op ? " on " : "", gpu);
+		ks_cli_error(cmd, "no archive for %s in %s; it holds: %s", what.buf, root, sb.buf);
+		ks_strbuf_release(&what);
+	} else if (matches > 1) {
+		ks_cli_error(cmd, "%s holds several archives%s: %s; choose one with --op NAME%s", root,
+			     op ? " for this operator" : "", sb.buf, op ? " and --gpu MODEL" : " (and --gpu MODEL)");
+	} else if (ks_archive_open(ar, root, envs[match].op, envs[match].gpu_slug, &options, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+	} else {
+		ret = 0;
+	}
+	ks_strbuf_release(&sb);
+	ks_archive_envs_free(envs, n);
+	free(slug);
+	return ret;
+}
+
+int ks_archive_cli_parse_id(const char *cmd, const char *text, uint64_t *id)
+{
+	char *end;
+	unsigned long long v;
+
+	if (text[0] == '#')
+		text++;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (!*text || *end || errno || v == 0 || text[0] == '-') {
+		ks_cli_usage(cmd, "'%s' is not a candidate id (a number from 1, as `ksearch archive ls` shows)",
+			     text);
+		return -1;
+	}
+	*id = v;
+	return 0;
+}
+
+int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record,
+		       char **source)
+{
+	struct ks_archive_metrics m;
+	struct ks_error err;
+
+	if (ks_archive_get(ar, id, record, source, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		return -1;
+	}
+	if (*record)
+		return 0;
+	if (ks_archive_metrics(ar, &m, &err) == 0 && m.candidates)
+		ks_cli_error(cmd, "no candidate #%llu in %s (its ids go from 1 to %llu)", (unsigned long long)id,
+			     ks_archive_path(ar), (unsigned long long)(m.next_id - 1));
+	else
+		ks_cli_error(cmd, "no candidate #%llu in %s (it is empty)", (unsigned long long)id,
+			     ks_archive_path(ar));
+	return -1;
+}
+
+/* Formatting */
+
+void ks_archive_format_value(const json_t *value, struct ks_strbuf *sb)
+{
+	if (json_is_integer(value))
+		ks_strbuf_addf(sb, "%lld", (long long)json_integer_value(value));
+	else if (json_is_real(value))
+		ks_strbuf_addf(sb, "%g", json_real_value(value));
+	else if (json_is_string(value))
+		ks_strbuf_adds(sb, json_string_value(value));
+	else if (json_is_true(value) || json_is_false(value))
+		ks_strbuf_adds(sb, json_is_true(value) ? "true" : "false");
+	else {
+		char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+
+		ks_strbuf_adds(sb, text ? text : "null");
+		free(text);
+	}
+}
+
+void ks_archive_format_params(const json_t *params, struct ks_strbuf *sb)
+{
+	const char *key;
+	json_t *value;
+	size_t start = sb->len;
+
+	json_object_foreach((json_t *)params, key, value) {
+		ks_strbuf_addf(sb, "%s%s=", sb->len > start ? " " : "", key);
+		ks_archive_format_value(value, sb);
+	}
+}
+
+uint64_t ks_record_id(const json_t *record)
+{
+	json_int_t id = json_integer_value(json_object_get(record, "id"));
+
+	return id > 0 ? (uint64_t)id : 0;
+}
+
+const char *ks_record_str(const json_t *record, const char *field, const char *fallback)
+{
+	const char *s = json_string_value(json_object_get(record, field));
+
+	return s ? s : fallback;
+}
+
+double ks_record_num(const json_t *record, const char *field)
+{
+	return json_number_value(json_object_get(record, field));
+}
+
+int ks_archive_cli_color(const char *cmd, const char *when)
+{
+	const char *term = getenv("TERM");
+
+	if (!when || !strcmp(when, "auto"))
+		return isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
+	if (!strcmp(when, "always"))
+		return 1;
+	if (!strcmp(when, "never"))
+		return 0;
+	ks_cli_usage(cmd, "--color takes auto, always or never (got '%s')", when);
+	return -1;
+}
+
+/*
+ * Parse a subcommand's options and count its arguments.  Returns 0 to go
+ * on, or 1 when the command is done (help shown, or a usage error
+ * printed) with *exit_code what it returns.
+ */
+static int parse(const char *cmd, struct ks_opt *opts, const struct ks_help *help, int argc, char **argv,
+		 const char ***pos, size_t *n_pos, size_t min_pos, size_t max_pos, const char *what,
+		 int *exit_code)
+{
+	int rc = ks_opts_parse(cmd, opts, help, argc, argv, pos, n_pos);
+
+	if (rc) {
+		*exit_code = rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
+		return 1;
+	}
+	if (*n_pos < min_pos || *n_pos > max_pos) {
+		if (*n_pos < min_pos)
+			*exit_code = ks_cli_usage(cmd, "expected %s", what);
+		else
+			*exit_code = ks_cli_usage(cmd, "unexpected argument '%s' (expected %s)", (*pos)[max_pos], what);
+		free(*pos);
+		ks_opts_release(opts);
+		return 1;
+	}
+	return 0;
+}
+
+/* The verdict names, for messages. */
+static void verdict_list(struct ks_strbuf *sb)
+{
+	for (int v = 0; v < KS_VERDICT_COUNT; v++)
+		ks_strbuf_addf(sb, "%s%s", v ? ", " : "", ks_verdict_name((enum ks_verdict)v));
+}
+
+static int parse_verdict(const char *cmd, const char *name, int *verdict)
+{
+	enum ks_verdict v;
+	const char *best = NULL;
+	size_t best_dist = (size_t)-1;
+	struct ks_strbuf sb;
+
+	if (ks_verdict_parse(name, &v) == 0) {
+		*verdict = (int)v;
+		return 0;
+	}
+	for (int i = 0; i < KS_VERDICT_COUNT; i++) {
+		size_t d = ks_edit_distance(name, ks_verdict_name((enum ks_verdict)i));
+
+		if (d < best_dist) {
+			best_dist = d;
+			best = ks_verdict_name((enum ks_verdict)i);
+		}
+	}
+	ks_strbuf_init(&sb);
+	verdict_list(&sb);
+	if (best && ks_is_close(name, best))
+		ks_cli_usage(cmd, "unknown verdict '%s'; did you mean '%s'? (verdicts: %s)", name, best, sb.buf);
+	else
+		ks_cli_usage(cmd, "unknown verdict '%s' (verdicts: %s)", name, sb.buf);
+	ks_strbuf_release(&sb);
+	return -1;
+}
+
+/* ls */
+
+static const struct ks_help ls_help = {
+	.usage = "ksearch archive ls [--verdict V] [--sort fitness|time|id] [--limit N] [--json]",
+	.description =
+		"List candidates, one a line: id, verdict, fitness, speed-of-light fraction,\n"
+		"cell (the bin along each grid axis; * marks the cell's elite), mutation,\n"
+		"parents, family and params.  --sort fitness (the default) puts the best\n"
+		"first; time puts the newest first; id the oldest.  Indexes give the order,\n"
+		"so --limit N reads only N records however large the archive is.",
+	.examples =
+		"  ksearch archive ls --limit 20\n"
+		"  ksearch archive ls --verdict wrong --sort time --limit 5\n"
+		"  ksearch archive ls --op gqa --gpu 'NVIDIA H200' --sort id --json > all.json\n",
+	.exit_codes = NULL,
+};
+
+struct ls_ctx {
+	struct ks_archive *ar;
+	struct ks_archive_elite *elites;
+	size_t n_elites;
+	int json;
+	uint64_t shown;
+};
+
+static int is_elite(const struct ls_ctx *ctx, uint64_t cell, uint64_t id)
+{
+	size_t lo = 0, hi = ctx->n_elites;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (ctx->elites[mid].cell < cell)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < ctx->n_elites && ctx->elites[lo].cell == cell && ctx->elites[lo].id == id;
+}
+
+static void format_cell(struct ks_archive *ar, uint64_t cell, struct ks_strbuf *sb)
+{
+	size_t n_axes, coords[KS_DESC_COUNT];
+
+	ks_archive_grid(ar, &n_axes);
+	ks_archive_cell_coords(ar, cell, coords);
+	for (size_t i = 0; i < n_axes; i++)
+		ks_strbuf_addf(sb, "%s%zu", i ? "," : "", coords[i]);
+}
+
+static void format_parents(const json_t *record, struct ks_strbuf *sb)
+{
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(json_object_get(record, "parents"), i, p)
+		ks_strbuf_addf(sb, "%s%lld", i ? "," : "", (long long)json_integer_value(p));
+	if (!sb->len)
+		ks_strbuf_adds(sb, "-");
+}
+
+static int ls_row(const json_t *record, void *ctx_)
+{
+	struct ls_ctx *ctx = ctx_;
+	struct ks_strbuf cell, parents, params;
+	const char *verdict = ks_record_str(record, "verdict", "?");
+	uint64_t c;
+	char why[128], fitness[32], sol[16];
+
+	if (ctx->json) {
+		fputs(ctx->shown ? ",\n  " : "[\n  ", stdout);
+		json_dumpf(record, stdout, KS_ARCHIVE_RECORD_JSON);
+		ctx->shown++;
+		return ferror(stdout) != 0;
+	}
+	if (!ctx->shown)
+		printf("%8s  %-14s %8s %6s  %-9s %-9s %-9s %-14s %s\n", "id", "verdict", "fitness", "sol",
+		       "cell", "mutation", "parents", "family", "params");
+	ctx->shown++;
+	ks_strbuf_init(&cell);
+	ks_strbuf_init(&parents);
+	ks_strbuf_init(&params);
+	if (strcmp(verdict, "ok")) {
+		ks_strbuf_adds(&cell, "-");
+		snprintf(fitness, sizeof(fitness), "-");
+		snprintf(sol, sizeof(sol), "-");
+	} else {
+		if (ks_archive_cell_of(ctx->ar, json_object_get(record, "descriptors"), &c, why, sizeof(why)))
+			ks_strbuf_adds(&cell, "outside");
+		else {
+			format_cell(ctx->ar, c, &cell);
+			if (is_elite(ctx, c, ks_record_id(record)))
+				ks_strbuf_adds(&cell, " *");
+		}
+		snprintf(fitness, sizeof(fitness), "%.3f", ks_record_num(record, "fitness"));
+		if (json_is_number(json_object_get(record, "sol_fraction")))
+			snprintf(sol, sizeof(sol), "%.1f%%", 100 * ks_record_num(record, "sol_fraction"));
+		else
+			snprintf(sol, sizeof(sol), "-");
+	}
+	format_parents(record, &parents);
+	ks_archive_format_params(json_object_get(record, "params"), &params);
+	printf("%8llu  %-14s %8s %6s  %-9s %-9s %-9s %-14s %s\n", (unsigned long long)ks_record_id(record),
+	       verdict, fitness, sol, cell.buf, ks_record_str(record, "mutation", "-"), parents.buf,
+	       ks_record_str(record, "family", "-"), params.buf);
+	ks_strbuf_release(&cell);
+	ks_strbuf_release(&parents);
+	ks_strbuf_release(&params);
+	/* stop early when the reader went away (| head) */
+	return ferror(stdout) != 0;
+}
+
+static int archive_ls(int argc, char **argv)
+{
+	struct ks_opt opts[] = {
+		KS_ARCHIVE_COMMON_OPTS,
+		{ "verdict", 0, KS_OPT_VALUE, "V", "only candidates with this verdict", 0, 0, 0, 0 },
+		{ "sort", 0, KS_OPT_VALUE, "KEY", "fitness (best first, the default), time (newest first) or id",
+		  0, 0, 0, 0 },
+		{ "limit", 'n', KS_OPT_VALUE, "N", "show at most N candidates", 0, 0, 0, 0 },
+		{ "json", 0, KS_OPT_FLAG, NULL, "print the records as a JSON list", 0, 0, 0, 0 },
+		{ 0 },
+	};
+	const char *cmd = "archive ls";
+	struct ks_archive_query query = { -1, KS_ARCHIVE_SORT_FITNESS, 0 };
+	struct ls_ctx ctx = { 0 };
+	const char **pos;
+	size_t n_pos;
+	struct ks_error err;
+	int ret;
+
+	if (parse(cmd, opts, &ls_help, argc, argv, &pos, &n_pos, 0, 0, "no arguments", &ret))
+		return ret;
+	free(pos);
+	ret = KS_EXIT_USAGE;
+	if (opts[3].set && parse_verdict(cmd, opts[3].value, &query.verdict) < 0)
+		goto cleanup;
+	if (opts[4].set) {
+		if (!strcmp(opts[4].value, "fitness"))
+			query.sort = KS_ARCHIVE_SORT_FITNESS;
+		else if (!strcmp(opts[4].value, "time"))
+			query.sort = KS_ARCHIVE_SORT_TIME;
+		else if (!strcmp(opts[4].value, "id"))
+			query.sort = KS_ARCHIVE_SORT_ID;
+		else {
+			ks_cli_usage(cmd, "--sort takes fitness, time or id (got '%s')", opts[4].value);
+			goto cleanup;
+		}
+	}
+	if (opts[5].set) {
+		char *end;
+		long long n = strtoll(opts[5].value, &end, 10);
+
+		if (!*opts[5].value || *end || n < 1) {
+			ks_cli_usage(cmd, "--limit takes a number >= 1 (got '%s')", opts[5].value);
+			goto cleanup;
+		}
+		query.limit = (uint64_t)n;
+	}
+	ctx.json = opts[6].set;
+	ret = ks_archive_cli_open(cmd, opts, &ctx.ar);
+	if (ret)
+		goto cleanup;
+	ret = KS_EXIT_FAILED;
+	if (!ctx.json && ks_archive_elites(ctx.ar, &ctx.elites, &ctx.n_elites, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	if (ks_archive_foreach(ctx.ar, &query, ls_row, &ctx, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	if (ctx.json)
+		fputs(ctx.shown ? "\n]\n" : "[]\n", stdout);
+	else if (!ctx.shown)
+		fprintf(stderr, "no candidates%s%s in %s\n", opts[3].set ? " with verdict " : "",
+			opts[3].set ? opts[3].value : "", ks_archive_path(ctx.ar));
+	ret = KS_EXIT_OK;
+cleanup:
+	free(ctx.elites);
+	ks_archive_close(ctx.ar);
+	ks_opts_release(opts);
+	return ret;
+}
+
+/* show */
+
+static const struct ks_help show_help = {
+	.usage = "ksearch archive show ID [--json] [--no-source]",
+	.description =
+		"Show one candidate: verdict and evidence, fitness and speed-of-light\n"
+		"fraction, family, params, parents (with their fitness), mutation, LLM use,\n"
+		"descriptors and the grid cell they put it in, per-workload timings, and\n"
+		"its source.  --json prints the record with its source as one object.",
+	.examples =
+		"  ksearch archive show 42\n"
+		"  ksearch archive show 42 --no-source\n"
+		"  ksearch archive show 42 --json | jq .workloads\n",
+	.exit_codes = NULL,
+};
+
+static void show_parents(struct ks_archive *ar, const json_t *record)
+{
+	size_t i;
+	json_t *p;
+
+	if (!json_array_size(json_object_get(record, "parents")))
+		return;
+	printf("%-12s", "parents");
+	json_array_foreach(json_object_get(record, "parents"), i, p) {
+		json_t *parent = NULL;
+		struct ks_error err;
+		uint64_t id = (uint64_t)json_integer_value(p);
+
+		printf("%s#%llu", i ? ", " : "", (unsigned long long)id);
+		if (ks_archive_get(ar, id, &parent, NULL, &err) < 0 || !parent) {
+			printf(" (not in this archive)");
+		} else if (!strcmp(ks_record_str(parent, "verdict", ""), "ok")) {
+			printf(" (fitness %.3f)", ks_record_num(parent, "fitness"));
+		} else {
+			printf(" (%s)", ks_record_str(parent, "verdict", "?"));
+		}
+		json_decref(parent);
+	}
+	printf("\n");
+}
+
+static void show_cell(struct ks_archive *ar, const json_t *record)
+{
+	const json_t *descriptors = json_object_get(record, "descriptors");
+	struct ks_archive_elite *elites = NULL;
+	size_t n_axes, n_elites = 0, coords[KS_DESC_COUNT];
+	const struct ks_grid_axis *axes = ks_archive_grid(ar, &n_axes);
+	struct ks_error err;
+	uint64_t cell;
+	char why[256];
+
+	if (json_object_size(descriptors)) {
+		struct ks_strbuf sb;
+
+		ks_strbuf_init(&sb);
+		ks_archive_format_params(descriptors, &sb);
+		printf("%-12s%s\n", "descriptors", sb.buf);
+		ks_strbuf_release(&sb);
+	}
+	if (strcmp(ks_record_str(record, "verdict", ""), "ok"))
+		return;
+	if (ks_archive_cell_of(ar, descriptors, &cell, why, sizeof(why))) {
+		printf("%-12soutside the grid: %s\n", "cell", why);
+		return;
+	}
+	ks_archive_cell_coords(ar, cell, coords);
+	printf("%-12s%llu:", "cell", (unsigned long long)cell);
+	for (size_t i = 0; i < n_axes; i++)
+		printf(" %s [%g, %g)", ks_descriptor_name(axes[i].descriptor), axes[i].edges[coords[i]],
+		       axes[i].edges[coords[i] + 1]);
+	if (ks_archive_elites(ar, &elites, &n_elites, &err) == 0) {
+		for (size_t i = 0; i < n_elites; i++) {
+			if (elites[i].cell != cell)
+				continue;
+			if (elites[i].id == ks_record_id(record))
+				printf("  (the cell's elite)");
+			else
+				printf("  (elite: #%llu, fitness %.3f)", (unsigned long long)elites[i].id,
+				       elites[i].fitness);
+		}
+	}
+	free(elites);
+	printf("\n");
+}
+
+static void show_workloads(const json_t *record)
+{
+	const json_t *list = json_object_get(record, "workloads");
+	size_t i;
+	json_t *w;
+
+	if (!json_array_size(list))
+		return;
+	printf("\n%-16s %10s %10s %10s %5s %10s %8s %9s %6s\n", "workload", "median_us", "p10_us",
+	       "p90_us", "reps", "ref_us", "speedup", "floor_us", "sol");
+	json_array_foreach(list, i, w) {
+		printf("%-16s %10.2f %10.2f %10.2f %5lld %10.2f %7.2fx %9.2f %5.1f%%\n",
+		       ks_record_str(w, "id", "?"), ks_record_num(w, "median_us"), ks_record_num(w, "p10_us"),
+		       ks_record_num(w, "p90_us"), (long long)json_integer_value(json_object_get(w, "reps")),
+		       ks_record_num(w, "ref_median_us"), ks_record_num(w, "speedup"),
+		       ks_record_num(w, "floor_us"), 100 * ks_record_num(w, "sol_fraction"));
+	}
+}
+
+static void show_text(const json_t *record, const char *source, int with_source)
+{
+	const char *evidence = ks_record_str(record, "evidence", NULL);
+
+	if (evidence && *evidence) {
+		printf("\nevidence:\n");
+		for (const char *line = evidence; *line;) {
+			const char *nl = strchr(line, '\n');
+			int len = nl ? (int)(nl - line) : (int)strlen(line);
+
+			printf("  %.*s\n", len, line);
+			line += len + (nl != NULL);
+		}
+	}
+	if (with_source)
+		printf("\nsource (sha256 %s):\n%s%s", ks_record_str(record, "source_hash", "?"), source,
+		       *source && source[strlen(source) - 1] != '\n' ? "\n" : "");
+}
+
+static void show_record(struct ks_archive *ar, const json_t *record, const char *source, int with_source)
+{
+	const json_t *llm = json_object_get(record, "llm");
+	const json_t *timing = json_object_get(record, "timing");
+	const char *verdict = ks_record_str(record, "verdict", "?");
+	struct ks_strbuf sb;
+
+	printf("candidate #%llu  %s", (unsigned long long)ks_record_id(record), verdict);
+	if (!strcmp(verdict, "ok")) {
+		printf("  fitness %.3f", ks_record_num(record, "fitness"));
+		if (json_is_number(json_object_get(record, "sol_fraction")))
+			printf("  speed of light %.1f%%", 100 * ks_record_num(record, "sol_fraction"));
+	}
+	printf("\n%-12s%s on %s%s%s%s\n", "operator", ks_record_str(record, "op", "?"),
+	       ks_record_str(record, "gpu", "?"), json_object_get(record, "arch") ? " (" : "",
+	       ks_record_str(record, "arch", ""), json_object_get(record, "arch") ? ")" : "");
+	printf("%-12s%s%s%s%s\n", "family", ks_record_str(record, "family", "-"),
+	       json_object_get(record, "path") ? "  (" : "", ks_record_str(record, "path", ""),
+	       json_object_get(record, "path") ? ")" : "");
+	ks_strbuf_init(&sb);
+	ks_archive_format_params(json_object_get(record, "params"), &sb);
+	printf("%-12s%s\n", "params", sb.len ? sb.buf : "(none)");
+	ks_strbuf_release(&sb);
+	printf("%-12s%s\n", "mutation", ks_record_str(record, "mutation", "-"));
+	show_parents(ar, record);
+	if (json_is_integer(json_object_get(record, "prompt_id")))
+		printf("%-12s%lld\n", "prompt", (long long)json_integer_value(json_object_get(record, "prompt_id")));
+	if (json_is_object(llm))
+		printf("%-12s%lld prompt + %lld completion tokens, $%.4f\n", "llm",
+		       (long long)json_integer_value(json_object_get(llm, "prompt_tokens")),
+		       (long long)json_integer_value(json_object_get(llm, "completion_tokens")),
+		       ks_record_num(llm, "cost_usd"));
+	show_cell(ar, record);
+	if (json_is_object(timing))
+		printf("%-12scompile %.2f s, verify %.2f s, time %.2f s\n", "timing",
+		       ks_record_num(timing, "compile_s"), ks_record_num(timing, "verify_s"),
+		       ks_record_num(timing, "time_s"));
+	printf("%-12s%s\n", "created", ks_record_str(record, "created", "-"));
+	show_workloads(record);
+	show_text(record, source, with_source);
+}
+
+static int archive_show(int argc, char **argv)
+{
+	struct ks_opt opts[] = {
+		KS_ARCHIVE_COMMON_OPTS,
+		{ "json", 0, KS_OPT_FLAG, NULL, "print the record and its source as JSON", 0, 0, 0, 0 },
+		{ "no-source", 0, KS_OPT_FLAG, NULL, "leave the source text out", 0, 0, 0, 0 },
+		{ 0 },
+	};
+	const char *cmd = "archive show";
+	struct ks_archive *ar = NULL;
+	json_t *record = NULL;
+	char *source = NULL;
+	const char **pos;
+	size_t n_pos;
+	uint64_t id;
+	int ret;
+
+	if (parse(cmd, opts, &show_help, argc, argv, &pos, &n_pos, 1, 1, "one candidate id", &ret))
+		return ret;
+	ret = KS_EXIT_USAGE;
+	if (ks_archive_cli_parse_id(cmd, pos[0], &id) < 0)
+		goto cleanup;
+	ret = ks_archive_cli_open(cmd, opts, &ar);
+	if (ret)
+		goto cleanup;
+	ret = KS_EXIT_FAILED;
+	if (ks_archive_cli_get(cmd, ar, id, &record, &source) < 0)
+		goto cleanup;
+	if (opts[3].set) {
+		if (!opts[4].set)
+			json_object_set_new(record, "source", json_string(source));
+		json_dumpf(record, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+		putchar('\n');
+	} else {
+		show_record(ar, record, source, !opts[4].set);
+	}
+	ret = KS_EXIT_OK;
+cleanup:
+	json_decref(record);
+	free(source);
+	free(pos);
+	ks_archive_close(ar);
+	ks_opts_release(opts);
+	return ret;
+}
+
+/* stats */
+
+static const struct ks_help stats_help = {
+	.usage = "ksearch archive stats [--json]",
+	.description =
+		"Counts by verdict, distinct sources, the grid's coverage (filled cells /\n"
+		"cells), the QD-score (the sum over elites of fitness minus the archive's\n"
+		"offset), the best fitness, and how the best, coverage and QD-score grew\n"
+		"with the number of evaluations.  Reads only the kept metrics, so it\n"
+		"answers at once on any archive.  --json adds the full history, for plots.",
+	.examples =
+		"  ksearch archive stats\n"
+		"  ksearch archive stats --json | jq '.history[] | [.evals, .best] | @tsv'\n",
+	.exit_codes = NULL,
+};
+
+static json_t *stats_json(struct ks_archive *ar, const struct ks_archive_metrics *m,
+			  const struct ks_archive_qd_point *points, size_t n)
+{
+	json_t *verdicts = json_object(), *history = json_array();
+
+	for (int v = 0; v < KS_VERDICT_COUNT; v++)
+		json_object_set_new(verdicts, ks_verdict_name((enum ks_verdict)v),
+				    json_integer((json_int_t)m->by_verdict[v]));
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(history, json_pack("{s:I, s:f, s:f, s:f, s:I}", "evals",
+							 (json_int_t)points[i].evals, "best", points[i].best_fitness,
+							 "coverage", points[i].coverage, "qd_score", points[i].qd_score,
+							 "cells_filled", (json_int_t)points[i].cells_filled));
+	return json_pack("{s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:o}",
+			 "archive", ks_archive_path(ar), "op", ks_archive_op(ar), "gpu", ks_archive_gpu(ar),
+			 "candidates", (json_int_t)m->candidates, "verdicts", verdicts, "sources",
+			 (json_int_t)m->sources, "source_bytes", (json_int_t)m->source_bytes, "cells",
+			 (json_int_t)m->cells, "cells_filled", (json_int_t)m->cells_filled, "coverage",
+			 m->coverage, "qd_score", m->qd_score, "qd_offset", m->qd_offset, "best_fitness",
+			 m->best_fitness, "best_id", (json_int_t)m->best_id, "history", history);
+}
+
+static const char *human_bytes(uint64_t bytes, char *buf, size_t size)
+{
+	if (bytes < 10000)
+		snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+	else if (bytes < 10000000)
+		snprintf(buf, size, "%.1f kB", (double)bytes / 1e3);
+	else if (bytes < 10000000000ull)
+		snprintf(buf, size, "%.1f MB", (double)bytes / 1e6);
+	else
+		snprintf(buf, size, "%.1f GB", (double)bytes / 1e9);
+	return buf;
+}
+
+static void print_history(const struct ks_archive_qd_point *points, size_t n, uint64_t evals)
+{
+	printf("\nbest over time:\n%12s %10s %9s %12s\n", "evals", "best", "coverage", "QD-score");
+	for (size_t i = 0; i < n; i++)
+		printf("%12llu %10.3f %8.1f%% %12.3f\n", (unsigned long long)points[i].evals,
+		       points[i].best_fitness, 100 * points[i].coverage, points[i].qd_score);
+	if (n && points[n - 1].evals < evals)
+		printf("%12llu %10s %9s %12s  (now)\n", (unsigned long long)evals, "same", "same", "same");
+}
+
+static int archive_stats(int argc, char **argv)
+{
+	struct ks_opt opts[] = {
+		KS_ARCHIVE_COMMON_OPTS,
+		{ "json", 0, KS_OPT_FLAG, NULL, "print JSON, with the full history", 0, 0, 0, 0 },
+		{ 0 },
+	};
+	const char *cmd = "archive stats";
+	struct ks_archive *ar = NULL;
+	struct ks_archive_metrics m;
+	struct ks_archive_qd_point *points = NULL;
+	size_t n_points = 0, n_axes;
+	const struct ks_grid_axis *axes;
+	struct ks_error err;
+	char size[32];
+	const char **pos;
+	size_t n_pos;
+	int ret;
+
+	if (parse(cmd, opts, &stats_help, argc, argv, &pos, &n_pos, 0, 0, "no arguments", &ret))
+		return ret;
+	free(pos);
+	ret = ks_archive_cli_open(cmd, opts, &ar);
+	if (ret)
+		goto cleanup;
+	ret = KS_EXIT_FAILED;
+	/* the text shows a dozen points; --json all of them, for plots */
+	if (ks_archive_metrics(ar, &m, &err) < 0 ||
+	    ks_archive_history(ar, opts[3].set ? 0 : 12, &points, &n_points, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	if (opts[3].set) {
+		json_t *json = stats_json(ar, &m, points, n_points);
+
+		json_dumpf(json, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(json);
+		ret = KS_EXIT_OK;
+		goto cleanup;
+	}
+	axes = ks_archive_grid(ar, &n_axes);
+	printf("%-12s%s  (%s on %s)\n", "archive", ks_archive_path(ar), ks_archive_op(ar), ks_archive_gpu(ar));
+	printf("%-12s%llu  (%llu distinct sources, %s of source text)\n", "candidates",
+	       (unsigned long long)m.candidates, (unsigned long long)m.sources,
+	       human_bytes(m.source_bytes, size, sizeof(size)));
+	for (int v = 0; v < KS_VERDICT_COUNT; v++)
+		printf("  %-16s %10llu  %5.1f%%\n", ks_verdict_name((enum ks_verdict)v),
+		       (unsigned long long)m.by_verdict[v],
+		       m.candidates ? 100.0 * (double)m.by_verdict[v] / (double)m.candidates : 0.0);
+	printf("%-12s%llu cells (", "grid", (unsigned long long)m.cells);
+	for (size_t i = 0; i < n_axes; i++)
+		printf("%s%s %zu", i ? " x " : "", ks_descriptor_name(axes[i].descriptor), axes[i].n_edges - 1);
+	printf("), %llu filled: coverage %.1f%%\n", (unsigned long long)m.cells_filled, 100 * m.coverage);
+	printf("%-12s%.3f  (sum over elites of fitness - %g)\n", "QD-score", m.qd_score, m.qd_offset);
+	if (m.best_id)
+		printf("%-12s%.3f  (#%llu)\n", "best", m.best_fitness, (unsigned long long)m.best_id);
+	else
+		printf("%-12snone yet (no candidate is ok)\n", "best");
+	if (n_points)
+		print_history(points, n_points, m.candidates);
+	ret = KS_EXIT_OK;
+cleanup:
+	free(points);
+	ks_archive_close(ar);
+	ks_opts_release(opts);
+	return ret;
+}
+
+/* export */
+
+static const struct ks_help export_help = {
+	.usage = "ksearch archive export [--elites] [-o FILE]",
+	.description =
+		"Write the archive as JSON (the format is in archive/README.md): every\n"
+		"candidate record, the source texts by SHA-256, the grid and the prompts.\n"
+		"--elites keeps only the best candidate of each cell.  The export is one\n"
+		"snapshot, taken while a search may go on writing.  `ksearch archive\n"
+		"import` reads it back, here or on another machine.",
+	.examples =
+		"  ksearch archive export > gqa-h200.json\n"
+		"  ksearch archive export --elites -o elites.json\n",
+	.exit_codes = NULL,
+};
+
+static int archive_export(int argc, char **argv)
+{
+	struct ks_opt opts[] = {
+		KS_ARCHIVE_COMMON_OPTS,
+		{ "elites", 0, KS_OPT_FLAG, NULL, "only the elites of the grid", 0, 0, 0, 0 },
+		{ "output", 'o', KS_OPT_VALUE, "FILE", "write to FILE instead of stdout", 0, 0, 0, 0 },
+		{ 0 },
+	};
+	const char *cmd = "archive export";
+	struct ks_archive *ar = NULL;
+	struct ks_error err;
+	FILE *out = stdout;
+	const char **pos;
+	size_t n_pos;
+	int ret;
+
+	if (parse(cmd, opts, &export_help, argc, argv, &pos, &n_pos, 0, 0,
+		    "no arguments (the export goes to stdout or -o FILE)", &ret))
+		return ret;
+	free(pos);
+	ret = ks_archive_cli_open(cmd, opts, &ar);
+	if (ret)
+		goto cleanup;
+	ret = KS_EXIT_FAILED;
+	if (opts[4].set && !(out = fopen(opts[4].value, "w"))) {
+		ks_cli_error(cmd, "cannot write %s: %s", opts[4].value, strerror(errno));
+		out = stdout;
+		goto cleanup;
+	}
+	if (ks_archive_export(ar, out, opts[3].set ? KS_ARCHIVE_EXPORT_ELITES : 0, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	ret = KS_EXIT_OK;
+cleanup:
+	if (out != stdout && fclose(out) && ret == KS_EXIT_OK) {
+		ks_cli_error(cmd, "writing %s: %s", opts[4].value, strerror(errno));
+		ret = KS_EXIT_FAILED;
+	}
+	ks_archive_close(ar);
+	ks_opts_release(opts);
+	return ret;
+}
+
+/* import */
+
+static const struct ks_help import_help = {
+	.usage = "ksearch archive import FILE|- [--archive DIR] [--op NAME] [--gpu MODEL]",
+	.description =
+		"Add the candidates of an export (from `ksearch archive export`, or written\n"
+		"by hand: archive/README.md) to the archive of its operator and GPU, or of\n"
+		"--op and --gpu; the archive is created when there is none.  The whole file\n"
+		"is checked first: an error (named by field) leaves the archive unchanged.\n"
+		"Into an empty archive the ids are kept; otherwise candidates get new ids\n"
+		"and those already present (same source and params) are skipped.  Elites\n"
+		"are placed with the archive's own grid.  FILE - reads stdin.",
+	.examples =
+		"  ksearch archive import gqa-h200.json\n"
+		"  ksearch archive import colleague.json --archive /data/archive --gpu 'NVIDIA H100'\n",
+	.exit_codes = NULL,
+};
+
+/* Remove an archive this command created when the import failed: leave nothing behind. */
+static void remove_created(const char *dir)
+{
+	char *path;
+
+	path = ks_path_join(dir, "data.mdb");
+	unlink(path);
+	free(path);
+	path = ks_path_join(dir, "lock.mdb");
+	unlink(path);
+	free(path);
+	rmdir(dir);
+}
+
+static int import_open(const char *cmd, const struct ks_opt *opts, const json_t *doc,
+		       struct ks_archive **ar, int *created, char **dir)
+{
+	const char *root = opts[0].set ? opts[0].value : KS_ARCHIVE_DEFAULT_ROOT;
+	struct ks_archive_options options = { .flags = KS_ARCHIVE_CREATE };
+	const char *op, *gpu;
+	struct ks_grid_axis *grid = NULL;
+	size_t n_grid = 0;
+	struct ks_error err;
+	struct stat st;
+	char *data;
+	int ret = KS_EXIT_FAILED;
+
+	if (ks_archive_export_header(doc, &op, &gpu, &grid, &n_grid, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		return KS_EXIT_FAILED;
+	}
+	if (opts[1].set)
+		op = opts[1].value;
+	if (opts[2].set)
+		gpu = opts[2].value;
+	if (!*op || strchr(op, '/') || !strcmp(op, ".") || !strcmp(op, "..")) {
+		ks_cli_error(cmd, "'%s' is not an operator name", op);
+		goto cleanup;
+	}
+	*dir = ks_archive_dir(root, op, gpu);
+	data = ks_path_join(*dir, "data.mdb");
+	*created = stat(data, &st) != 0;
+	free(data);
+	if (*created) {
+		/* a new archive takes the file's grid; an existing one keeps its own */
+		options.grid = grid;
+		options.n_grid = n_grid;
+		options.qd_offset = json_number_value(json_object_get(doc, "qd_offset"));
+	}
+	if (ks_archive_open(ar, root, op, gpu, &options, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	ks_grid_axes_free(grid, n_grid);
+	return ret;
+}
+
+static int archive_import(int argc, char **argv)
+{
+	struct ks_opt opts[] = { KS_ARCHIVE_COMMON_OPTS, { 0 } };
+	const char *cmd = "archive import";
+	struct ks_archive *ar = NULL;
+	struct ks_archive_import_result result;
+	struct ks_error err;
+	json_error_t jerr;
+	json_t *doc = NULL;
+	char *dir = NULL;
+	const char **pos;
+	size_t n_pos;
+	int created = 0, ret;
+
+	if (parse(cmd, opts, &import_help, argc, argv, &pos, &n_pos, 1, 1, "one export file", &ret))
+		return ret;
+	ret = KS_EXIT_FAILED;
+	doc = strcmp(pos[0], "-") ? json_load_file(pos[0], 0, &jerr) : json_loadf(stdin, 0, &jerr);
+	if (!doc) {
+		if (jerr.line > 0)
+			ks_cli_error(cmd, "%s:%d:%d: %s", pos[0], jerr.line, jerr.column, jerr.text);
+		else
+			ks_cli_error(cmd, "%s: %s", pos[0], jerr.text);
+		goto cleanup;
+	}
+	ret = import_open(cmd, opts, doc, &ar, &created, &dir);
+	if (ret)
+		goto cleanup;
+	ret = KS_EXIT_FAILED;
+	if (ks_archive_import(ar, doc, &result, &err) < 0) {
+		ks_cli_error(cmd, "%s: %s (the archive is unchanged)", pos[0], err.msg);
+		goto cleanup;
+	}
+	printf("imported %llu candidates into %s%s", (unsigned long long)result.imported,
+	       ks_archive_path(ar), result.ids_kept ? " (ids kept)" : " (new ids)");
+	if (result.skipped)
+		printf("; skipped %llu already there", (unsigned long long)result.skipped);
+	printf("\n");
+	ret = KS_EXIT_OK;
+cleanup:
+	ks_archive_close(ar);
+	if (ret && created && dir)
+		remove_created(dir);
+	free(dir);
+	json_decref(doc);
+	free(pos);
+	ks_opts_release(opts);
+	return ret;
+}
+
+/* verify */
+
+static const struct ks_help verify_help = {
+	.usage = "ksearch archive verify",
+	.description =
+		"Check the archive's integrity from one snapshot: every record parses and\n"
+		"its source text is stored and matches its hash; every index entry and\n"
+		"every elite of the grid names an existing record, and each cell holds the\n"
+		"best record that falls in it; the counters, coverage, QD-score and best\n"
+		"match a recount.  Prints what is wrong, one problem a line.  Reads the\n"
+		"whole archive; works while a search writes.",
+	.examples = "  ksearch archive verify\n  ksearch archive verify --archive /data/archive --op gqa\n",
+	.exit_codes = "  3  the archive has problems (listed)\n",
+};
+
+static int archive_verify(int argc, char **argv)
+{
+	struct ks_opt opts[] = { KS_ARCHIVE_COMMON_OPTS, { 0 } };
+	const char *cmd = "archive verify";
+	struct ks_archive *ar = NULL;
+	struct ks_archive_metrics m;
+	char **problems = NULL;
+	size_t n_problems = 0;
+	struct ks_error err;
+	const char **pos;
+	size_t n_pos;
+	int ret;
+
+	if (parse(cmd, opts, &verify_help, argc, argv, &pos, &n_pos, 0, 0, "no arguments", &ret))
+		return ret;
+	free(pos);
+	ret = ks_archive_cli_open(cmd, opts, &ar);
+	if (ret)
+		goto cleanup;
+	ret = KS_EXIT_FAILED;
+	if (ks_archive_verify(ar, &problems, &n_problems, &err) < 0 || ks_archive_metrics(ar, &m, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < n_problems; i++)
+		printf("problem: %s\n", problems[i]);
+	if (n_problems) {
+		ks_cli_error(cmd, "%s has %zu problem%s", ks_archive_path(ar), n_problems, n_problems == 1 ? "" : "s");
+		ret = 3;
+		goto cleanup;
+	}
+	printf("ok: %s: %llu candidates, %llu sources, %llu elites; counters, indexes and metrics agree\n",
+	       ks_archive_path(ar), (unsigned long long)m.candidates, (unsigned long long)m.sources,
+	       (unsigned long long)m.cells_filled);
+	ret = KS_EXIT_OK;
+cleanup:
+	ks_archive_problems_free(problems, n_problems);
+	ks_archive_close(ar);
+	ks_opts_release(opts);
+	return ret;
+}
+
+/* The subcommand table */
+
+static const struct ks_cmd subcommands[] = {
+	{ "ls", archive_ls, "list candidates (filter by verdict; sort by fitness, time or id)" },
+	{ "show", archive_show, "one candidate: source, params, descriptors, timings, verdict, parents" },
+	{ "grid", ks_archive_cmd_grid, "a heatmap of the best fitness per cell over two descriptors" },
+	{ "stats", archive_stats, "counts by verdict, coverage, QD-score, best over time" },
+	{ "lineage", ks_archive_cmd_lineage, "the chain of ancestors, with mutation and fitness change" },
+	{ "diff", ks_archive_cmd_diff, "param changes, a unified diff of sources, metric deltas" },
+	{ "export", archive_export, "write the archive (or its elites) as portable JSON" },
+	{ "import", archive_import, "add the candidates of an export" },
+	{ "verify", archive_verify, "check integrity and say what is wrong" },
+};
+#define N_SUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
+
+static void print_archive_help(FILE *out)
+{
+	fprintf(out,
+		"usage: ksearch archive <subcommand> [--archive DIR] [--op NAME] [--gpu MODEL] [options]\n"
+		"\n"
+		"Inspect, share and check the MAP-Elites archive a search writes: every\n"
+		"candidate evaluated, the grid of elites, and the quality-diversity metrics.\n"
+		"Archives live in DIR/<operator>/<gpu model>/ (DIR is ./archive unless\n"
+		"--archive says otherwise); --op and --gpu are needed only when DIR holds\n"
+		"several.  Every subcommand but import only reads, so all of them work while\n"
+		"`ksearch evolve` writes to the same archive.\n"
+		"\n"
+		"subcommands:\n");
+	for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+		fprintf(out, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
+	fprintf(out,
+		"\n"
+		"examples:\n"
+		"  ksearch archive ls --limit 20                  the 20 best candidates\n"
+		"  ksearch archive show 42                        everything about candidate 42\n"
+		"  ksearch archive grid --x smem_bytes --y launches\n"
+		"  ksearch archive stats\n"
+		"  ksearch archive lineage 42\n"
+		"  ksearch archive diff 17 42\n"
+		"  ksearch archive export --elites > elites.json\n"
+		"  ksearch archive import elites.json --archive /tmp/other\n"
+		"  ksearch archive verify\n"
+		"  ksearch archive ls --help                      options of one subcommand\n"
+		"\n"
+		"exit codes: 0 ok, 1 the command failed, 2 usage error; `verify` 3 when the\n"
+		"archive has problems.\n");
+}
+
+int cmd_archive(int argc, char **argv)
+{
+	const char *best = NULL;
+	size_t best_dist = (size_t)-1;
+
+	if (argc < 2) {
+		print_archive_help(stderr);
+		return KS_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		print_archive_help(stdout);
+		return KS_EXIT_OK;
+	}
+	for (size_t i = 0; i < N_SUBCOMMANDS; i++) {
+		size_t d;
+
+		if (!strcmp(argv[1], subcommands[i].name))
+			return subcommands[i].fn(argc - 1, argv + 1);
+		d = ks_edit_distance(argv[1], subcommands[i].name);
+		if (d < best_dist) {
+			best_dist = d;
+			best = subcommands[i].name;
+		}
+	}
+	if (argv[1][0] == '-')
+		return ks_cli_usage("archive", "expected a subcommand before options (ls, show, grid, stats, "
+				    "lineage, diff, export, import, verify); got '%s'", argv[1]);
+	if (best && ks_is_close(argv[1], best))
+		return ks_cli_usage("archive", "unknown subcommand '%s'; did you mean '%s'?", argv[1], best);
+	return ks_cli_usage("archive", "unknown subcommand '%s' (ls, show, grid, stats, lineage, diff, "
+			    "export, import, verify)", argv[1]);
+}

@@ -1,0 +1,506 @@
+/*
+ * archive_diff.c - `ksearch archive lineage` (a candidate's chain of first
+ * parents, with the mutation and fitness change at each step) and
+ * `ksearch archive diff` (what changed between two candidates: params,
+ * descriptors, timings, and a unified diff of their sources).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "archive_cli.h"
+
+/* A lineage longer than this is a cycle in damaged data, not a search. */
+#define MAX_LINEAGE 100000
+/* Lines of context around a change, as diff -u. */
+#define CONTEXT 3
+/* The line-by-line diff is exact up to this many cells; beyond, the middle is replaced whole. */
+#define MAX_DIFF_CELLS ((size_t)4 << 20)
+
+static int is_ok(const json_t *record)
+{
+	return !strcmp(ks_record_str(record, "verdict", ""), "ok");
+}
+
+/* "SPLITS 1 -> 8, WARPS 4 -> 8" (changed, added, removed params of b against a). */
+static void param_changes(const json_t *a, const json_t *b, struct ks_strbuf *sb)
+{
+	const json_t *pa = json_object_get(a, "params"), *pb = json_object_get(b, "params");
+	const char *fa = ks_record_str(a, "family", ""), *fb = ks_record_str(b, "family", "");
+	const char *key;
+	json_t *v;
+	size_t start = sb->len;
+
+	if (strcmp(fa, fb))
+		ks_strbuf_addf(sb, "family %s -> %s", *fa ? fa : "-", *fb ? fb : "-");
+	json_object_foreach((json_t *)pb, key, v) {
+		json_t *old = json_object_get(pa, key);
+
+		if (old && json_equal(old, v))
+			continue;
+		ks_strbuf_addf(sb, "%s%s ", sb->len > start ? ", " : "", key);
+		if (old) {
+			ks_archive_format_value(old, sb);
+			ks_strbuf_adds(sb, " -> ");
+		} else {
+			ks_strbuf_adds(sb, "(new) ");
+		}
+		ks_archive_format_value(v, sb);
+	}
+	json_object_foreach((json_t *)pa, key, v)
+		if (!json_object_get(pb, key))
+			ks_strbuf_addf(sb, "%s%s removed", sb->len > start ? ", " : "", key);
+	if (strcmp(ks_record_str(a, "source_hash", ""), ks_record_str(b, "source_hash", "")))
+		ks_strbuf_addf(sb, "%ssource changed", sb->len > start ? ", " : "");
+}
+
+static void format_fitness(const json_t *record, struct ks_strbuf *sb)
+{
+	if (is_ok(record))
+		ks_strbuf_addf(sb, "%.3f", ks_record_num(record, "fitness"));
+	else
+		ks_strbuf_adds(sb, ks_record_str(record, "verdict", "?"));
+}
+
+/* "+0.120 (x1.08)" from a to b, when both are ok. */
+static void fitness_change(const json_t *a, const json_t *b, struct ks_strbuf *sb)
+{
+	double fa, fb;
+
+	if (!a || !is_ok(a) || !is_ok(b))
+		return;
+	fa = ks_record_num(a, "fitness");
+	fb = ks_record_num(b, "fitness");
+	ks_strbuf_addf(sb, "%+.3f", fb - fa);
+	if (fa > 0)
+		ks_strbuf_addf(sb, " (x%.2f)", fb / fa);
+}
+
+/* lineage */
+
+static const struct ks_help lineage_help = {
+	.usage = "ksearch archive lineage ID",
+	.description =
+		"Follow a candidate's first parent back to its seed and print the chain,\n"
+		"oldest first: at each step the mutation that made it, its fitness (or\n"
+		"verdict), the change from its parent, and the params that changed.\n"
+		"Other parents of a crossover are named beside it.",
+	.examples = "  ksearch archive lineage 42\n",
+	.exit_codes = NULL,
+};
+
+static void print_step(const json_t *parent, const json_t *record)
+{
+	struct ks_strbuf fit, change, params, others;
+	const json_t *parents = json_object_get(record, "parents");
+	size_t i;
+	json_t *p;
+
+	ks_strbuf_init(&fit);
+	ks_strbuf_init(&change);
+	ks_strbuf_init(&params);
+	ks_strbuf_init(&others);
+	format_fitness(record, &fit);
+	fitness_change(parent, record, &change);
+	if (parent)
+		param_changes(parent, record, &params);
+	else
+		ks_archive_format_params(json_object_get(record, "params"), &params);
+	json_array_foreach(parents, i, p)
+		if (i)
+			ks_strbuf_addf(&others, "%s#%lld", others.len ? ", " : " (also from ",
+				       (long long)json_integer_value(p));
+	if (others.len)
+		ks_strbuf_adds(&others, ")");
+	printf("  #%-8llu %-10s %-14s %-18s %s%s%s%s\n", (unsigned long long)ks_record_id(record),
+	       ks_record_str(record, "mutation", "-"), fit.buf, change.len ? change.buf : parent ? "" : "(root)",
+	       parent ? "" : ks_record_str(record, "family", ""), parent ? "" : "  ", params.buf, others.buf);
+	ks_strbuf_release(&fit);
+	ks_strbuf_release(&change);
+	ks_strbuf_release(&params);
+	ks_strbuf_release(&others);
+}
+
+int ks_archive_cmd_lineage(int argc, char **argv)
+{
+	struct ks_opt opts[] = { KS_ARCHIVE_COMMON_OPTS, { 0 } };
+	const char *cmd = "archive lineage";
+	struct ks_archive *ar = NULL;
+	json_t **chain = NULL;
+	size_t n = 0;
+	uint64_t id, missing = 0;
+	const char **pos;
+	size_t n_pos;
+	int rc, ret = KS_EXIT_USAGE;
+
+	rc = ks_opts_parse(cmd, opts, &lineage_help, argc, argv, &pos, &n_pos);
+	if (rc)
+		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
+	if (n_pos != 1) {
+		ks_cli_usage(cmd, "expected one candidate id");
+		goto cleanup;
+	}
+	if (ks_archive_cli_parse_id(cmd, pos[0], &id) < 0)
+		goto cleanup;
+	ret = ks_archive_cli_open(cmd, opts, &ar);
+	if (ret)
+		goto cleanup;
+	ret = KS_EXIT_FAILED;
+	chain = ks_malloc(sizeof(*chain));
+	if (ks_archive_cli_get(cmd, ar, id, &chain[0], NULL) < 0)
+		goto cleanup;
+	n = 1;
+	while (n < MAX_LINEAGE) {
+		const json_t *parents = json_object_get(chain[n - 1], "parents");
+		uint64_t parent = json_array_size(parents) ? (uint64_t)json_integer_value(json_array_get(parents, 0)) : 0;
+		struct ks_error err;
+		json_t *record;
+
+		/* ids only grow, so a parent has a smaller id; anything else is a loop in damaged data */
+		if (!parent || parent >= ks_record_id(chain[n - 1]))
+			break;
+		if (ks_archive_get(ar, parent, &record, NULL, &err) < 0) {
+			ks_cli_error(cmd, "%s", err.msg);
+			goto cleanup;
+		}
+		if (!record) {
+			missing = parent;
+			break;
+		}
+		chain = ks_realloc(chain, (n + 1) * sizeof(*chain));
+		chain[n++] = record;
+	}
+	printf("lineage of #%llu, oldest first (%zu step%s):\n", (unsigned long long)id, n, n == 1 ? "" : "s");
+	printf("  %-9s %-10s %-14s %-18s %s\n", "id", "mutation", "fitness", "change", "what changed");
+	if (missing)
+		printf("  #%-8llu (not in this archive)\n", (unsigned long long)missing);
+	for (size_t i = n; i-- > 0;)
+		print_step(i + 1 < n ? chain[i + 1] : NULL, chain[i]);
+	ret = KS_EXIT_OK;
+cleanup:
+	for (size_t i = 0; i < n; i++)
+		json_decref(chain[i]);
+	free(chain);
+	free(pos);
+	ks_archive_close(ar);
+	ks_opts_release(opts);
+	return ret;
+}
+
+/* A unified diff of two texts */
+
+struct lines {
+	const char **start;
+	size_t *len;
+	size_t n;
+};
+
+static void split_lines(const char *text, struct lines *l)
+{
+	size_t alloc = 16;
+
+	l->n = 0;
+	l->start = ks_malloc(alloc * sizeof(*l->start));
+	l->len = ks_malloc(alloc * sizeof(*l->len));
+	while (*text) {
+		const char *nl = strchr(text, '\n');
+		size_t len = nl ? (size_t)(nl - text) : strlen(text);
+
+		if (l->n == alloc) {
+			alloc *= 2;
+			l->start = ks_realloc(l->start, alloc * sizeof(*l->start));
+			l->len = ks_realloc(l->len, alloc * sizeof(*l->len));
+		}
+		l->start[l->n] = text;
+		l->len[l->n++] = len;
+		text += len + (nl != NULL);
+	}
+}
+
+static int line_eq(const struct lines *a, size_t i, const struct lines *b, size_t j)
+{
+	return a->len[i] == b->len[j] && !memcmp(a->start[i], b->start[j], a->len[i]);
+}
+
+struct edit {
+	char kind;   /* ' ', '-', '+' */
+	size_t a, b; /* lines of a and b before this one */
+};
+
+static void add_edit(struct edit **ops, size_t *n, size_t *alloc, char kind, size_t a, size_t b)
+{
+	if (*n == *alloc) {
+		*alloc = *alloc ? 2 * *alloc : 64;
+		*ops = ks_realloc(*ops, *alloc * sizeof(**ops));
+	}
+	(*ops)[(*n)++] = (struct edit){ kind, a, b };
+}
+
+/*
+ * The edit script: the common prefix and suffix, and between them an LCS
+ * (dynamic programming) when it fits in MAX_DIFF_CELLS, else the whole
+ * middle removed and added (correct, not minimal).
+ */
+static size_t edit_script(const struct lines *a, const struct lines *b, struct edit **ops)
+{
+	size_t pre = 0, suf = 0, n = 0, alloc = 0, na, nb;
+
+	*ops = NULL;
+	while (pre < a->n && pre < b->n && line_eq(a, pre, b, pre))
+		pre++;
+	while (suf < a->n - pre && suf < b->n - pre && line_eq(a, a->n - 1 - suf, b, b->n - 1 - suf))
+		suf++;
+	na = a->n - pre - suf;
+	nb = b->n - pre - suf;
+	for (size_t i = 0; i < pre; i++)
+		add_edit(ops, &n, &alloc, ' ', i, i);
+	if (na && nb && (na + 1) * (nb + 1) <= MAX_DIFF_CELLS) {
+		/* lcs[i][j]: LCS length of a's middle from i and b's middle from j */
+		unsigned *lcs = ks_calloc((na + 1) * (nb + 1), sizeof(unsigned));
+		size_t i = 0, j = 0, w = nb + 1;
+
+		for (size_t x = na; x-- > 0;)
+			for (size_t y = nb; y-- > 0;)
+				lcs[x * w + y] = line_eq(a, pre + x, b, pre + y)
+							 ? lcs[(x + 1) * w + y + 1] + 1
+							 : (lcs[(x + 1) * w + y] > lcs[x * w + y + 1] ? lcs[(x + 1) * w + y]
+												      : lcs[x * w + y + 1]);
+		while (i < na || j < nb) {
+			if (i < na && j < nb && line_eq(a, pre + i, b, pre + j)) {
+				add_edit(ops, &n, &alloc, ' ', pre + i, pre + j);
+				i++, j++;
+			} else if (i < na && (j == nb || lcs[(i + 1) * w + j] >= lcs[i * w + j + 1])) {
+				/* removals before additions, as diff -u shows them */
+				add_edit(ops, &n, &alloc, '-', pre + i, pre + j);
+				i++;
+			} else {
+				add_edit(ops, &n, &alloc, '+', pre + i, pre + j);
+				j++;
+			}
+		}
+		free(lcs);
+	} else {
+		for (size_t i = 0; i < na; i++)
+			add_edit(ops, &n, &alloc, '-', pre + i, pre);
+		for (size_t j = 0; j < nb; j++)
+			add_edit(ops, &n, &alloc, '+', pre + na, pre + j);
+	}
+	for (size_t i = 0; i < suf; i++)
+		add_edit(ops, &n, &alloc, ' ', pre + na + i, pre + nb + i);
+	return n;
+}
+
+static void print_hunk(const struct lines *a, const struct lines *b, const struct edit *ops, size_t start,
+		       size_t stop, int color)
+{
+	size_t a_count = 0, b_count = 0;
+
+	for (size_t k = start; k < stop; k++) {
+		a_count += ops[k].kind != '+';
+		b_count += ops[k].kind != '-';
+	}
+	printf("%s@@ -%zu,%zu +%zu,%zu @@%s\n", color ? "\033[36m" : "", ops[start].a + (a_count ? 1 : 0),
+	       a_count, ops[start].b + (b_count ? 1 : 0), b_count, color ? "\033[0m" : "");
+	for (size_t k = start; k < stop; k++) {
+		const struct lines *l = ops[k].kind == '+' ? b : a;
+		size_t line = ops[k].kind == '+' ? ops[k].b : ops[k].a;
+		const char *on = !color ? "" : ops[k].kind == '+' ? "\033[32m" : ops[k].kind == '-' ? "\033[31m" : "";
+
+		printf("%s%c%.*s%s\n", on, ops[k].kind, (int)l->len[line], l->start[line], *on ? "\033[0m" : "");
+	}
+}
+
+/* Print a diff -u of a and b; returns whether they differ. */
+static int unified_diff(const char *a_text, const char *b_text, const char *a_name, const char *b_name,
+			int color)
+{
+	struct lines a, b;
+	struct edit *ops;
+	size_t n, i = 0;
+	int printed = 0;
+
+	split_lines(a_text, &a);
+	split_lines(b_text, &b);
+	n = edit_script(&a, &b, &ops);
+	while (i < n) {
+		size_t c = i, start, end, stop;
+
+		while (c < n && ops[c].kind == ' ')
+			c++;
+		if (c == n)
+			break;
+		start = c >= i + CONTEXT ? c - CONTEXT : i;
+		end = c;
+		for (;;) {
+			size_t e;
+
+			while (end < n && ops[end].kind != ' ')
+				end++;
+			e = end;
+			while (e < n && ops[e].kind == ' ')
+				e++;
+			if (e < n && e - end <= 2 * CONTEXT) {
+				end = e;
+				continue;
+			}
+			break;
+		}
+		stop = end + CONTEXT < n ? end + CONTEXT : n;
+		if (!printed)
+			printf("%s--- %s\n+++ %s%s\n", color ? "\033[1m" : "", a_name, b_name, color ? "\033[0m" : "");
+		printed = 1;
+		print_hunk(&a, &b, ops, start, stop, color);
+		i = stop;
+	}
+	free(ops);
+	free(a.start);
+	free(a.len);
+	free(b.start);
+	free(b.len);
+	return printed;
+}
+
+/* diff */
+
+static const struct ks_help diff_help = {
+	.usage = "ksearch archive diff A B [--color WHEN]",
+	.description =
+		"Compare two candidates: verdict, fitness and speed-of-light fraction with\n"
+		"the change, the params and descriptors that differ, each workload's median\n"
+		"time with the change, and a unified diff of the sources (A is ---, B +++).",
+	.examples =
+		"  ksearch archive diff 17 42\n"
+		"  ksearch archive diff 17 42 --color never > change.diff\n",
+	.exit_codes = NULL,
+};
+
+static void diff_descriptors(const json_t *a, const json_t *b)
+{
+	const json_t *da = json_object_get(a, "descriptors"), *db = json_object_get(b, "descriptors");
+	struct ks_strbuf sb;
+	const char *key;
+	json_t *v;
+
+	ks_strbuf_init(&sb);
+	json_object_foreach((json_t *)db, key, v) {
+		json_t *old = json_object_get(da, key);
+
+		if (old && json_equal(old, v))
+			continue;
+		ks_strbuf_addf(&sb, "%s%s ", sb.len ? ", " : "", key);
+		if (old)
+			ks_archive_format_value(old, &sb);
+		else
+			ks_strbuf_adds(&sb, "-");
+		ks_strbuf_adds(&sb, " -> ");
+		ks_archive_format_value(v, &sb);
+	}
+	printf("%-13s%s\n", "descriptors", sb.len ? sb.buf : "(same)");
+	ks_strbuf_release(&sb);
+}
+
+static void diff_workloads(const json_t *a, const json_t *b)
+{
+	const json_t *wa = json_object_get(a, "workloads"), *wb = json_object_get(b, "workloads");
+	size_t i, k;
+	json_t *w, *o;
+
+	if (!json_array_size(wb))
+		return;
+	printf("%-13s%-16s %10s %10s %9s\n", "workloads", "(median_us)", "A", "B", "change");
+	json_array_foreach(wb, i, w) {
+		const char *id = ks_record_str(w, "id", "?");
+		double tb = ks_record_num(w, "median_us"), ta = -1;
+
+		json_array_foreach(wa, k, o)
+			if (!strcmp(ks_record_str(o, "id", ""), id))
+				ta = ks_record_num(o, "median_us");
+		if (ta > 0)
+			printf("%-13s%-16s %10.2f %10.2f %+8.1f%%\n", "", id, ta, tb, 100 * (tb - ta) / ta);
+		else
+			printf("%-13s%-16s %10s %10.2f\n", "", id, "-", tb);
+	}
+}
+
+static void diff_records(const json_t *a, const json_t *b)
+{
+	struct ks_strbuf sb;
+
+	ks_strbuf_init(&sb);
+	printf("%-13s%s -> %s\n", "verdict", ks_record_str(a, "verdict", "?"), ks_record_str(b, "verdict", "?"));
+	format_fitness(a, &sb);
+	ks_strbuf_adds(&sb, " -> ");
+	format_fitness(b, &sb);
+	ks_strbuf_adds(&sb, "  ");
+	fitness_change(a, b, &sb);
+	printf("%-13s%s\n", "fitness", sb.buf);
+	if (json_is_number(json_object_get(a, "sol_fraction")) && json_is_number(json_object_get(b, "sol_fraction")))
+		printf("%-13s%.1f%% -> %.1f%%  (%+.1f points)\n", "sol", 100 * ks_record_num(a, "sol_fraction"),
+		       100 * ks_record_num(b, "sol_fraction"),
+		       100 * (ks_record_num(b, "sol_fraction") - ks_record_num(a, "sol_fraction")));
+	sb.len = 0;
+	sb.buf[0] = '\0';
+	param_changes(a, b, &sb);
+	printf("%-13s%s\n", "changes", sb.len ? sb.buf : "(same params and source)");
+	ks_strbuf_release(&sb);
+	diff_descriptors(a, b);
+	diff_workloads(a, b);
+}
+
+int ks_archive_cmd_diff(int argc, char **argv)
+{
+	struct ks_opt opts[] = {
+		KS_ARCHIVE_COMMON_OPTS,
+		{ "color", 0, KS_OPT_VALUE, "WHEN", "colour the source diff: auto, always or never", 0, 0, 0, 0 },
+		{ 0 },
+	};
+	const char *cmd = "archive diff";
+	struct ks_archive *ar = NULL;
+	json_t *a = NULL, *b = NULL;
+	char *sa = NULL, *sb = NULL, *na = NULL, *nb = NULL;
+	uint64_t ida, idb;
+	const char **pos;
+	size_t n_pos;
+	int rc, color, ret = KS_EXIT_USAGE;
+
+	rc = ks_opts_parse(cmd, opts, &diff_help, argc, argv, &pos, &n_pos);
+	if (rc)
+		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
+	if (n_pos != 2) {
+		ks_cli_usage(cmd, "expected two candidate ids");
+		goto cleanup;
+	}
+	if (ks_archive_cli_parse_id(cmd, pos[0], &ida) < 0 || ks_archive_cli_parse_id(cmd, pos[1], &idb) < 0)
+		goto cleanup;
+	color = ks_archive_cli_color(cmd, opts[3].set ? opts[3].value : NULL);
+	if (color < 0)
+		goto cleanup;
+	ret = ks_archive_cli_open(cmd, opts, &ar);
+	if (ret)
+		goto cleanup;
+	ret = KS_EXIT_FAILED;
+	if (ks_archive_cli_get(cmd, ar, ida, &a, &sa) < 0 || ks_archive_cli_get(cmd, ar, idb, &b, &sb) < 0)
+		goto cleanup;
+	printf("A = #%llu, B = #%llu\n", (unsigned long long)ida, (unsigned long long)idb);
+	diff_records(a, b);
+	na = ks_asprintf("#%llu %s", (unsigned long long)ida, ks_record_str(a, "path", ""));
+	nb = ks_asprintf("#%llu %s", (unsigned long long)idb, ks_record_str(b, "path", ""));
+	if (!strcmp(sa, sb))
+		printf("%-13s(same text, sha256 %s)\n", "source", ks_record_str(a, "source_hash", "?"));
+	else {
+		printf("%-13s(unified diff, A -> B)\n", "source");
+		unified_diff(sa, sb, na, nb, color);
+	}
+	ret = KS_EXIT_OK;
+cleanup:
+	json_decref(a);
+	json_decref(b);
+	free(sa);
+	free(sb);
+	free(na);
+	free(nb);
+	free(pos);
+	ks_archive_close(ar);
+	ks_opts_release(opts);
+	return ret;
+}

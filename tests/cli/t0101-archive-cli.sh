@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# `ksearch archive`: import the small fixture (tests/fixtures/archive-small.json:
+# ten gqa candidates with a lineage, failures and an out-of-grid one), then
+# every subcommand and its errors.
+. "$(dirname "$0")/lib.sh"
+FIXTURE=tests/fixtures/archive-small.json
+A="$TMP/archive"
+ka() { "$KSEARCH" archive "$@"; }
+
+run 0 ka import "$FIXTURE" --archive "$A"
+out_has "imported 10 candidates into $A/gqa/nvidia-h200 (ids kept)"
+run 0 ka verify --archive "$A"
+out_has "ok: $A/gqa/nvidia-h200: 10 candidates, 4 sources, 3 elites"
+
+# help
+run 0 ka --help
+out_has "lineage"
+out_has "ksearch archive grid --x smem_bytes --y launches"
+run 0 ka ls --help
+out_has "--sort KEY"
+out_has "examples:"
+run 0 "$KSEARCH" help archive
+out_has "subcommands:"
+run 2 ka lss
+err_has "unknown subcommand 'lss'; did you mean 'ls'?"
+run 2 ka
+
+# ls
+run 0 ka ls --archive "$A"
+head -2 "$TMP/out" | tail -1 | grep -qE '^ +8  ok +2\.600' || fail "ls does not start with the best (#8)"
+out_has "1,2,0 *"
+out_has "outside"
+run 0 ka ls --archive "$A" --limit 3
+[ "$(wc -l <"$TMP/out")" = 4 ] || fail "ls --limit 3 printed other than a header and 3 rows"
+run 0 ka ls --archive "$A" --verdict wrong
+out_has "SPLITS=8 WARPS=8"
+[ "$(wc -l <"$TMP/out")" = 2 ] || fail "ls --verdict wrong printed other than one row"
+run 0 ka ls --archive "$A" --sort time -n 1
+grep -qE '^ +10  ok' "$TMP/out" || fail "ls --sort time does not start with the newest"
+run 0 ka ls --archive "$A" --verdict crash
+err_has "no candidates with verdict crash"
+run 2 ka ls --archive "$A" --verdict okk
+err_has "unknown verdict 'okk'; did you mean 'ok'?"
+run 2 ka ls --archive "$A" --sort speed
+err_has "--sort takes fitness, time or id"
+run 2 ka ls --archive "$A" --limit 0
+run 0 ka ls --archive "$A" --sort id --json
+python3 - "$TMP/out" <<'PY' || fail "ls --json"
+import json, sys
+ids = [r["id"] for r in json.load(open(sys.argv[1]))]
+assert ids == list(range(1, 11)), ids
+PY
+
+# show
+run 0 ka show 8 --archive "$A"
+out_has "candidate #8  ok  fitness 2.600"
+out_has "SPLITS=16 WARPS=8"
+out_has "parents     #6 (fitness 2.400)"
+out_has "launches [2, 3) smem_bytes [16384, 49153) tensor_cores [0, 1)  (the cell's elite)"
+out_has "b16_kv8636"
+out_has "__syncthreads();"
+run 0 ka show '#6' --archive "$A"
+out_has "(elite: #8, fitness 2.600)"
+out_has "1800 prompt + 950 completion tokens"
+run 0 ka show 5 --archive "$A" --no-source
+out_has "412 of 4096 elements differ"
+out_lacks "extern \"C\""
+run 0 ka show 10 --archive "$A"
+out_has "outside the grid: smem_bytes = 300000 is outside the grid's edges [0, 232449)"
+run 0 ka show 3 --archive "$A" --json
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["id"]==3 and "__global__" in r["source"] and len(r["source_hash"])==64' "$TMP/out" || fail "show --json"
+run 1 ka show 999 --archive "$A"
+err_has "no candidate #999 in $A/gqa/nvidia-h200 (its ids go from 1 to 10)"
+run 2 ka show abc --archive "$A"
+err_has "'abc' is not a candidate id"
+run 2 ka show --archive "$A"
+
+# grid
+run 0 ka grid --archive "$A" --color never
+out_has "x = launches, y = smem_bytes; folded (best over): tensor_cores"
+out_has "3 of 45 cells filled (coverage 6.7%)"
+out_has "[16384,49153)"
+out_has "2.600#"
+out_has "legend:"
+out_lacks $'\033'
+run 0 ka grid --archive "$A" --x smem_bytes --y tensor_cores --color always
+out_has $'\033[48;5;'
+out_has "folded (best over): launches"
+run 0 ka grid --archive "$A" --x tensor_cores --color never
+out_has "x = tensor_cores, y = launches"
+run 2 ka grid --archive "$A" --x smem
+err_has "unknown descriptor 'smem' for --x; did you mean 'smem_bytes'? (the grid's axes: launches, smem_bytes, tensor_cores)"
+run 2 ka grid --archive "$A" --y registers
+err_has "descriptor 'registers' (--y) is not an axis of this archive's grid"
+run 2 ka grid --archive "$A" --x launches --y launches
+run 2 ka grid --archive "$A" --color sometimes
+
+# stats
+run 0 ka stats --archive "$A"
+out_has "candidates  10  (4 distinct sources"
+out_has "compile_error"
+out_has "coverage 6.7%"
+out_has "QD-score    5.600"
+out_has "best        2.600  (#8)"
+out_has "best over time"
+run 0 ka stats --archive "$A" --json
+python3 - "$TMP/out" <<'PY' || fail "stats --json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["candidates"] == 10 and s["verdicts"]["wrong"] == 1 and s["cells_filled"] == 3, s
+assert abs(s["qd_score"] - 5.6) < 1e-9 and s["best_id"] == 8, s
+h = s["history"]
+assert h[-1]["best"] == 2.6 and all(a["qd_score"] <= b["qd_score"] for a, b in zip(h, h[1:])), h
+PY
+
+# lineage
+run 0 ka lineage 8 --archive "$A"
+out_has "lineage of #8, oldest first (4 steps)"
+out_has "SPLITS 1 -> 8"
+out_has "source changed"
+out_has "+0.200 (x1.08)"
+run 0 ka lineage 7 --archive "$A"
+out_has "(also from #2)"
+run 1 ka lineage 999 --archive "$A"
+err_has "no candidate #999"
+
+# diff
+run 0 ka diff 3 8 --archive "$A" --color never
+out_has "fitness      1.800 -> 2.600  +0.800 (x1.44)"
+out_has "SPLITS 8 -> 16, WARPS 4 -> 8"
+out_has "smem_bytes 0 -> 16384"
+out_has "-30.8%"
+out_has "@@ -5,6 +5,9 @@"
+out_has "-    out[i] = q[i];"
+out_has "+    __syncthreads();"
+run 0 ka diff 1 3 --archive "$A"
+out_has "same text"
+run 2 ka diff 3 --archive "$A"
+err_has "expected two candidate ids"
+run 1 ka diff 3 999 --archive "$A"
+
+# export and import round trip
+run 0 ka export --archive "$A" -o "$TMP/all.json"
+run 0 ka export --archive "$A" --elites
+cp "$TMP/out" "$TMP/elites.json"
+python3 - "$TMP/all.json" "$TMP/elites.json" <<'PY' || fail "export"
+import json, sys
+full, elites = (json.load(open(p)) for p in sys.argv[1:])
+assert full["format"] == "ksearch-archive" and full["version"] == 1
+assert [c["id"] for c in full["candidates"]] == list(range(1, 11))
+assert len(full["sources"]) == 4 and "3" in full["prompts"]
+assert [c["id"] for c in elites["candidates"]] == [3, 7, 8] and elites["elites_only"] is True
+assert len(elites["sources"]) == 2
+PY
+run 0 ka import "$TMP/all.json" --archive "$TMP/copy"
+run 0 ka export --archive "$TMP/copy" -o "$TMP/again.json"
+python3 - "$TMP/all.json" "$TMP/again.json" <<'PY' || fail "export of an imported export differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["candidates"] == b["candidates"] and a["sources"] == b["sources"]
+PY
+run 0 ka import "$TMP/all.json" --archive "$A"
+out_has "imported 0 candidates"
+out_has "skipped 10 already there"
+
+# malformed imports change nothing
+head -c 3000 "$FIXTURE" >"$TMP/cut.json"
+run 1 ka import "$TMP/cut.json" --archive "$A"
+err_has "cut.json:"
+python3 - "$FIXTURE" "$TMP/bad.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+doc["candidates"][9]["verdict"] = "fantastic"
+json.dump(doc, open(sys.argv[2], "w"))
+PY
+run 1 ka import "$TMP/bad.json" --archive "$A"
+err_has "candidates[9] (id 10): verdict: unknown verdict 'fantastic'"
+err_has "(the archive is unchanged)"
+run 0 ka stats --archive "$A"
+out_has "candidates  10 "
+run 1 ka import "$TMP/bad.json" --archive "$TMP/fresh"
+[ ! -e "$TMP/fresh/gqa/nvidia-h200/data.mdb" ] || fail "a failed import left a new archive behind"
+run 1 ka import "$TMP/missing.json" --archive "$A"
+
+# choosing among several archives
+run 0 ka import "$FIXTURE" --archive "$A" --op softmax
+run 1 ka ls --archive "$A"
+err_has "holds several archives: gqa/nvidia-h200, softmax/nvidia-h200; choose one with --op NAME"
+run 0 ka ls --archive "$A" --op softmax --gpu 'NVIDIA H200' --limit 1
+run 0 ka ls --archive "$A" --op gqa --gpu nvidia-h200 --limit 1
+run 1 ka ls --archive "$A" --op rmsnorm
+err_has "no archive for operator 'rmsnorm'"
+run 1 ka stats --archive "$TMP/nothing"
+err_has "no archive in $TMP/nothing"
+
+# damaged files get a clear error, not a crash
+cp -r "$TMP/copy" "$TMP/broken"
+D="$TMP/broken/gqa/nvidia-h200/data.mdb"
+head -c 1000000 /dev/urandom | dd of="$D" bs=4096 count=1 conv=notrunc 2>/dev/null
+run 1 ka stats --archive "$TMP/broken"
+err_has "not an LMDB file, or its header is damaged"
+run 1 ka verify --archive "$TMP/broken"
+err_has "header is damaged"
+truncate -s 5000 "$D"
+run 1 ka ls --archive "$TMP/broken"
+err_has "is truncated (5000 bytes"
+done_ok

@@ -1,0 +1,1057 @@
+/*
+ * test_archive.c - the LMDB archive: what an insertion reports, where it
+ * lands in the grid, dedup lookups, metrics kept incrementally against a
+ * recount, damaged and foreign files refused with a clear error, export
+ * and import, and the map growing from a tiny start.
+ */
+#include "testlib.h"
+
+#include <lmdb.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "ksearch/archive.h"
+#include "ksearch/util.h"
+
+/* launches: [1,2) [2,3) [3,9); smem_bytes: [0,1) [1,16384) [16384,49153) -> 9 cells */
+static double launch_edges[] = { 1, 2, 3, 9 };
+static double smem_edges[] = { 0, 1, 16384, 49153 };
+static struct ks_grid_axis grid[] = {
+	{ KS_DESC_LAUNCHES, launch_edges, 4 },
+	{ KS_DESC_SMEM_BYTES, smem_edges, 4 },
+};
+
+static struct ks_archive *open_new(const char *root, size_t map_size)
+{
+	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE | KS_ARCHIVE_NOSYNC, .grid = grid,
+					   .n_grid = 2, .map_size = map_size };
+	struct ks_archive *ar;
+	struct ks_error err;
+
+	if (ks_archive_open(&ar, root, "testop", "Test GPU 9000", &opts, &err) < 0)
+		fail_msg("%s", err.msg);
+	return ar;
+}
+
+static struct ks_archive *open_reader(const char *root)
+{
+	struct ks_archive_options opts = { .flags = KS_ARCHIVE_READONLY };
+	struct ks_archive *ar;
+	struct ks_error err;
+
+	if (ks_archive_open(&ar, root, "testop", "test-gpu-9000", &opts, &err) < 0)
+		fail_msg("%s", err.msg);
+	return ar;
+}
+
+static json_t *make_record(const char *verdict, double fitness, int launches, int smem, int splits)
+{
+	return json_pack("{s:s, s:s, s:{s:i, s:i}, s:[], s:s, s:f, s:{s:i, s:i, s:f}, s:s}", "verdict",
+			 verdict, "family", "split_kv", "params", "SPLITS", splits, "WARPS", 4, "parents",
+			 "mutation", "param", "fitness", fitness, "descriptors", "launches", launches,
+			 "smem_bytes", smem, "occupancy", 0.5, "evidence", "");
+}
+
+static uint64_t insert(struct ks_archive *ar, json_t *record, const char *source,
+		       struct ks_archive_insert_result *res)
+{
+	struct ks_archive_insert_result scratch;
+	struct ks_error err;
+
+	if (!res)
+		res = &scratch;
+	if (ks_archive_insert(ar, record, source, res, &err) < 0)
+		fail_msg("%s", err.msg);
+	json_decref(record);
+	return res->id;
+}
+
+static void assert_verify_clean(struct ks_archive *ar)
+{
+	char **problems;
+	size_t n;
+	struct ks_error err;
+
+	if (ks_archive_verify(ar, &problems, &n, &err) < 0)
+		fail_msg("%s", err.msg);
+	if (n)
+		fail_msg("verify: %zu problems, first: %s", n, problems[0]);
+	ks_archive_problems_free(problems, n);
+}
+
+static void test_insert_reports_new_cell_improved_and_not_added(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_archive_insert_result r;
+
+	(void)state;
+	assert_int_equal(insert(ar, make_record("ok", 1.0, 2, 0, 1), "src a", &r), 1);
+	assert_int_equal(r.outcome, KS_ARCHIVE_NEW_CELL);
+	assert_int_equal(r.cell, 3); /* launches bin 1, smem bin 0: 1*3 + 0 */
+	assert_true(r.new_source);
+
+	insert(ar, make_record("ok", 1.5, 2, 0, 2), "src a", &r);
+	assert_int_equal(r.id, 2);
+	assert_int_equal(r.outcome, KS_ARCHIVE_IMPROVED);
+	assert_int_equal(r.replaced_id, 1);
+	assert_true(r.replaced_fitness == 1.0);
+	assert_false(r.new_source);
+
+	insert(ar, make_record("ok", 1.5, 2, 0, 3), "src b", &r);
+	assert_int_equal(r.outcome, KS_ARCHIVE_NOT_ADDED); /* a tie keeps the first */
+	insert(ar, make_record("ok", 0.2, 2, 0, 4), "src b", &r);
+	assert_int_equal(r.outcome, KS_ARCHIVE_NOT_ADDED);
+
+	insert(ar, make_record("wrong", 0, 2, 0, 5), "src c", &r);
+	assert_int_equal(r.outcome, KS_ARCHIVE_NOT_ELIGIBLE);
+	assert_int_equal(r.cell, -1);
+
+	insert(ar, make_record("ok", 9.0, 2, 50000, 6), "src d", &r);
+	assert_int_equal(r.outcome, KS_ARCHIVE_OUTSIDE_GRID);
+	assert_contains(r.why, "smem_bytes = 50000 is outside");
+	{
+		json_t *rec = make_record("ok", 1.0, 2, 0, 7);
+
+		json_object_del(json_object_get(rec, "descriptors"), "launches");
+		insert(ar, rec, "src d", &r);
+		assert_int_equal(r.outcome, KS_ARCHIVE_OUTSIDE_GRID);
+		assert_contains(r.why, "launches is missing");
+	}
+	{
+		struct ks_archive_metrics m;
+		struct ks_error err;
+
+		assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+		assert_int_equal(m.candidates, 7);
+		assert_int_equal(m.by_verdict[KS_VERDICT_OK], 6);
+		assert_int_equal(m.by_verdict[KS_VERDICT_WRONG], 1);
+		assert_int_equal(m.cells, 9);
+		assert_int_equal(m.cells_filled, 1);
+		assert_true(fabs(m.qd_score - 1.5) < 1e-12);
+		/* the best counts every ok candidate, placed or not */
+		assert_true(m.best_fitness == 9.0);
+		assert_int_equal(m.best_id, 6);
+		assert_int_equal(m.sources, 4);
+	}
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static void test_bad_records_are_refused_and_nothing_written(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_archive_metrics m;
+	struct ks_error err;
+	json_t *rec;
+
+	(void)state;
+	rec = make_record("great", 1.0, 2, 0, 1);
+	assert_int_equal(ks_archive_insert(ar, rec, "x", NULL, &err), -1);
+	assert_contains(err.msg, "unknown verdict 'great'");
+	json_decref(rec);
+	rec = make_record("ok", -1.0, 2, 0, 1);
+	assert_int_equal(ks_archive_insert(ar, rec, "x", NULL, &err), -1);
+	assert_contains(err.msg, "fitness");
+	json_decref(rec);
+	rec = json_pack("{s:s, s:f, s:[s]}", "verdict", "ok", "fitness", 1.0, "parents", "seven");
+	assert_int_equal(ks_archive_insert(ar, rec, "x", NULL, &err), -1);
+	assert_contains(err.msg, "parents[0]");
+	json_decref(rec);
+	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+	assert_int_equal(m.candidates, 0);
+	assert_int_equal(m.next_id, 1);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static void test_grid_placement_and_elites(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_archive_elite *elites;
+	struct ks_error err;
+	size_t n, coords[2];
+	uint64_t cell;
+	char why[128];
+	json_t *desc = json_pack("{s:i, s:i}", "launches", 8, "smem_bytes", 16384);
+
+	(void)state;
+	assert_int_equal(ks_archive_cells(ar), 9);
+	assert_int_equal(ks_archive_cell_of(ar, desc, &cell, why, sizeof(why)), 0);
+	assert_int_equal(cell, 2 * 3 + 2);
+	ks_archive_cell_coords(ar, cell, coords);
+	assert_int_equal(coords[0], 2);
+	assert_int_equal(coords[1], 2);
+	json_object_set_new(desc, "launches", json_integer(9)); /* the last edge is exclusive */
+	assert_int_equal(ks_archive_cell_of(ar, desc, &cell, why, sizeof(why)), 1);
+	json_decref(desc);
+
+	insert(ar, make_record("ok", 2.0, 1, 0, 1), "a", NULL);
+	insert(ar, make_record("ok", 3.0, 3, 20000, 1), "b", NULL);
+	insert(ar, make_record("ok", 1.0, 2, 100, 1), "c", NULL);
+	insert(ar, make_record("ok", 4.0, 3, 20000, 2), "b", NULL);
+	assert_int_equal(ks_archive_elites(ar, &elites, &n, &err), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(elites[0].cell, 0);
+	assert_int_equal(elites[0].id, 1);
+	assert_int_equal(elites[1].cell, 4);
+	assert_int_equal(elites[1].id, 3);
+	assert_int_equal(elites[2].cell, 8);
+	assert_int_equal(elites[2].id, 4);
+	assert_true(elites[2].fitness == 4.0);
+	free(elites);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static void test_dedup_lookup_ignores_param_order(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_error err;
+	json_t *params;
+	uint64_t id;
+
+	(void)state;
+	insert(ar, make_record("ok", 1.0, 2, 0, 8), "kernel text", NULL);
+	insert(ar, make_record("compile_error", 0, 2, 0, 16), "kernel text", NULL);
+	params = json_pack("{s:i, s:i}", "WARPS", 4, "SPLITS", 8);
+	assert_int_equal(ks_archive_lookup_candidate(ar, "kernel text", params, &id, &err), 0);
+	assert_int_equal(id, 1);
+	json_object_set_new(params, "SPLITS", json_integer(16));
+	assert_int_equal(ks_archive_lookup_candidate(ar, "kernel text", params, &id, &err), 0);
+	assert_int_equal(id, 2);
+	json_object_set_new(params, "SPLITS", json_integer(2));
+	assert_int_equal(ks_archive_lookup_candidate(ar, "kernel text", params, &id, &err), 0);
+	assert_int_equal(id, 0);
+	json_object_set_new(params, "SPLITS", json_integer(8));
+	assert_int_equal(ks_archive_lookup_candidate(ar, "other text", params, &id, &err), 0);
+	assert_int_equal(id, 0);
+	json_decref(params);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+/* Recount coverage, QD-score and best from the records, with the test's own binning. */
+struct recount {
+	double cell_best[9];
+	double best;
+	uint64_t n;
+};
+
+static int bin_of(const double *edges, size_t n_edges, double v)
+{
+	for (size_t i = 0; i + 1 < n_edges; i++)
+		if (v >= edges[i] && v < edges[i + 1])
+			return (int)i;
+	return -1;
+}
+
+static int recount_fn(const json_t *record, void *ctx)
+{
+	struct recount *r = ctx;
+	const json_t *d = json_object_get(record, "descriptors");
+	double f = json_number_value(json_object_get(record, "fitness"));
+	int x, y;
+
+	r->n++;
+	if (strcmp(json_string_value(json_object_get(record, "verdict")), "ok"))
+		return 0;
+	if (f > r->best)
+		r->best = f;
+	x = bin_of(launch_edges, 4, json_number_value(json_object_get(d, "launches")));
+	y = bin_of(smem_edges, 4, json_number_value(json_object_get(d, "smem_bytes")));
+	if (x >= 0 && y >= 0 && f > r->cell_best[x * 3 + y])
+		r->cell_best[x * 3 + y] = f;
+	return 0;
+}
+
+static void test_metrics_kept_incrementally_match_a_recount(void **state)
+{
+	static const char *verdicts[] = { "ok", "ok", "ok", "compile_error", "wrong", "timeout" };
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_archive_query all = { -1, KS_ARCHIVE_SORT_ID, 0 };
+	struct ks_archive_metrics m;
+	struct ks_archive_qd_point *points;
+	struct recount r;
+	struct ks_error err;
+	size_t n_points, filled = 0;
+	double qd = 0;
+
+	(void)state;
+	srand(42);
+	for (int i = 0; i < 1500; i++) {
+		char source[64];
+		/* some outside the grid: launches up to 10, smem up to 60000 */
+		json_t *rec = make_record(verdicts[rand() % 6], (rand() % 10000) / 1000.0, 1 + rand() % 10,
+					  rand() % 4 ? rand() % 60000 : 0, rand() % 5);
+
+		snprintf(source, sizeof(source), "kernel %d", rand() % 300);
+		insert(ar, rec, source, NULL);
+	}
+	memset(&r, 0, sizeof(r));
+	for (int c = 0; c < 9; c++)
+		r.cell_best[c] = -1;
+	assert_int_equal(ks_archive_foreach(ar, &all, recount_fn, &r, &err), 0);
+	assert_int_equal(r.n, 1500);
+	for (int c = 0; c < 9; c++) {
+		if (r.cell_best[c] >= 0) {
+			filled++;
+			qd += r.cell_best[c];
+		}
+	}
+	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+	assert_int_equal(m.candidates, 1500);
+	assert_int_equal(m.cells_filled, filled);
+	assert_true(fabs(m.coverage - filled / 9.0) < 1e-12);
+	assert_true(fabs(m.qd_score - qd) < 1e-9);
+	assert_true(m.best_fitness == r.best);
+
+	/* the history ends at the current metrics and the QD-score never falls */
+	assert_int_equal(ks_archive_history(ar, 0, &points, &n_points, &err), 0);
+	assert_true(n_points > 1);
+	for (size_t i = 1; i < n_points; i++) {
+		assert_true(points[i].evals > points[i - 1].evals);
+		assert_true(points[i].qd_score >= points[i - 1].qd_score);
+		assert_true(points[i].best_fitness >= points[i - 1].best_fitness);
+	}
+	assert_true(fabs(points[n_points - 1].qd_score - qd) < 1e-9);
+	assert_int_equal(points[n_points - 1].cells_filled, filled);
+	{
+		struct ks_archive_qd_point *sample;
+		size_t n_sample;
+
+		/* a sample keeps the first and the last point and reads no more than asked */
+		assert_int_equal(ks_archive_history(ar, 5, &sample, &n_sample, &err), 0);
+		assert_true(n_sample >= 2 && n_sample <= 5);
+		assert_int_equal(sample[0].evals, points[0].evals);
+		assert_int_equal(sample[n_sample - 1].evals, points[n_points - 1].evals);
+		for (size_t i = 1; i < n_sample; i++)
+			assert_true(sample[i].evals > sample[i - 1].evals);
+		free(sample);
+	}
+	free(points);
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+struct order {
+	uint64_t ids[16];
+	size_t n;
+};
+
+static int collect(const json_t *record, void *ctx)
+{
+	struct order *o = ctx;
+
+	o->ids[o->n++] = (uint64_t)json_integer_value(json_object_get(record, "id"));
+	return 0;
+}
+
+static void test_foreach_orders_filters_and_limits(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_archive_query q = { -1, KS_ARCHIVE_SORT_FITNESS, 0 };
+	struct ks_error err;
+	struct order o;
+
+	(void)state;
+	insert(ar, make_record("ok", 1.0, 1, 0, 1), "a", NULL);            /* 1 */
+	insert(ar, make_record("wrong", 0, 1, 0, 1), "b", NULL);           /* 2 */
+	insert(ar, make_record("ok", 3.0, 2, 0, 1), "c", NULL);            /* 3 */
+	insert(ar, make_record("compile_error", 0, 1, 0, 1), "d", NULL);   /* 4 */
+	insert(ar, make_record("ok", 2.0, 3, 0, 1), "e", NULL);            /* 5 */
+	insert(ar, make_record("wrong", 0, 1, 0, 2), "f", NULL);           /* 6 */
+
+	memset(&o, 0, sizeof(o));
+	assert_int_equal(ks_archive_foreach(ar, &q, collect, &o, &err), 0);
+	assert_int_equal(o.n, 6);
+	assert_int_equal(o.ids[0], 3);
+	assert_int_equal(o.ids[1], 5);
+	assert_int_equal(o.ids[2], 1);
+	assert_int_equal(o.ids[3], 2); /* then the zero fitness ones by id, across verdicts */
+	assert_int_equal(o.ids[4], 4);
+	assert_int_equal(o.ids[5], 6);
+
+	memset(&o, 0, sizeof(o));
+	q.limit = 2;
+	assert_int_equal(ks_archive_foreach(ar, &q, collect, &o, &err), 0);
+	assert_int_equal(o.n, 2);
+
+	memset(&o, 0, sizeof(o));
+	q = (struct ks_archive_query){ KS_VERDICT_WRONG, KS_ARCHIVE_SORT_TIME, 0 };
+	assert_int_equal(ks_archive_foreach(ar, &q, collect, &o, &err), 0);
+	assert_int_equal(o.n, 2);
+	assert_int_equal(o.ids[0], 6);
+	assert_int_equal(o.ids[1], 2);
+
+	memset(&o, 0, sizeof(o));
+	q = (struct ks_archive_query){ KS_VERDICT_OK, KS_ARCHIVE_SORT_ID, 0 };
+	assert_int_equal(ks_archive_foreach(ar, &q, collect, &o, &err), 0);
+	assert_int_equal(o.n, 3);
+	assert_int_equal(o.ids[0], 1);
+	assert_int_equal(o.ids[2], 5);
+
+	memset(&o, 0, sizeof(o));
+	q = (struct ks_archive_query){ -1, KS_ARCHIVE_SORT_TIME, 3 };
+	assert_int_equal(ks_archive_foreach(ar, &q, collect, &o, &err), 0);
+	assert_int_equal(o.n, 3);
+	assert_int_equal(o.ids[0], 6);
+
+	memset(&o, 0, sizeof(o));
+	q = (struct ks_archive_query){ KS_VERDICT_CRASH, KS_ARCHIVE_SORT_TIME, 0 };
+	assert_int_equal(ks_archive_foreach(ar, &q, collect, &o, &err), 0);
+	assert_int_equal(o.n, 0);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static void test_get_and_best_return_record_and_source(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_error err;
+	json_t *record;
+	char *source;
+
+	(void)state;
+	assert_int_equal(ks_archive_best(ar, &record, &source, &err), 0);
+	assert_null(record);
+	insert(ar, make_record("ok", 1.0, 1, 0, 1), "first source", NULL);
+	insert(ar, make_record("ok", 5.0, 2, 0, 1), "second source", NULL);
+	assert_int_equal(ks_archive_get(ar, 1, &record, &source, &err), 0);
+	assert_non_null(record);
+	assert_string_equal(source, "first source");
+	assert_int_equal(json_integer_value(json_object_get(record, "id")), 1);
+	assert_string_equal(json_string_value(json_object_get(record, "op")), "testop");
+	assert_string_equal(json_string_value(json_object_get(record, "gpu")), "Test GPU 9000");
+	assert_int_equal(strlen(json_string_value(json_object_get(record, "source_hash"))), 64);
+	assert_non_null(json_object_get(record, "created"));
+	json_decref(record);
+	free(source);
+	assert_int_equal(ks_archive_get(ar, 99, &record, &source, &err), 0);
+	assert_null(record);
+	assert_null(source);
+	assert_int_equal(ks_archive_best(ar, &record, &source, &err), 0);
+	assert_int_equal(json_integer_value(json_object_get(record, "id")), 2);
+	assert_string_equal(source, "second source");
+	json_decref(record);
+	free(source);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static char *data_path(const char *root)
+{
+	char *path = malloc(4096);
+
+	snprintf(path, 4096, "%s/testop/test-gpu-9000/data.mdb", root);
+	return path;
+}
+
+static void assert_open_fails(const char *root, unsigned flags, const char *expected)
+{
+	struct ks_archive_options opts = { .flags = flags, .grid = grid, .n_grid = 2 };
+	struct ks_archive *ar;
+	struct ks_error err;
+
+	assert_int_equal(ks_archive_open(&ar, root, "testop", "Test GPU 9000", &opts, &err), -1);
+	assert_null(ar);
+	assert_contains(err.msg, expected);
+}
+
+static void set_schema_version(const char *root, const char *version)
+{
+	char dir[4096];
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val key = { 14, "schema_version" }, val = { strlen(version), (void *)version };
+
+	snprintf(dir, sizeof(dir), "%s/testop/test-gpu-9000", root);
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 16);
+	assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+	assert_int_equal(mdb_put(txn, dbi, &key, &val, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+static void test_schema_version_mismatch_names_the_version(void **state)
+{
+	char *root = test_tmpdir();
+
+	(void)state;
+	ks_archive_close(open_new(root, 0));
+	set_schema_version(root, "7");
+	assert_open_fails(root, KS_ARCHIVE_READONLY, "archive schema version 7, but this ksearch reads version 1");
+	assert_open_fails(root, KS_ARCHIVE_CREATE, "schema version 7");
+	set_schema_version(root, "banana");
+	assert_open_fails(root, KS_ARCHIVE_READONLY, "not a ksearch archive (schema version 'banana')");
+	test_rmtree(root);
+}
+
+static void fill_lineage(struct ks_archive *ar);
+
+/* Change the archive behind its back: delete key from database db (or put value). */
+static void tamper(const char *root, const char *db, const void *key, size_t key_len, const char *value)
+{
+	char dir[4096];
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k = { key_len, (void *)key }, v = { value ? strlen(value) : 0, (void *)value };
+
+	snprintf(dir, sizeof(dir), "%s/testop/test-gpu-9000", root);
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 16);
+	assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, db, 0, &dbi), 0);
+	if (value)
+		assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+	else
+		assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+}
+
+static void assert_problem(const char *root, const char *expected)
+{
+	struct ks_archive *ar = open_reader(root);
+	char **problems;
+	size_t n;
+	struct ks_error err;
+	struct ks_strbuf all;
+
+	if (ks_archive_verify(ar, &problems, &n, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_strbuf_init(&all);
+	for (size_t i = 0; i < n; i++)
+		ks_strbuf_addf(&all, "%s\n", problems[i]);
+	assert_contains(all.buf, expected);
+	ks_strbuf_release(&all);
+	ks_archive_problems_free(problems, n);
+	ks_archive_close(ar);
+}
+
+static void test_verify_names_what_is_wrong(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	unsigned char cell[8] = { 0, 0, 0, 0, 0, 0, 0, 3 }, id2[8] = { 0, 0, 0, 0, 0, 0, 0, 2 };
+	unsigned char hash[32];
+	json_t *record;
+	struct ks_error err;
+	char *source;
+
+	(void)state;
+	fill_lineage(ar);
+	assert_int_equal(ks_archive_get(ar, 4, &record, &source, &err), 0);
+	for (int i = 0; i < 32; i++)
+		sscanf(json_string_value(json_object_get(record, "source_hash")) + 2 * i, "%2hhx", &hash[i]);
+	json_decref(record);
+	free(source);
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+
+	tamper(root, "grid", cell, 8, NULL);
+	assert_problem(root, "cell 3: empty in the grid, but record #2 belongs there");
+	assert_problem(root, "counters: cells_filled is 2, but the archive holds 1");
+	tamper(root, "sources", hash, 32, NULL);
+	assert_problem(root, "record #4: its source");
+	assert_problem(root, "is not in the sources database");
+	tamper(root, "candidates", id2, 8, "{\"id\": 2, \"verdict\": \"ok\"");
+	assert_problem(root, "record #2 is not a JSON object");
+	tamper(root, "meta", "counters", 8, "{\"next_id\": 3, \"candidates\": 9}");
+	assert_problem(root, "counters: candidates is 9, but the archive holds 3");
+	assert_problem(root, "counters: next_id is 3, but record #4 exists");
+	test_rmtree(root);
+}
+
+static void fill(const char *root, int n)
+{
+	struct ks_archive *ar = open_new(root, 0);
+
+	for (int i = 0; i < n; i++) {
+		char source[2100];
+
+		memset(source, 'a' + i % 26, sizeof(source) - 1);
+		source[sizeof(source) - 1] = '\0';
+		snprintf(source, 32, "// kernel %d\n", i);
+		source[strlen(source)] = ' ';
+		insert(ar, make_record("ok", i, 1 + i % 3, 0, i), source, NULL);
+	}
+	ks_archive_close(ar);
+}
+
+static void test_damaged_files_give_clear_errors(void **state)
+{
+	char *root = test_tmpdir();
+	char *path = data_path(root);
+	struct stat st;
+	FILE *f;
+	char garbage[4096];
+
+	(void)state;
+	fill(root, 200);
+	assert_int_equal(stat(path, &st), 0);
+	/* cut in the middle: LMDB would fault reading pages past the end */
+	assert_int_equal(truncate(path, st.st_size / 2), 0);
+	assert_open_fails(root, KS_ARCHIVE_READONLY, "is truncated");
+	assert_open_fails(root, KS_ARCHIVE_CREATE, "is truncated");
+	assert_int_equal(truncate(path, 100), 0);
+	assert_open_fails(root, KS_ARCHIVE_READONLY, "is truncated (100 bytes");
+	test_rmtree(root);
+
+	root = test_tmpdir();
+	free(path);
+	path = data_path(root);
+	fill(root, 50);
+	memset(garbage, 0x5a, sizeof(garbage));
+	f = fopen(path, "r+b");
+	assert_non_null(f);
+	fwrite(garbage, 1, sizeof(garbage), f);
+	fclose(f);
+	assert_open_fails(root, KS_ARCHIVE_READONLY, "not an LMDB file, or its header is damaged");
+	assert_open_fails(root, KS_ARCHIVE_CREATE, "not an LMDB file, or its header is damaged");
+	free(path);
+	test_rmtree(root);
+}
+
+static void test_missing_archive_and_grid_mismatch(void **state)
+{
+	char *root = test_tmpdir();
+	double other_edges[] = { 0, 10 };
+	struct ks_grid_axis other[] = { { KS_DESC_REGISTERS, other_edges, 2 } };
+	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE, .grid = other, .n_grid = 1 };
+	struct ks_archive *ar;
+	struct ks_error err;
+
+	(void)state;
+	assert_open_fails(root, KS_ARCHIVE_READONLY, "no archive for operator 'testop' on 'Test GPU 9000'");
+	ks_archive_close(open_new(root, 0));
+	assert_int_equal(ks_archive_open(&ar, root, "testop", "Test GPU 9000", &opts, &err), -1);
+	assert_contains(err.msg, "differs from the archive's");
+	/* a reader takes the stored grid */
+	ar = open_reader(root);
+	assert_int_equal(ks_archive_cells(ar), 9);
+	assert_string_equal(ks_archive_gpu(ar), "Test GPU 9000");
+	{
+		json_t *rec = make_record("ok", 1, 1, 0, 1);
+
+		assert_int_equal(ks_archive_insert(ar, rec, "x", NULL, &err), -1);
+		assert_contains(err.msg, "read-only");
+		json_decref(rec);
+	}
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static char *export_text(struct ks_archive *ar, unsigned flags)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+	struct ks_error err;
+
+	if (ks_archive_export(ar, f, flags, &err) < 0)
+		fail_msg("%s", err.msg);
+	fclose(f);
+	return text;
+}
+
+static void fill_lineage(struct ks_archive *ar)
+{
+	json_t *rec;
+
+	insert(ar, make_record("ok", 1.0, 2, 0, 1), "seed source", NULL);   /* 1 */
+	rec = make_record("ok", 2.0, 2, 0, 8);                                /* 2 */
+	json_array_append_new(json_object_get(rec, "parents"), json_integer(1));
+	insert(ar, rec, "seed source", NULL);
+	rec = make_record("wrong", 0, 2, 0, 16);                              /* 3 */
+	json_array_append_new(json_object_get(rec, "parents"), json_integer(2));
+	json_object_set_new(rec, "evidence", json_string("output[3]: got 1 expected 2"));
+	insert(ar, rec, "seed source", NULL);
+	rec = make_record("ok", 3.0, 1, 100, 8);                              /* 4 */
+	json_array_append_new(json_object_get(rec, "parents"), json_integer(2));
+	insert(ar, rec, "llm source \"quoted\"\n\ttabbed\n", NULL);
+}
+
+static void test_export_import_round_trip(void **state)
+{
+	char *root = test_tmpdir(), *root2 = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0), *copy;
+	struct ks_archive_import_result result;
+	struct ks_archive_metrics m1, m2;
+	struct ks_error err;
+	json_t *doc, *a, *b;
+	char *text, *text2, *src;
+
+	(void)state;
+	fill_lineage(ar);
+	{
+		json_t *prompt = json_pack("{s:s, s:i}", "text", "use cp.async", "uses", 3);
+
+		assert_int_equal(ks_archive_prompt_put(ar, 7, prompt, &err), 0);
+		json_decref(prompt);
+	}
+	text = export_text(ar, 0);
+	doc = json_loads(text, 0, NULL);
+	assert_non_null(doc);
+	assert_string_equal(json_string_value(json_object_get(doc, "format")), "ksearch-archive");
+	assert_int_equal(json_array_size(json_object_get(doc, "candidates")), 4);
+	assert_int_equal(json_object_size(json_object_get(doc, "sources")), 2);
+
+	copy = open_new(root2, 0);
+	assert_int_equal(ks_archive_import(copy, doc, &result, &err), 0);
+	assert_int_equal(result.imported, 4);
+	assert_true(result.ids_kept);
+	for (uint64_t id = 1; id <= 4; id++) {
+		char *s1, *s2;
+
+		assert_int_equal(ks_archive_get(ar, id, &a, &s1, &err), 0);
+		assert_int_equal(ks_archive_get(copy, id, &b, &s2, &err), 0);
+		if (!json_equal(a, b))
+			fail_msg("record %llu differs after import", (unsigned long long)id);
+		assert_string_equal(s1, s2);
+		json_decref(a);
+		json_decref(b);
+		free(s1);
+		free(s2);
+	}
+	assert_int_equal(ks_archive_metrics(ar, &m1, &err), 0);
+	assert_int_equal(ks_archive_metrics(copy, &m2, &err), 0);
+	assert_int_equal(m1.candidates, m2.candidates);
+	assert_int_equal(m1.cells_filled, m2.cells_filled);
+	assert_true(m1.qd_score == m2.qd_score);
+	assert_int_equal(m1.best_id, m2.best_id);
+	assert_int_equal(m1.next_id, m2.next_id);
+	assert_int_equal(ks_archive_prompt_get(copy, 7, &a, &err), 0);
+	assert_int_equal(json_integer_value(json_object_get(a, "uses")), 3);
+	json_decref(a);
+	/* exporting the copy gives the same candidates and sources */
+	text2 = export_text(copy, 0);
+	b = json_loads(text2, 0, NULL);
+	assert_true(json_equal(json_object_get(doc, "candidates"), json_object_get(b, "candidates")));
+	assert_true(json_equal(json_object_get(doc, "sources"), json_object_get(b, "sources")));
+	json_decref(b);
+	free(text2);
+
+	/* importing again into a non-empty archive skips what is there already */
+	assert_int_equal(ks_archive_import(copy, doc, &result, &err), 0);
+	assert_int_equal(result.imported, 0);
+	assert_int_equal(result.skipped, 4);
+	assert_false(result.ids_kept);
+	assert_verify_clean(copy);
+	ks_archive_close(copy);
+	json_decref(doc);
+	free(text);
+
+	/* elites only: the elite of each cell, and the sources they need */
+	text = export_text(ar, KS_ARCHIVE_EXPORT_ELITES);
+	doc = json_loads(text, 0, NULL);
+	assert_int_equal(json_array_size(json_object_get(doc, "candidates")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(doc, "candidates"), 0), "id")), 2);
+	assert_true(json_is_true(json_object_get(doc, "elites_only")));
+	assert_int_equal(json_object_size(json_object_get(doc, "sources")), 2);
+	/* into a non-empty archive they get new ids; parents outside the file are dropped */
+	assert_int_equal(ks_archive_import(ar, doc, &result, &err), 0);
+	assert_int_equal(result.skipped, 2);
+	json_decref(doc);
+	free(text);
+
+	/* a hand-written document with inline sources */
+	doc = json_loads("{\"format\": \"ksearch-archive\", \"version\": 1, \"op\": \"testop\", \"gpu\": \"x\","
+			 " \"candidates\": [{\"id\": 5, \"verdict\": \"ok\", \"fitness\": 7.5, \"params\": {\"A\": 1},"
+			 " \"descriptors\": {\"launches\": 1, \"smem_bytes\": 0}, \"source\": \"new text\"},"
+			 " {\"id\": 9, \"verdict\": \"crash\", \"parents\": [5], \"source\": \"new text\"}]}",
+			 0, NULL);
+	assert_non_null(doc);
+	assert_int_equal(ks_archive_import(ar, doc, &result, &err), 0);
+	assert_int_equal(result.imported, 2);
+	assert_int_equal(ks_archive_get(ar, 5, &a, &src, &err), 0);
+	assert_int_equal(json_integer_value(json_object_get(a, "imported_from_id")), 5);
+	assert_string_equal(src, "new text");
+	json_decref(a);
+	free(src);
+	assert_int_equal(ks_archive_get(ar, 6, &a, NULL, &err), 0);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(a, "parents"), 0)), 5);
+	json_decref(a);
+	json_decref(doc);
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+	test_rmtree(root);
+	test_rmtree(root2);
+}
+
+static void assert_import_refused(struct ks_archive *ar, const char *json, const char *expected)
+{
+	struct ks_archive_import_result result;
+	struct ks_archive_metrics before, after;
+	struct ks_error err;
+	json_error_t jerr;
+	json_t *doc = json_loads(json, 0, &jerr);
+
+	if (!doc)
+		fail_msg("test document does not parse: %s", jerr.text);
+	assert_int_equal(ks_archive_metrics(ar, &before, &err), 0);
+	assert_int_equal(ks_archive_import(ar, doc, &result, &err), -1);
+	assert_contains(err.msg, expected);
+	assert_int_equal(ks_archive_metrics(ar, &after, &err), 0);
+	assert_int_equal(before.candidates, after.candidates);
+	assert_int_equal(before.next_id, after.next_id);
+	assert_int_equal(before.sources, after.sources);
+	json_decref(doc);
+}
+
+#define HEAD "{\"format\": \"ksearch-archive\", \"version\": 1, \"op\": \"testop\", \"gpu\": \"x\", "
+#define GOOD "{\"id\": 1, \"verdict\": \"ok\", \"fitness\": 1, \"source\": \"a\", \"descriptors\": {}}"
+
+static void test_malformed_import_leaves_archive_unchanged(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+
+	(void)state;
+	fill_lineage(ar);
+	assert_import_refused(ar, "{\"format\": \"something\"}", "format: expected \"ksearch-archive\"");
+	assert_import_refused(ar, "{\"format\": \"ksearch-archive\", \"version\": 2}",
+			      "export format version 2, but this ksearch reads version 1");
+	assert_import_refused(ar, HEAD "\"candidates\": {}}", "candidates: expected a list");
+	/* the bad record is the last: the good ones before it must not be written */
+	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD ", {\"id\": 2, \"verdict\": \"fine\", \"source\": \"b\"}]}",
+			      "candidates[1] (id 2): verdict: unknown verdict 'fine'");
+	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD ", " GOOD "]}", "id 1 appears twice");
+	assert_import_refused(ar, HEAD "\"candidates\": [{\"id\": 3, \"verdict\": \"crash\", \"source_hash\": "
+			      "\"0000000000000000000000000000000000000000000000000000000000000000\"}]}",
+			      "is not in \"sources\"");
+	assert_import_refused(ar, HEAD "\"candidates\": [], \"sources\": {\"0000000000000000000000000000000000000000000000000000000000000000\": \"text\"}}",
+			      "the text's SHA-256 is");
+	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD "], \"prompts\": {\"first\": {}}}",
+			      "is not a prompt id");
+	assert_import_refused(ar, HEAD "\"candidates\": [{\"id\": 1, \"verdict\": \"ok\", \"source\": \"a\"}]}",
+			      "an ok candidate needs its fitness");
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static void test_map_grows_from_a_tiny_start(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 64 << 10);
+	struct ks_archive_metrics m;
+	struct ks_error err;
+	char source[3000];
+
+	(void)state;
+	for (int i = 0; i < 400; i++) {
+		memset(source, 'x', sizeof(source) - 1);
+		source[sizeof(source) - 1] = '\0';
+		snprintf(source, 20, "// %d\n", i);
+		source[strlen(source)] = ' ';
+		insert(ar, make_record(i % 2 ? "ok" : "wrong", i, 1 + i % 3, i % 2000, i), source, NULL);
+	}
+	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+	assert_int_equal(m.candidates, 400);
+	assert_int_equal(m.sources, 400);
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+	/* and a reader opened afterwards sees everything */
+	ar = open_reader(root);
+	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+	assert_int_equal(m.candidates, 400);
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static int count_line(const char *msg, void *ctx)
+{
+	(void)msg;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+/* Reader slots in use, by LMDB's own table (its header line not counted). */
+static int reader_slots(const char *root)
+{
+	char dir[4096];
+	MDB_env *env;
+	int lines = 0;
+
+	snprintf(dir, sizeof(dir), "%s/testop/test-gpu-9000", root);
+	assert_int_equal(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 16);
+	assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY, 0644), 0);
+	mdb_reader_list(env, count_line, &lines);
+	mdb_env_close(env);
+	return lines - 1;
+}
+
+static int die_while_reading(const json_t *record, void *ctx)
+{
+	(void)record;
+	(void)ctx;
+	raise(SIGKILL); /* killed with the read transaction open: its slot stays taken */
+	return 1;
+}
+
+static int read_and_die(const char *root)
+{
+	struct ks_archive_query all = { -1, KS_ARCHIVE_SORT_ID, 0 };
+	struct ks_archive *ar = open_reader(root);
+	struct ks_error err;
+
+	ks_archive_foreach(ar, &all, die_while_reading, NULL, &err);
+	return 1;
+}
+
+static int open_and_close(const char *root)
+{
+	ks_archive_close(open_reader(root));
+	return 0;
+}
+
+/*
+ * Run fn(root) in a child process (an LMDB environment must not be opened
+ * twice in one) and return its result, or -1 when the child died first.
+ * The child ends with SIGKILL, so that nothing runs at its exit (valgrind
+ * would count the parent's memory as the child's leaks).
+ */
+static int in_child(int (*fn)(const char *root), const char *root)
+{
+	int fds[2], result = -1;
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		result = fn(root);
+		if (write(fds[1], &result, sizeof(result)) != sizeof(result))
+			abort();
+		raise(SIGKILL);
+	}
+	close(fds[1]);
+	if (read(fds[0], &result, sizeof(result)) != sizeof(result))
+		result = -1;
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	return result;
+}
+
+static void test_stale_reader_slots_are_cleared_on_open(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *writer = open_new(root, 0);
+
+	(void)state;
+	/*
+	 * The writer stays open throughout, as the coordinator does: LMDB
+	 * resets the reader table only when the last process lets go.
+	 */
+	insert(writer, make_record("ok", 1.0, 1, 0, 1), "a", NULL);
+	assert_int_equal(in_child(read_and_die, root), -1);
+	assert_int_equal(in_child(reader_slots, root), 1);
+	assert_int_equal(in_child(open_and_close, root), 0);
+	assert_int_equal(in_child(reader_slots, root), 0);
+	ks_archive_close(writer);
+	test_rmtree(root);
+}
+
+static void test_state_prompts_and_compile_cache(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_error err;
+	unsigned char rng[16] = { 1, 2, 3, 0, 5 };
+	void *data;
+	size_t size;
+	json_t *prompt;
+
+	(void)state;
+	assert_int_equal(ks_archive_state_put(ar, "rng", rng, sizeof(rng), &err), 0);
+	assert_int_equal(ks_archive_state_get(ar, "rng", &data, &size, &err), 0);
+	assert_int_equal(size, sizeof(rng));
+	assert_memory_equal(data, rng, sizeof(rng));
+	free(data);
+	assert_int_equal(ks_archive_state_get(ar, "absent", &data, &size, &err), 0);
+	assert_null(data);
+	assert_int_equal(ks_archive_cache_put(ar, "ab12cd", "ptx text", 8, &err), 0);
+	assert_int_equal(ks_archive_cache_get(ar, "ab12cd", &data, &size, &err), 0);
+	assert_string_equal(data, "ptx text");
+	free(data);
+	prompt = json_pack("{s:s}", "text", "tile K");
+	assert_int_equal(ks_archive_prompt_put(ar, 1, prompt, &err), 0);
+	json_decref(prompt);
+	assert_int_equal(ks_archive_prompt_get(ar, 1, &prompt, &err), 0);
+	assert_string_equal(json_string_value(json_object_get(prompt, "text")), "tile K");
+	json_decref(prompt);
+	assert_int_equal(ks_archive_prompt_get(ar, 2, &prompt, &err), 0);
+	assert_null(prompt);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
+static void test_gpu_slug_and_env_listing(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive_env *envs;
+	struct ks_error err;
+	size_t n;
+	char *slug;
+
+	(void)state;
+	slug = ks_archive_gpu_slug("NVIDIA H200");
+	assert_string_equal(slug, "nvidia-h200");
+	free(slug);
+	slug = ks_archive_gpu_slug("  ../NVIDIA GeForce RTX 4090/ ");
+	assert_string_equal(slug, "nvidia-geforce-rtx-4090");
+	free(slug);
+	assert_int_equal(ks_archive_list_envs(root, &envs, &n, &err), 0);
+	assert_int_equal(n, 0);
+	ks_archive_close(open_new(root, 0));
+	assert_int_equal(ks_archive_list_envs(root, &envs, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(envs[0].op, "testop");
+	assert_string_equal(envs[0].gpu_slug, "test-gpu-9000");
+	ks_archive_envs_free(envs, n);
+	test_rmtree(root);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_insert_reports_new_cell_improved_and_not_added),
+		cmocka_unit_test(test_bad_records_are_refused_and_nothing_written),
+		cmocka_unit_test(test_grid_placement_and_elites),
+		cmocka_unit_test(test_dedup_lookup_ignores_param_order),
+		cmocka_unit_test(test_metrics_kept_incrementally_match_a_recount),
+		cmocka_unit_test(test_foreach_orders_filters_and_limits),
+		cmocka_unit_test(test_get_and_best_return_record_and_source),
+		cmocka_unit_test(test_schema_version_mismatch_names_the_version),
+		cmocka_unit_test(test_damaged_files_give_clear_errors),
+		cmocka_unit_test(test_missing_archive_and_grid_mismatch),
+		cmocka_unit_test(test_export_import_round_trip),
+		cmocka_unit_test(test_verify_names_what_is_wrong),
+		cmocka_unit_test(test_malformed_import_leaves_archive_unchanged),
+		cmocka_unit_test(test_map_grows_from_a_tiny_start),
+		cmocka_unit_test(test_stale_reader_slots_are_cleared_on_open),
+		cmocka_unit_test(test_state_prompts_and_compile_cache),
+		cmocka_unit_test(test_gpu_slug_and_env_listing),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
