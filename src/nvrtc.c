@@ -221,7 +221,6 @@ static int build_options(const struct ks_compile_request *req, const char *inclu
 	if (!opts || add_option(opts, n_options, "--gpu-architecture=%s", req->arch) ||
 	    add_option(opts, n_options, "-std=c++17") ||
 	    add_option(opts, n_options, "--ptxas-options=-v") ||
-	    add_option(opts, n_options, "-default-device") ||
 	    add_option(opts, n_options, "-I%s", include_dir) ||
 	    asprintf(&cccl, "%s/cccl", include_dir) < 0) {
 		cccl = NULL;

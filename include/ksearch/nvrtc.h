@@ -11,18 +11,18 @@
  * "path.cu(12): error: ..." means line 12 of path.cu.
  *
  * Options always given: --gpu-architecture=<arch>, -std=c++17,
- * --ptxas-options=-v, -default-device, -I<CUDA include dir> (so that
+ * --ptxas-options=-v, -I<CUDA include dir> (so that
  * <cuda_bf16.h> and friends resolve), plus -D<NAME>=<value> per define.
  * The CUDA include dir is $CUDA_PATH/include, else /usr/local/cuda/include;
  * NVRTC 13 resolves none of <cuda_fp16.h>, <cuda_bf16.h>, <cuda/std/...>
  * without it.  Its cccl/ subdirectory (where CUDA 13 keeps <cuda/...> and
  * CUB) is added too when it exists.
  *
- * -default-device makes namespace-scope variables __device__: a
- * "const float lut[4]" indexed at run time becomes a .global variable
- * whose address is taken, which ks_ptx_mutable_globals() reports; use
- * __constant__ for tables.  (Folded scalars such as "constexpr int N = 8;"
- * also land in .global but are never referenced, and are not reported.)
+ * No -default-device: a candidate must compile with nvcc as it is (that
+ * is what `ksearch export-best` hands over), and nvcc has no such flag, so
+ * device functions say __device__.  A "__device__ const float lut[4]"
+ * indexed at run time is a .global variable whose address is taken, which
+ * ks_ptx_mutable_globals() reports; use __constant__ for tables.
  */
 #ifndef KSEARCH_NVRTC_H
 #define KSEARCH_NVRTC_H

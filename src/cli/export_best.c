@@ -1,0 +1,443 @@
+/*
+ * export_best.c - `ksearch export-best`: the best kernel of an archive (or
+ * the one chosen by id or grid cell) as plain CUDA that needs nothing from
+ * ksearch.  The files are written by ks_export_write() (export.h); this
+ * layer picks the record, checks it against its source, and follows its
+ * lineage.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "archive_cli.h"
+#include "cli.h"
+#include "ksearch/archive.h"
+#include "ksearch/candidate.h"
+#include "ksearch/export.h"
+#include "ksearch/op.h"
+#include "ksearch/util.h"
+
+/* A lineage longer than this is a cycle in damaged data, not a search. */
+#define MAX_LINEAGE 100000
+/* Filled cells named in the message for an empty one. */
+#define MAX_CELLS_LISTED 12
+
+static const char *const cmd = "export-best";
+
+static const struct ks_help help = {
+	.usage = "ksearch export-best --op NAME [--archive DIR] [--gpu MODEL] [--id ID | --cell I,J,...]\n"
+		 "                           [-o DIR] [--name NAME]",
+	.description =
+		"Write the best kernel of an operator's archive as plain CUDA that needs nothing\n"
+		"from ksearch: NAME.cu (the source with its params fixed as #defines, then a\n"
+		"host launcher NAME_launch() that takes device pointers, sizes, a workspace and\n"
+		"a stream, and NAME_workspace_bytes()), NAME.h (the C interface, with the\n"
+		"arguments, shapes, workspace and stream semantics), NAME.json (the GPU, arch,\n"
+		"timings per workload, fitness, speed-of-light fraction, descriptors, params and\n"
+		"lineage) and README.md.  NAME.cu compiles with `nvcc -c -std=c++17 -arch=ARCH`\n"
+		"as it is; the launcher allocates nothing.\n"
+		"\n"
+		"The best is the ok candidate with the highest fitness.  --id exports another\n"
+		"ok candidate, --cell the elite of a grid cell: one bin index per grid axis, in\n"
+		"the order of the op's grid (the cell column of `ksearch archive ls`), or the\n"
+		"cell number `ksearch archive show` prints.",
+	.examples =
+		"  ksearch export-best --op gqa\n"
+		"  ksearch export-best --op gqa --cell 1,2,0 -o kernels/gqa --name gqa_decode\n"
+		"  ksearch export-best --op rmsnorm --archive /data/archive --gpu 'NVIDIA H100' --id 812\n",
+	.exit_codes = NULL,
+};
+
+/* "ksearch_" + op key, with what is not an identifier character made '_'. */
+static char *default_name(const char *op)
+{
+	char *name = ks_asprintf("ksearch_%s", op);
+
+	for (char *p = name; *p; p++)
+		if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+			*p = '_';
+	return name;
+}
+
+static void describe_grid(struct ks_archive *ar, struct ks_strbuf *sb)
+{
+	size_t n_axes;
+	const struct ks_grid_axis *axes = ks_archive_grid(ar, &n_axes);
+
+	for (size_t i = 0; i < n_axes; i++)
+		ks_strbuf_addf(sb, "%s%s: %zu bins", i ? ", " : "", ks_descriptor_name(axes[i].descriptor),
+			       axes[i].n_edges - 1);
+}
+
+static void describe_cell(struct ks_archive *ar, uint64_t cell, struct ks_strbuf *sb)
+{
+	size_t n_axes, coords[KS_DESC_COUNT];
+	const struct ks_grid_axis *axes = ks_archive_grid(ar, &n_axes);
+
+	ks_archive_cell_coords(ar, cell, coords);
+	for (size_t i = 0; i < n_axes; i++)
+		ks_strbuf_addf(sb, "%s%zu", i ? "," : "", coords[i]);
+	ks_strbuf_adds(sb, " (");
+	for (size_t i = 0; i < n_axes; i++)
+		ks_strbuf_addf(sb, "%s%s [%g, %g)", i ? ", " : "", ks_descriptor_name(axes[i].descriptor),
+			       axes[i].edges[coords[i]], axes[i].edges[coords[i] + 1]);
+	ks_strbuf_adds(sb, ")");
+}
+
+/*
+ * --cell: "I,J,..." (a bin per axis) or one number (the cell's index) when
+ * the grid has several axes.  Prints a usage error and returns -1 when it
+ * names no cell of this grid.
+ */
+static int parse_cell(struct ks_archive *ar, const char *text, uint64_t *cell)
+{
+	size_t n_axes, n = 0;
+	const struct ks_grid_axis *axes = ks_archive_grid(ar, &n_axes);
+	unsigned long long v[KS_DESC_COUNT + 1];
+	const char *p = text;
+	struct ks_strbuf grid;
+
+	ks_strbuf_init(&grid);
+	describe_grid(ar, &grid);
+	for (;;) {
+		char *end;
+
+		if (*p < '0' || *p > '9' || n > KS_DESC_COUNT)
+			goto bad;
+		errno = 0;
+		v[n++] = strtoull(p, &end, 10);
+		if (errno)
+			goto bad;
+		p = end;
+		if (!*p)
+			break;
+		if (*p++ != ',')
+			goto bad;
+	}
+	if (n == 1 && n_axes > 1) {
+		if (v[0] >= ks_archive_cells(ar)) {
+			ks_cli_usage(cmd, "--cell %s: the grid has %llu cells, numbered from 0 (%s)", text,
+				     (unsigned long long)ks_archive_cells(ar), grid.buf);
+			goto fail;
+		}
+		*cell = v[0];
+		ks_strbuf_release(&grid);
+		return 0;
+	}
+	if (n != n_axes) {
+		ks_cli_usage(cmd, "--cell %s: the grid has %zu axes (%s); give one bin index per axis, "
+			     "separated by commas", text, n_axes, grid.buf);
+		goto fail;
+	}
+	*cell = 0;
+	for (size_t i = 0; i < n_axes; i++) {
+		size_t bins = axes[i].n_edges - 1;
+
+		if (v[i] >= bins) {
+			ks_cli_usage(cmd, "--cell %s: bin %llu of axis %s does not exist (it has bins 0 to %zu)", text,
+				     v[i], ks_descriptor_name(axes[i].descriptor), bins - 1);
+			goto fail;
+		}
+		*cell = *cell * bins + v[i];
+	}
+	ks_strbuf_release(&grid);
+	return 0;
+bad:
+	ks_cli_usage(cmd, "--cell '%s': expected one bin index per grid axis, e.g. --cell 1,2,0 (%s)", text,
+		     grid.buf);
+fail:
+	ks_strbuf_release(&grid);
+	return -1;
+}
+
+/* The id of the elite of cell (--cell text), or 0 after printing why there is none. */
+static uint64_t cell_elite(struct ks_archive *ar, uint64_t cell, const char *text)
+{
+	struct ks_archive_elite *elites = NULL;
+	struct ks_strbuf sb, filled;
+	struct ks_error err;
+	uint64_t id = 0;
+	size_t n = 0;
+
+	if (ks_archive_elites(ar, &elites, &n, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (elites[i].cell == cell)
+			id = elites[i].id;
+	if (!id) {
+		ks_strbuf_init(&sb);
+		ks_strbuf_init(&filled);
+		describe_cell(ar, cell, &sb);
+		for (size_t i = 0; i < n && i < MAX_CELLS_LISTED; i++) {
+			size_t n_axes, coords[KS_DESC_COUNT];
+
+			ks_archive_grid(ar, &n_axes);
+			ks_archive_cell_coords(ar, elites[i].cell, coords);
+			ks_strbuf_adds(&filled, i ? "; " : "");
+			for (size_t a = 0; a < n_axes; a++)
+				ks_strbuf_addf(&filled, "%s%zu", a ? "," : "", coords[a]);
+			ks_strbuf_addf(&filled, " (#%llu, fitness %.3f)", (unsigned long long)elites[i].id,
+				       elites[i].fitness);
+		}
+		if (n > MAX_CELLS_LISTED)
+			ks_strbuf_addf(&filled, "; and %zu more", n - MAX_CELLS_LISTED);
+		ks_cli_error(cmd, "--cell %s: cell %s of %s is empty; %s%s", text, sb.buf, ks_archive_path(ar),
+			     n ? "the filled cells are: " : "no cell is filled yet", filled.buf);
+		ks_strbuf_release(&sb);
+		ks_strbuf_release(&filled);
+	}
+	free(elites);
+	return id;
+}
+
+/*
+ * The record and source the options choose.  Prints the error and returns
+ * -2 for an --id or --cell that is not one, -1 when there is no such
+ * candidate.
+ */
+static int pick_record(struct ks_archive *ar, const struct ks_opt *id_opt, const struct ks_opt *cell_opt,
+		       json_t **record, char **source)
+{
+	struct ks_error err;
+	uint64_t id;
+
+	*record = NULL;
+	*source = NULL;
+	if (id_opt->set) {
+		if (ks_archive_cli_parse_id(cmd, id_opt->value, &id) < 0)
+			return -2;
+		return ks_archive_cli_get(cmd, ar, id, record, source);
+	}
+	if (cell_opt->set) {
+		uint64_t cell;
+
+		if (parse_cell(ar, cell_opt->value, &cell) < 0)
+			return -2;
+		if (!(id = cell_elite(ar, cell, cell_opt->value)))
+			return -1;
+		return ks_archive_cli_get(cmd, ar, id, record, source);
+	}
+	if (ks_archive_best(ar, record, source, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		return -1;
+	}
+	if (!*record) {
+		struct ks_archive_metrics m;
+
+		if (ks_archive_metrics(ar, &m, &err) == 0 && m.candidates)
+			ks_cli_error(cmd, "%s has no ok candidate yet (%llu evaluated, none verified ok); "
+				     "`ksearch archive ls` shows their verdicts", ks_archive_path(ar),
+				     (unsigned long long)m.candidates);
+		else
+			ks_cli_error(cmd, "%s is empty: nothing to export yet (`ksearch evolve` fills it)",
+				     ks_archive_path(ar));
+		return -1;
+	}
+	return 0;
+}
+
+static json_t *lineage_step(const json_t *record)
+{
+	json_t *step = json_object();
+	const char *verdict = ks_record_str(record, "verdict", NULL);
+
+	json_object_set_new(step, "id", json_integer((json_int_t)ks_record_id(record)));
+	json_object_set_new(step, "mutation", json_string(ks_record_str(record, "mutation", "unknown")));
+	if (json_is_number(json_object_get(record, "fitness")))
+		json_object_set_new(step, "fitness", json_real(ks_record_num(record, "fitness")));
+	else
+		json_object_set_new(step, "fitness", json_null());
+	if (verdict && strcmp(verdict, "ok"))
+		json_object_set_new(step, "verdict", json_string(verdict));
+	return step;
+}
+
+static int in_chain(const json_t *chain, json_int_t id)
+{
+	size_t i;
+	json_t *step;
+
+	json_array_foreach(chain, i, step)
+		if (json_integer_value(json_object_get(step, "id")) == id)
+			return 1;
+	return 0;
+}
+
+/*
+ * The chain of first parents, oldest first, ending with record: each step
+ * {id, mutation, fitness}.  A parent the archive lacks (an elites-only
+ * import) ends the chain with {id, missing: true}.
+ */
+static int build_lineage(struct ks_archive *ar, const json_t *record, json_t **out, struct ks_error *err)
+{
+	json_t *chain = json_array(), *current = json_deep_copy(record);
+	int ret = -1;
+
+	for (size_t n = 0; n < MAX_LINEAGE; n++) {
+		json_t *parents = json_object_get(current, "parents"), *parent = NULL;
+		json_int_t pid;
+
+		json_array_insert_new(chain, 0, lineage_step(current));
+		if (!json_array_size(parents))
+			break;
+		pid = json_integer_value(json_array_get(parents, 0));
+		if (pid < 1 || in_chain(chain, pid))
+			break;
+		if (ks_archive_get(ar, (uint64_t)pid, &parent, NULL, err) < 0)
+			goto cleanup;
+		if (!parent) {
+			json_array_insert_new(chain, 0, json_pack("{s:I, s:b}", "id", pid, "missing", 1));
+			break;
+		}
+		json_decref(current);
+		current = parent;
+	}
+	*out = chain;
+	chain = NULL;
+	ret = 0;
+cleanup:
+	json_decref(current);
+	json_decref(chain);
+	return ret;
+}
+
+static void print_result(const struct ks_candidate *cand, const int64_t *params, const json_t *record,
+			 const char *out_dir, const char *name)
+{
+	const json_t *sol = json_object_get(record, "sol_fraction");
+	char buf[512];
+
+	ks_params_format(cand, params, buf, sizeof(buf));
+	printf("exported candidate #%llu (%s; %s) to %s/\n", (unsigned long long)ks_record_id(record),
+	       ks_record_str(record, "family", "unknown family"), cand->n_params ? buf : "no params", out_dir);
+	printf("  measured on %s (%s): fitness %.3f", ks_record_str(record, "gpu", "an unrecorded GPU"),
+	       ks_record_str(record, "arch", "sm_90a"), ks_record_num(record, "fitness"));
+	if (json_is_number(sol))
+		printf(", %.1f%% of speed of light", 100 * json_number_value(sol));
+	printf("\n\n");
+	printf("  %s/%s.cu    the kernels with their params fixed, and the launcher %s_launch()\n", out_dir, name,
+	       name);
+	printf("  %s/%s.h     the C interface: arguments, shapes, workspace, stream\n", out_dir, name);
+	printf("  %s/%s.json  what was measured where, and the lineage\n", out_dir, name);
+	printf("  %s/README.md\n\n", out_dir);
+	printf("build it with:\n  nvcc -c -std=c++17 -arch=%s %s/%s.cu -o %s.o\n",
+	       ks_record_str(record, "arch", "sm_90a"), out_dir, name, name);
+}
+
+int cmd_export_best(int argc, char **argv)
+{
+	struct ks_opt opts[] = {
+		/* the first three as ks_archive_cli_open() expects them */
+		{ "archive", 0, KS_OPT_VALUE, "DIR", "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")", 0, 0, 0, 0 },
+		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator (required)", 0, 0, 0, 0 },
+		{ "gpu", 0, KS_OPT_VALUE, "MODEL", "the GPU model or its folder name; needed when DIR holds archives of "
+						   "the op for several", 0, 0, 0, 0 },
+		{ "id", 0, KS_OPT_VALUE, "ID", "export this ok candidate instead of the best", 0, 0, 0, 0 },
+		{ "cell", 0, KS_OPT_VALUE, "I,J,...", "export the elite of this grid cell instead of the best", 0, 0, 0, 0 },
+		{ "output", 'o', KS_OPT_VALUE, "DIR", "the folder to write (default: export/<op>-<id>)", 0, 0, 0, 0 },
+		{ "name", 0, KS_OPT_VALUE, "NAME", "prefix of the files and functions (default: ksearch_<op>)", 0, 0, 0, 0 },
+		{ 0 },
+	};
+	struct ks_candidate cand;
+	struct ks_archive *ar = NULL;
+	struct ks_error err;
+	struct ks_op op;
+	json_t *record = NULL, *lineage = NULL;
+	char *source = NULL, *name = NULL, *out_dir = NULL, *label = NULL;
+	int64_t *params = NULL;
+	const char **pos;
+	size_t n_pos;
+	int rc, ret = KS_EXIT_USAGE, have_op = 0, have_cand = 0;
+
+	memset(&cand, 0, sizeof(cand));
+	rc = ks_opts_parse(cmd, opts, &help, argc, argv, &pos, &n_pos);
+	if (rc)
+		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
+	if (n_pos) {
+		ks_cli_usage(cmd, "takes no arguments (got '%s'; the candidate is chosen with --id or --cell)", pos[0]);
+		goto cleanup;
+	}
+	if (!opts[1].set) {
+		ks_cli_usage(cmd, "--op NAME is required (`ksearch ops` lists the operators)");
+		goto cleanup;
+	}
+	if (opts[3].set && opts[4].set) {
+		ks_cli_usage(cmd, "--id and --cell both choose the candidate; give one of them");
+		goto cleanup;
+	}
+	name = opts[6].set ? ks_strdup(opts[6].value) : default_name(opts[1].value);
+	if (!ks_is_identifier(name)) {
+		ks_cli_usage(cmd, "--name '%s': expected a C identifier (it prefixes the files and functions)", name);
+		goto cleanup;
+	}
+	ret = KS_EXIT_FAILED;
+	if (ks_op_find(opts[1].value, &op, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	have_op = 1;
+	if (ks_archive_cli_open(cmd, opts, &ar))
+		goto cleanup;
+	rc = pick_record(ar, &opts[3], &opts[4], &record, &source);
+	if (rc < 0) {
+		if (rc == -2)
+			ret = KS_EXIT_USAGE;
+		goto cleanup;
+	}
+	label = ks_asprintf("candidate #%llu (%s)", (unsigned long long)ks_record_id(record),
+			    ks_record_str(record, "path", "no path recorded"));
+	if (strcmp(ks_record_str(record, "verdict", "?"), "ok")) {
+		ks_cli_error(cmd, "%s has verdict '%s'; only candidates verified ok are exported", label,
+			     ks_record_str(record, "verdict", "?"));
+		goto cleanup;
+	}
+	if (!source) {
+		ks_cli_error(cmd, "%s: the archive holds no source text for it", label);
+		goto cleanup;
+	}
+	if (ks_candidate_parse(label, source, &cand, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	have_cand = 1;
+	if (ks_candidate_bind(&cand, &op, &err) < 0) {
+		ks_cli_error(cmd, "%s (does the archive belong to this version of op %s?)", err.msg, op.key);
+		goto cleanup;
+	}
+	params = ks_calloc(cand.n_params + 1, sizeof(*params));
+	if (ks_export_params(&cand, json_object_get(record, "params"), params, &err) < 0) {
+		ks_cli_error(cmd, "%s: the record does not match its source: %s", label, err.msg);
+		goto cleanup;
+	}
+	if (build_lineage(ar, record, &lineage, &err) < 0) {
+		ks_cli_error(cmd, "%s: following its parents: %s", label, err.msg);
+		goto cleanup;
+	}
+	out_dir = opts[5].set ? ks_strdup(opts[5].value)
+			      : ks_asprintf("export/%s-%llu", op.key, (unsigned long long)ks_record_id(record));
+	if (ks_export_write(&op, &cand, params, record, lineage, out_dir, name, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	print_result(&cand, params, record, out_dir, name);
+	ret = KS_EXIT_OK;
+cleanup:
+	if (have_cand)
+		ks_candidate_release(&cand);
+	if (have_op)
+		ks_op_release(&op);
+	ks_archive_close(ar);
+	json_decref(record);
+	json_decref(lineage);
+	free(source);
+	free(params);
+	free(label);
+	free(name);
+	free(out_dir);
+	free(pos);
+	ks_opts_release(opts);
+	return ret;
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# An exported kernel runs without ksearch.  For gqa and rmsnorm, every ok
+# candidate of the export fixtures is exported (`ksearch export-best --id`),
+# compiled with nvcc together with tests/gpu/export_harness.cu, which knows
+# only the exported header and the op's reference.cu, and run on the op's
+# check workloads: its outputs must match the reference kernel's within the
+# op's tolerances (NaN-poisoned outputs and workspace, two input sets), its
+# inputs must stay as they were, and a missing or short workspace must be
+# refused.
+#
+# Needs a GPU and nvcc (exit 77 = skipped otherwise).  Env: KSEARCH,
+# KS_SOURCE_ROOT; optional NVCC, CUDA_PATH, KS_EXPORT_OPS="gqa" (only these).
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+	echo "SKIP: no nvidia-smi on PATH, so no NVIDIA GPU to run kernels on"
+	exit 77
+fi
+if ! gpus=$(nvidia-smi -L 2>&1) || [ -z "$gpus" ]; then
+	echo "SKIP: 'nvidia-smi -L' lists no GPU: ${gpus:-no output}"
+	exit 77
+fi
+nvcc=${NVCC:-$(command -v nvcc || echo "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc")}
+if ! [ -x "$nvcc" ]; then
+	echo "SKIP: no nvcc (looked on PATH and in \${CUDA_PATH:-/usr/local/cuda}/bin; set NVCC) to build the exports"
+	exit 77
+fi
+. "$(dirname "$0")/../cli/lib.sh"
+echo "$gpus" | head -n 1
+
+# the GPU's architecture: 9.0 -> sm_90a (the fixtures' target), else sm_XY
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
+case "$cap" in
+	90 | 100 | 101 | 120) arch="sm_${cap}a" ;;
+	[0-9]*) arch="sm_$cap" ;;
+	*) fail "cannot read the GPU's compute capability (nvidia-smi said '$cap')" ;;
+esac
+echo "building for $arch"
+
+A="$TMP/ar"
+n_runs=0
+for op in ${KS_EXPORT_OPS:-gqa rmsnorm}; do
+	run 0 "$KSEARCH" archive import "tests/fixtures/export-$op.json" --archive "$A"
+	run 0 "$KSEARCH" ops --op "$op" --json
+	# the check workloads, with the generator overrides the harness follows, and the tolerances
+	python3 - "$TMP/out" "$op" >"$TMP/$op.workloads" <<'PY' || fail "$op: cannot write the harness's workload file"
+import json, sys
+ops, op = json.load(open(sys.argv[1])), sys.argv[2]
+axes = {w["id"]: w["axes"] for w in ops[0]["check_workloads"]}
+spec = json.load(open(f"operators/{op}/op.json"))["ksearch"]
+for name, t in spec["tolerances"].items():
+    print("tol", name, t["atol"], t["rtol"])
+for w in spec["check_workloads"]:
+    a, gen = axes[w["id"]], w.get("generators", {})
+    if op == "gqa":
+        lengths = gen.get("kv_indptr", {}).get("lengths", [])
+        print(w["id"], a["batch_size"], a["num_kv_indices"], a["num_pages"], *lengths)
+    else:
+        x = dict(spec["generators"]["x"], **gen.get("x", {}))
+        if x["kind"] == "const":
+            print(w["id"], a["num_rows"], x["value"], 0)
+        else:
+            print(w["id"], a["num_rows"], x.get("mean", 0), x.get("std", 1))
+PY
+	ids=$(python3 -c 'import json, sys
+print(" ".join(str(c["id"]) for c in json.load(open(sys.argv[1]))["candidates"] if c["verdict"] == "ok"))' \
+		"tests/fixtures/export-$op.json") || fail "cannot read tests/fixtures/export-$op.json"
+	for id in $ids; do
+		dir="$TMP/$op-$id"
+		run 0 "$KSEARCH" export-best --op "$op" --archive "$A" --id "$id" -o "$dir" --name ks_export
+		echo "$op #$id: $(head -n 1 "$TMP/out")"
+		define=KS_OP_$(echo "$op" | tr '[:lower:]' '[:upper:]')
+		run 0 "$nvcc" -std=c++17 -arch="$arch" -D"$define" -I"operators/$op" -I"$dir" \
+			tests/gpu/export_harness.cu "$dir/ks_export.cu" -o "$dir/harness"
+		run 0 "$dir/harness" "$TMP/$op.workloads"
+		out_has "all ok"
+		tail -n 1 "$TMP/out"
+		n_runs=$((n_runs + 1))
+	done
+done
+[ "$n_runs" -gt 0 ] || fail "no candidate was exported and run"
+done_ok
