@@ -53,9 +53,6 @@ double ks_record_num(const json_t *record, const char *field);
 /* Whether to use colour on stdout: --color always|never|auto; -1 on a bad value. */
 int ks_archive_cli_color(const char *cmd, const char *when);
 
-/* `ksearch archive` (belongs in cli.h with the other commands). */
-int cmd_archive(int argc, char **argv);
-
 int ks_archive_cmd_grid(int argc, char **argv);
 int ks_archive_cmd_lineage(int argc, char **argv);
 int ks_archive_cmd_diff(int argc, char **argv);

@@ -238,10 +238,6 @@ int cmd_check(int argc, char **argv)
 		ret = ks_cli_usage("check", "expected a candidate file (FILE.cu)");
 		goto cleanup;
 	}
-	if (n_positional > 1 && opts[1].set) {
-		ret = ks_cli_usage("check", "--param goes with one candidate file, not %zu", n_positional);
-		goto cleanup;
-	}
 	if (!opts[0].set) {
 		ret = ks_cli_usage("check", "--op NAME is required (see `ksearch ops`)");
 		goto cleanup;
