@@ -31,8 +31,6 @@ static int resolve_all(const struct ks_candidate *cand, const struct ks_op *op,
 					r->threads = d->threads;
 				if (d->smem > r->dynamic_smem)
 					r->dynamic_smem = d->smem;
-				if (l == 0)
-					r->blocks += d->grid[0] * d->grid[1] * d->grid[2];
 			}
 			ks_plan_release(&plan);
 		}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/json.h"
 #include "ksearch/util.h"
 
 #define BLOCK_MARK "ksearch"
@@ -54,21 +55,6 @@ static int find_block(const char *path, const char *src, const char **json, size
 		       "starts with that block saying how to launch it (see operators/README.md)", path);
 }
 
-static const char *type_word(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "a list";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a number";
-	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	case JSON_NULL: return "null";
-	}
-	return "?";
-}
-
 /* An expression given as a JSON string or integer. */
 static int take_expr(const json_t *v, const char *where, char **out, struct ks_error *err)
 {
@@ -78,7 +64,7 @@ static int take_expr(const json_t *v, const char *where, char **out, struct ks_e
 	}
 	if (!json_is_string(v))
 		return ks_fail(err, "%s: expected an expression (string or integer), got %s", where,
-			       type_word(v));
+			       ks_json_type_word(v));
 	*out = ks_strdup(json_string_value(v));
 	return 0;
 }
@@ -109,7 +95,7 @@ static int parse_params(struct ks_candidate *cand, const json_t *params, struct 
 
 			if (!json_is_integer(v))
 				return ks_fail(err, "params.%s[%zu]: expected an integer, got %s", name, i,
-					       type_word(v));
+					       ks_json_type_word(v));
 			p->values[i] = json_integer_value(v);
 			for (size_t k = 0; k < i; k++)
 				if (p->values[k] == p->values[i])
@@ -225,7 +211,7 @@ static int parse_launches(struct ks_candidate *cand, const json_t *launch, struc
 			json_t *a = json_array_get(args, k);
 
 			if (!json_is_string(a))
-				return ks_fail(err, "launch[%zu].args[%zu]: expected a name, got %s", i, k, type_word(a));
+				return ks_fail(err, "launch[%zu].args[%zu]: expected a name, got %s", i, k, ks_json_type_word(a));
 			l->args[l->n_args++].name = ks_strdup(json_string_value(a));
 		}
 	}

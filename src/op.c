@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ksearch/json.h"
 #include "ksearch/util.h"
 
 static const char *const dtype_names[] = {
@@ -97,21 +98,6 @@ const char *ks_generator_kind_name(enum ks_generator_kind kind)
 
 /* ---- small JSON accessors that say which field is wrong ---- */
 
-static const char *json_type_word(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "a list";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a number";
-	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	case JSON_NULL: return "null";
-	}
-	return "?";
-}
-
 static int get_string(const json_t *obj, const char *key, const char *where, int required,
 		      char **out, struct ks_error *err)
 {
@@ -124,7 +110,7 @@ static int get_string(const json_t *obj, const char *key, const char *where, int
 		return 0;
 	}
 	if (!json_is_string(v))
-		return ks_fail(err, "%s%s: expected a string, got %s", where, key, json_type_word(v));
+		return ks_fail(err, "%s%s: expected a string, got %s", where, key, ks_json_type_word(v));
 	*out = ks_strdup(json_string_value(v));
 	return 0;
 }
@@ -140,7 +126,7 @@ static int get_number(const json_t *obj, const char *key, const char *where, dou
 		return 0;
 	}
 	if (!json_is_number(v))
-		return ks_fail(err, "%s%s: expected a number, got %s", where, key, json_type_word(v));
+		return ks_fail(err, "%s%s: expected a number, got %s", where, key, ks_json_type_word(v));
 	*out = json_number_value(v);
 	return 0;
 }
@@ -163,7 +149,7 @@ static int get_expr(const json_t *obj, const char *key, const char *where, int r
 	}
 	if (!json_is_string(v))
 		return ks_fail(err, "%s%s: expected an expression string, got %s", where, key,
-			       json_type_word(v));
+			       ks_json_type_word(v));
 	*out = ks_strdup(json_string_value(v));
 	return 0;
 }
@@ -228,7 +214,7 @@ static int parse_axes(struct ks_op *op, const json_t *axes, struct ks_error *err
 		if (!ks_is_identifier(name))
 			return ks_fail(err, "axes: '%s' is not a valid axis name (letters, digits, _)", name);
 		if (!json_is_object(spec))
-			return ks_fail(err, "axes.%s: expected an object, got %s", name, json_type_word(spec));
+			return ks_fail(err, "axes.%s: expected an object, got %s", name, ks_json_type_word(spec));
 		axis->name = ks_strdup(name);
 		op->n_axes++;
 		if (get_string(spec, "type", where, 1, &type, err) < 0)
@@ -284,7 +270,7 @@ static int parse_tensors(struct ks_op *op, const json_t *obj, const char *what,
 			return ks_fail(err, "%s.%s: the name is already used by an axis or another tensor",
 				       what, name);
 		if (!json_is_object(spec))
-			return ks_fail(err, "%s.%s: expected an object, got %s", what, name, json_type_word(spec));
+			return ks_fail(err, "%s.%s: expected an object, got %s", what, name, ks_json_type_word(spec));
 		t->name = ks_strdup(name);
 		(*count)++;
 		if (get_string(spec, "dtype", where, 1, &dtype, err) < 0)
@@ -306,7 +292,7 @@ static int parse_tensors(struct ks_op *op, const json_t *obj, const char *what,
 
 				if (!json_is_string(dim))
 					return ks_fail(err, "%s.%s.shape[%zu]: expected an axis name, got %s",
-						       what, name, i, json_type_word(dim));
+						       what, name, i, ks_json_type_word(dim));
 				if (ks_op_axis_index(op, json_string_value(dim)) < 0)
 					return ks_fail(err, "%s.%s.shape[%zu]: unknown axis '%s'", what, name, i,
 						       json_string_value(dim));
@@ -314,7 +300,7 @@ static int parse_tensors(struct ks_op *op, const json_t *obj, const char *what,
 			}
 		} else {
 			return ks_fail(err, "%s.%s.shape: expected a list of axis names or null, got %s", what,
-				       name, json_type_word(shape));
+				       name, ks_json_type_word(shape));
 		}
 		if (get_string(spec, "description", where, 0, &t->description, err) < 0)
 			return -1;
@@ -332,7 +318,7 @@ static int parse_generator(const struct ks_op *op, const struct ks_tensor *input
 	memset(gen, 0, sizeof(*gen));
 	if (!json_is_object(spec))
 		return ks_fail(err, "%s: expected a generator object {\"kind\": ...}, got %s", where,
-			       json_type_word(spec));
+			       ks_json_type_word(spec));
 	snprintf(field, sizeof(field), "%s.", where);
 	if (get_string(spec, "kind", field, 1, &kind, err) < 0)
 		return -1;
@@ -496,7 +482,7 @@ static int parse_workloads(struct ks_op *op, const json_t *list, const char *wha
 
 		snprintf(where, sizeof(where), "ksearch.%s[%zu]", what, i);
 		if (!json_is_object(spec))
-			return ks_fail(err, "%s: expected an object, got %s", where, json_type_word(spec));
+			return ks_fail(err, "%s: expected an object, got %s", where, ks_json_type_word(spec));
 		ks_env_init(&w->axes);
 		w->generators = ks_calloc(op->n_inputs, sizeof(*w->generators));
 		(*count)++;
@@ -706,7 +692,7 @@ int ks_op_load(const char *dir, struct ks_op *op, struct ks_error *err)
 		goto cleanup;
 	}
 	if (!json_is_object(root)) {
-		ks_fail(err, "top level: expected an object, got %s", json_type_word(root));
+		ks_fail(err, "top level: expected an object, got %s", ks_json_type_word(root));
 		goto fail;
 	}
 	if (get_string(root, "name", "", 1, &op->name, err) < 0 ||

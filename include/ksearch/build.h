@@ -37,7 +37,6 @@ struct ks_launch_report {
 	int64_t threads;                   /* per block (largest over benchmark workloads) */
 	int64_t dynamic_smem;              /* bytes (largest over benchmark workloads) */
 	int64_t smem;                      /* static + dynamic */
-	int64_t blocks;                    /* grid size summed over benchmark workloads */
 	struct ks_occupancy occupancy;
 };
 
