@@ -285,6 +285,21 @@ int cmd_check(int argc, char **argv)
 	}
 	eopts.workloads = opts[3].list;
 	eopts.n_workloads = opts[3].n_list;
+	/* every usage error before the GPU is touched */
+	for (size_t f = 0; f < n_positional; f++) {
+		struct ks_candidate cand;
+		int64_t *params;
+
+		if (ks_candidate_load(positional[f], &cand, &err) < 0 || ks_candidate_bind(&cand, &op, &err) < 0)
+			continue; /* reported, with its verdict, when its turn comes */
+		params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
+		if (ks_params_assign(&cand, opts[1].list, opts[1].n_list, params, &err) < 0)
+			ret = ks_cli_usage("check", "%s", err.msg);
+		free(params);
+		ks_candidate_release(&cand);
+		if (ret == KS_EXIT_USAGE)
+			goto cleanup;
+	}
 	if (ks_evaluator_open(&ev, gpu, &eopts, &err) < 0) {
 		ks_cli_error("check", "%s\n(`ksearch check` needs an NVIDIA GPU and driver; `ksearch doctor` says what is missing)",
 			     err.msg);
