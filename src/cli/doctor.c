@@ -11,25 +11,34 @@
 
 #include "cli.h"
 #include "ksearch/cuda.h"
+#include "ksearch/llm.h"
 #include "ksearch/nvrtc.h"
 #include "ksearch/op.h"
 #include "ksearch/util.h"
 
-enum { EXIT_NO_GPU = 3 };
+enum { EXIT_NO_GPU = 3, EXIT_LLM = 4 };
 
 static const struct ks_help help = {
-	.usage = "ksearch doctor [--archive DIR]",
+	.usage = "ksearch doctor [--archive DIR] [--llm-url URL --llm-model NAME [--llm-provider openai|anthropic]]",
 	.description =
 		"Check what ksearch needs, in the order it needs it: the CUDA toolkit's\n"
 		"headers, NVRTC (with a trial compilation), the NVIDIA driver, each GPU\n"
 		"(name, compute capability, memory, SMs), the operators, and the archive\n"
-		"folder.  Every problem comes with the fix.",
+		"folder.  Every problem comes with the fix.\n"
+		"\n"
+		"With --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL), it\n"
+		"also sends the endpoint one small request and reports the answer time and\n"
+		"token counts, or what went wrong and how to fix it.  The key comes from\n"
+		"KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY; it is never\n"
+		"printed.",
 	.examples =
 		"  ksearch doctor\n"
-		"  ksearch doctor --archive /data/ksearch-archive\n",
+		"  ksearch doctor --archive /data/ksearch-archive\n"
+		"  ksearch doctor --llm-url http://127.0.0.1:8000/v1 --llm-model qwen3-coder\n",
 	.exit_codes =
 		"  3  compilation works but no GPU can run kernels (no driver or no GPU):\n"
-		"     compile works; check and evolve need a GPU\n",
+		"     compile works; check and evolve need a GPU\n"
+		"  4  the LLM endpoint did not answer properly (and nothing worse than 3)\n",
 };
 
 static int problems;
@@ -196,15 +205,87 @@ static void check_archive(const char *dir)
 	ok("archive", "%s", dir);
 }
 
+/* The fix for what a failed request says, in the words a user can act on. */
+static const char *llm_fix(const struct ks_llm_response *r, const struct ks_llm_config *cfg)
+{
+	if (r->http_status == 401 || r->http_status == 403)
+		return cfg->provider == KS_LLM_ANTHROPIC ? "set KSEARCH_API_KEY or ANTHROPIC_API_KEY to a valid key"
+							 : "set KSEARCH_API_KEY or OPENAI_API_KEY to a valid key";
+	if (r->http_status == 404)
+		return "check --llm-model (the server does not know it) and that --llm-url ends with the API "
+		       "version, e.g. /v1";
+	if (r->http_status == 429)
+		return "the endpoint is rate-limiting: wait, or lower --llm-concurrency";
+	if (r->http_status >= 500)
+		return "the endpoint failed on its side: try again later";
+	if (r->http_status == 0)
+		return "is the server running and reachable at --llm-url? (connection failed or timed out)";
+	return "the answer is not an OpenAI/Anthropic reply: check --llm-provider and --llm-url";
+}
+
+static int check_llm(const char *url, const char *model, const char *provider)
+{
+	struct ks_llm_config cfg;
+	struct ks_llm_request req = { .system = "You are a health check. Answer with one word.",
+				      .user = "Reply with OK." };
+	struct ks_llm_response resp = { 0 };
+	struct ks_llm *llm = NULL;
+	struct ks_error err;
+	int got = 0, ret = -1;
+
+	ks_llm_config_init(&cfg);
+	if (url)
+		cfg.base_url = ks_strdup(url);
+	if (model)
+		cfg.model = ks_strdup(model);
+	if (provider && ks_llm_provider_parse(provider, &cfg.provider, &err) < 0) {
+		bad("llm", err.msg, "--llm-provider takes openai or anthropic");
+		goto cleanup;
+	}
+	cfg.max_tokens = 16;
+	cfg.max_retries = 0;
+	cfg.total_timeout_s = 60;
+	if (ks_llm_config_from_env(&cfg, &err) < 0 || ks_llm_config_validate(&cfg, &err) < 0) {
+		bad("llm", err.msg, "give --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)");
+		goto cleanup;
+	}
+	if (ks_llm_open(&llm, &cfg, &err) < 0 || ks_llm_submit(llm, &req, 1, &err) < 0) {
+		bad("llm", err.msg, "check the LLM settings");
+		goto cleanup;
+	}
+	while (!got)
+		if (ks_llm_poll(llm, -1, &resp, &got, &err) < 0) {
+			bad("llm", err.msg, "libcurl failed: check the URL");
+			goto cleanup;
+		}
+	if (!resp.ok) {
+		bad("llm", resp.error ? resp.error : "the request failed", llm_fix(&resp, &cfg));
+		goto cleanup;
+	}
+	ok("llm", "%s at %s (%s) answered in %.2f s: %llu prompt + %llu completion tokens%s",
+	   cfg.model, cfg.base_url, ks_llm_provider_name(cfg.provider), resp.elapsed_s,
+	   (unsigned long long)resp.prompt_tokens, (unsigned long long)resp.completion_tokens,
+	   resp.usage_estimated ? " (estimated: the server reported no usage)" : "");
+	ret = 0;
+cleanup:
+	ks_llm_response_release(&resp);
+	ks_llm_close(llm);
+	ks_llm_config_release(&cfg);
+	return ret;
+}
+
 int cmd_doctor(int argc, char **argv)
 {
 	struct ks_opt opts[] = {
 		{ "archive", 0, KS_OPT_VALUE, "DIR", "archive folder to check (default: archive)", 0, 0, 0, 0 },
+		{ "llm-url", 0, KS_OPT_VALUE, "URL", "also check this LLM endpoint (base URL, e.g. .../v1)", 0, 0, 0, 0 },
+		{ "llm-model", 0, KS_OPT_VALUE, "NAME", "the model to ask", 0, 0, 0, 0 },
+		{ "llm-provider", 0, KS_OPT_VALUE, "P", "openai (default) or anthropic", 0, 0, 0, 0 },
 		{ 0 },
 	};
 	const char **positional;
 	size_t n_positional;
-	int rc, gpu_problems;
+	int rc, gpu_problems, llm_failed = 0;
 
 	rc = ks_opts_parse("doctor", opts, &help, argc, argv, &positional, &n_positional);
 	if (rc)
@@ -223,13 +304,19 @@ int cmd_doctor(int argc, char **argv)
 	gpu_problems = problems - gpu_problems;
 	check_ops();
 	check_archive(opts[0].set ? opts[0].value : "archive");
+	if (opts[1].set || opts[2].set || getenv("KSEARCH_LLM_URL")) {
+		int before = problems;
+
+		check_llm(opts[1].value, opts[2].value, opts[3].value);
+		llm_failed = problems - before;
+	}
 	ks_opts_release(opts);
 	if (!problems) {
 		printf("\nall good\n");
 		return KS_EXIT_OK;
 	}
 	printf("\n%d problem%s\n", problems, problems == 1 ? "" : "s");
-	if (problems == gpu_problems)
-		return EXIT_NO_GPU;
-	return KS_EXIT_FAILED;
+	if (problems > gpu_problems + llm_failed)
+		return KS_EXIT_FAILED;
+	return llm_failed ? EXIT_LLM : EXIT_NO_GPU;
 }
