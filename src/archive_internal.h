@@ -133,5 +133,7 @@ void ks_archive_now(char *buf, size_t size);
 
 /* Parse a stored record; fails naming the id when it is not valid JSON. */
 int ks_archive_parse_record(uint64_t id, const MDB_val *val, json_t **record, struct ks_error *err);
+/* Parse a stored prompt; fails naming the id when it is not a JSON object. */
+int ks_archive_parse_prompt(uint64_t id, const MDB_val *val, json_t **prompt, struct ks_error *err);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/json.h"
 #include "ksearch/util.h"
 
 #define EXPORT_FORMAT "ksearch-archive"
@@ -216,12 +217,16 @@ static int export_source_fn(const MDB_val *key, const MDB_val *val, void *ctx_)
 static int export_prompt_fn(const MDB_val *key, const MDB_val *val, void *ctx_)
 {
 	struct export_ctx *ctx = ctx_;
+	json_t *prompt;
 
 	if (key->mv_size != 8)
-		return 0;
-	fprintf(ctx->out, "%s    \"%llu\": %.*s", ctx->first ? "\n" : ",\n",
-		(unsigned long long)ks_be64_get(key->mv_data), (int)val->mv_size, (const char *)val->mv_data);
+		return 0; /* verify reports it */
+	if (ks_archive_parse_prompt(ks_be64_get(key->mv_data), val, &prompt, ctx->err) < 0)
+		return -1;
+	fputs(ctx->first ? "\n    " : ",\n    ", ctx->out);
 	ctx->first = 0;
+	json_dumpf(prompt, ctx->out, KS_ARCHIVE_RECORD_JSON);
+	json_decref(prompt);
 	return 0;
 }
 
@@ -246,11 +251,11 @@ int ks_archive_export(struct ks_archive *ar, FILE *out, unsigned flags, struct k
 		if (walk_db(txn, ar->sources, "reading the sources", export_source_fn, &ctx, err))
 			goto cleanup;
 	}
-	fprintf(out, "\n  },\n  \"prompts\": {");
+	fprintf(out, "\n  },\n  \"prompts\": [");
 	ctx.first = 1;
 	if (walk_db(txn, ar->prompts, "reading the prompts", export_prompt_fn, &ctx, err))
 		goto cleanup;
-	fprintf(out, "\n  }\n}\n");
+	fprintf(out, ctx.first ? "]\n}\n" : "\n  ]\n}\n");
 	if (fflush(out) || ferror(out)) {
 		ks_fail(err, "writing the export: %s", strerror(errno));
 		goto cleanup;
@@ -336,25 +341,87 @@ static int check_sources(const json_t *sources, struct ks_error *err)
 	return 0;
 }
 
-static int check_prompts(const json_t *prompts, struct ks_error *err)
+/* One prompt of the document, checked. */
+struct import_prompt {
+	uint64_t id;
+	const json_t *prompt; /* borrowed from the document */
+};
+
+static int cmp_prompt(const void *a, const void *b)
 {
-	const char *key;
-	json_t *prompt;
+	const struct import_prompt *x = a, *y = b;
 
-	if (!prompts || json_is_null(prompts))
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int check_prompt_field(const json_t *prompt, size_t i, const char *field, json_type type,
+			      struct ks_error *err)
+{
+	const json_t *value = json_object_get(prompt, field);
+
+	if (value && json_typeof(value) == type)
 		return 0;
-	if (!json_is_object(prompts))
-		return ks_fail(err, "prompts: expected an object of id -> prompt");
-	json_object_foreach((json_t *)prompts, key, prompt) {
-		char *end;
+	return ks_fail(err, "prompts[%zu] (id %lld): %s: expected %s, got %s", i,
+		       (long long)json_integer_value(json_object_get(prompt, "id")), field,
+		       type == JSON_STRING ? "a string" : "an object",
+		       value ? ks_json_type_word(value) : "nothing");
+}
 
-		strtoull(key, &end, 10);
-		if (!*key || *end || key[0] == '-')
-			return ks_fail(err, "prompts: key '%.40s' is not a prompt id (an integer)", key);
-		if (!json_is_object(prompt))
-			return ks_fail(err, "prompts.%s: expected an object", key);
+/*
+ * The document's prompts, checked and sorted by id into *list (*n of
+ * them).  Exports before strategy prompts wrote an empty object, read as
+ * none.
+ */
+static int check_prompts(const json_t *prompts, struct import_prompt **list, size_t *n,
+			 struct ks_error *err)
+{
+	size_t i;
+	json_t *prompt;
+	int ret = -1;
+
+	*list = NULL;
+	*n = 0;
+	if (!prompts || json_is_null(prompts) || (json_is_object(prompts) && !json_object_size(prompts)))
+		return 0;
+	if (!json_is_array(prompts))
+		return ks_fail(err, "prompts: expected a list of prompt objects, got %s",
+			       ks_json_type_word(prompts));
+	*list = ks_calloc(json_array_size(prompts), sizeof(**list));
+	json_array_foreach(prompts, i, prompt) {
+		const json_t *id = json_object_get(prompt, "id");
+
+		if (!json_is_object(prompt)) {
+			ks_fail(err, "prompts[%zu]: expected an object, got %s", i,
+				ks_json_type_word(prompt));
+			goto cleanup;
+		}
+		if (!json_is_integer(id) || json_integer_value(id) < 1) {
+			ks_fail(err, "prompts[%zu].id: expected an integer >= 1", i);
+			goto cleanup;
+		}
+		if (check_prompt_field(prompt, i, "name", JSON_STRING, err) < 0 ||
+		    check_prompt_field(prompt, i, "text", JSON_STRING, err) < 0 ||
+		    check_prompt_field(prompt, i, "stats", JSON_OBJECT, err) < 0)
+			goto cleanup;
+		(*list)[*n].id = (uint64_t)json_integer_value(id);
+		(*list)[*n].prompt = prompt;
+		(*n)++;
 	}
-	return 0;
+	qsort(*list, *n, sizeof(**list), cmp_prompt);
+	for (i = 1; i < *n; i++) {
+		if ((*list)[i].id == (*list)[i - 1].id) {
+			ks_fail(err, "prompts: id %llu appears twice", (unsigned long long)(*list)[i].id);
+			goto cleanup;
+		}
+	}
+	ret = 0;
+cleanup:
+	if (ret < 0) {
+		free(*list);
+		*list = NULL;
+		*n = 0;
+	}
+	return ret;
 }
 
 static int check_item(const json_t *sources, const json_t *record, size_t i,
@@ -401,6 +468,9 @@ struct import_ctx {
 	size_t from, to; /* this batch */
 	int keep_ids;
 	uint64_t first_new_id; /* ids below it existed before the import */
+	struct import_prompt *prompts;
+	size_t n_prompts;
+	uint64_t prompts_imported, prompts_skipped;
 };
 
 /* The new id of a record of the document, or 0 when it is not in it (or not imported yet). */
@@ -437,6 +507,55 @@ static json_t *remapped_record(const struct import_ctx *ctx, size_t i)
 	json_object_set_new(record, "parents", renumbered);
 	json_object_set_new(record, "imported_from_id", json_integer((json_int_t)ctx->items[i].old_id));
 	return record;
+}
+
+/*
+ * The prompts, inside the transaction of the last batch.  They keep their
+ * ids (the search and the records name them by id); one whose id the
+ * archive holds already is skipped.  A best child the import renumbered
+ * follows its record.
+ */
+static int import_prompts(struct ks_archive *ar, MDB_txn *txn, struct import_ctx *ctx,
+			  struct ks_error *err)
+{
+	ctx->prompts_imported = ctx->prompts_skipped = 0;
+	for (size_t i = 0; i < ctx->n_prompts; i++) {
+		unsigned char key[8];
+		MDB_val k = { 8, key }, v;
+		json_t *prompt, *stats, *best_child;
+		char *text;
+		int rc;
+
+		ks_be64_put(key, ctx->prompts[i].id);
+		rc = mdb_get(txn, ar->prompts, &k, &v);
+		if (rc && rc != MDB_NOTFOUND)
+			return ks_archive_lmdb_fail(err, rc, "reading the prompts");
+		if (!rc) {
+			ctx->prompts_skipped++;
+			continue;
+		}
+		prompt = json_deep_copy(ctx->prompts[i].prompt);
+		stats = json_object_get(prompt, "stats");
+		best_child = json_object_get(stats, "best_child");
+		if (!ctx->keep_ids && json_is_integer(best_child)) {
+			uint64_t id = mapped_id(ctx, (uint64_t)json_integer_value(best_child), ctx->n_items);
+
+			json_object_set_new(stats, "best_child",
+					    id ? json_integer((json_int_t)id) : json_null());
+		}
+		text = json_dumps(prompt, JSON_COMPACT);
+		json_decref(prompt);
+		v.mv_size = strlen(text);
+		v.mv_data = text;
+		rc = mdb_put(txn, ar->prompts, &k, &v, 0);
+		free(text);
+		if (rc == MDB_MAP_FULL)
+			return KS_ARCHIVE_GROW;
+		if (rc)
+			return ks_archive_lmdb_fail(err, rc, "writing a prompt");
+		ctx->prompts_imported++;
+	}
+	return 0;
 }
 
 static int import_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, struct ks_error *err)
@@ -489,6 +608,8 @@ static int import_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, struct k
 		}
 		item->new_id = res.id;
 	}
+	if (ctx->to == ctx->n_items && (rc = import_prompts(ar, txn, ctx, err)))
+		return rc;
 	return ks_counters_store(ar, txn, &c, err);
 }
 
@@ -510,7 +631,7 @@ int ks_archive_import(struct ks_archive *ar, const json_t *doc, struct ks_archiv
 		      struct ks_error *err)
 {
 	struct import_ctx ctx = { 0 };
-	const json_t *candidates, *sources, *prompts;
+	const json_t *candidates, *sources;
 	const char *op, *gpu;
 	int empty, ret = -1;
 
@@ -519,12 +640,11 @@ int ks_archive_import(struct ks_archive *ar, const json_t *doc, struct ks_archiv
 		return -1;
 	candidates = json_object_get(doc, "candidates");
 	sources = json_object_get(doc, "sources");
-	prompts = json_object_get(doc, "prompts");
 	if (!json_is_array(candidates))
 		return ks_fail(err, "candidates: expected a list of candidate records");
 	if (check_sources(sources, err) < 0)
 		return -1;
-	if (check_prompts(prompts, err) < 0)
+	if (check_prompts(json_object_get(doc, "prompts"), &ctx.prompts, &ctx.n_prompts, err) < 0)
 		return -1;
 	ctx.n_items = json_array_size(candidates);
 	ctx.items = ks_calloc(ctx.n_items, sizeof(*ctx.items));
@@ -548,19 +668,6 @@ int ks_archive_import(struct ks_archive *ar, const json_t *doc, struct ks_archiv
 		if (ctx.to == ctx.n_items)
 			break;
 	}
-	if (json_is_object(prompts)) {
-		const char *key;
-		json_t *prompt;
-
-		/* prompts keep their ids: they are few, and the search refers to them by id */
-		json_object_foreach((json_t *)prompts, key, prompt) {
-			char *end;
-			unsigned long long id = strtoull(key, &end, 10);
-
-			if (ks_archive_prompt_put(ar, id, prompt, err) < 0)
-				goto cleanup;
-		}
-	}
 	for (size_t i = 0; i < ctx.n_items; i++) {
 		if (ctx.items[i].skipped)
 			result->skipped++;
@@ -568,8 +675,11 @@ int ks_archive_import(struct ks_archive *ar, const json_t *doc, struct ks_archiv
 			result->imported++;
 	}
 	result->ids_kept = ctx.keep_ids;
+	result->prompts_imported = ctx.prompts_imported;
+	result->prompts_skipped = ctx.prompts_skipped;
 	ret = 0;
 cleanup:
 	free(ctx.items);
+	free(ctx.prompts);
 	return ret;
 }

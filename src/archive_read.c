@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/json.h"
 #include "ksearch/util.h"
 
 static double bits_double(uint64_t bits)
@@ -490,3 +491,70 @@ int ks_archive_history(struct ks_archive *ar, size_t max_points, struct ks_archi
 	return 0;
 }
 
+
+/* Prompts */
+
+int ks_archive_parse_prompt(uint64_t id, const MDB_val *val, json_t **prompt, struct ks_error *err)
+{
+	json_error_t jerr;
+
+	*prompt = json_loadb(val->mv_data, val->mv_size, JSON_DECODE_ANY, &jerr);
+	if (!json_is_object(*prompt)) {
+		if (*prompt)
+			ks_fail(err, "prompt %llu is %s, not a JSON object: the archive is damaged",
+				(unsigned long long)id, ks_json_type_word(*prompt));
+		else
+			ks_fail(err, "prompt %llu is not valid JSON (%s): the archive is damaged",
+				(unsigned long long)id, jerr.text);
+		json_decref(*prompt);
+		*prompt = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int ks_archive_prompts(struct ks_archive *ar, json_t **prompts, struct ks_error *err)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur = NULL;
+	MDB_val key, val;
+	json_t *list = json_array();
+	int rc, ret = -1;
+
+	*prompts = NULL;
+	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0) {
+		json_decref(list);
+		return -1;
+	}
+	rc = mdb_cursor_open(txn, ar->prompts, &cur);
+	if (rc) {
+		ks_archive_lmdb_fail(err, rc, "reading the prompts");
+		goto cleanup;
+	}
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		json_t *prompt;
+
+		if (key.mv_size != 8) {
+			ks_fail(err, "%s: a prompt key is %zu bytes long (expected 8): the archive is "
+				"damaged", ar->path, key.mv_size);
+			goto cleanup;
+		}
+		if (ks_archive_parse_prompt(ks_be64_get(key.mv_data), &val, &prompt, err) < 0)
+			goto cleanup;
+		json_array_append_new(list, prompt);
+	}
+	if (rc != MDB_NOTFOUND) {
+		ks_archive_lmdb_fail(err, rc, "reading the prompts");
+		goto cleanup;
+	}
+	*prompts = list;
+	list = NULL;
+	ret = 0;
+cleanup:
+	if (cur)
+		mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	json_decref(list);
+	return ret;
+}

@@ -1,8 +1,9 @@
 /*
  * archive_verify.c - `ksearch archive verify`: recount everything the
  * archive keeps incrementally (counters, indexes, grid, metrics) from the
- * records themselves, in one snapshot, and list every disagreement in
- * words.  It reads the whole archive, unlike every other reader.
+ * records themselves, check that every prompt parses and carries its own
+ * id, in one snapshot, and list every disagreement in words.  It reads
+ * the whole archive, unlike every other reader.
  */
 #include "archive_internal.h"
 
@@ -304,6 +305,41 @@ static int check_grid(struct ks_archive *ar, MDB_txn *txn, struct recount *r, st
 	return rc < 0 ? -1 : 0;
 }
 
+/* Each prompt is a JSON object whose "id" is its key. */
+static int check_prompts(struct ks_archive *ar, MDB_txn *txn, struct problems *p, struct ks_error *err)
+{
+	MDB_cursor *cur = NULL;
+	MDB_val key, val;
+	int rc;
+
+	for (rc = scan(ar, txn, ar->prompts, &cur, &key, &val, 1, err); !rc;
+	     rc = scan(ar, txn, ar->prompts, &cur, &key, &val, 0, err)) {
+		struct ks_error parse_err;
+		json_t *prompt, *id;
+		uint64_t key_id;
+
+		if (key.mv_size != 8) {
+			problem(p, "a prompt key is %zu bytes long (expected 8)", key.mv_size);
+			continue;
+		}
+		key_id = ks_be64_get(key.mv_data);
+		if (ks_archive_parse_prompt(key_id, &val, &prompt, &parse_err) < 0) {
+			problem(p, "%s", parse_err.msg);
+			continue;
+		}
+		id = json_object_get(prompt, "id");
+		if (!json_is_integer(id))
+			problem(p, "prompt %llu: no integer \"id\" field", (unsigned long long)key_id);
+		else if (json_integer_value(id) != (json_int_t)key_id)
+			problem(p, "prompt %llu: its \"id\" field says %lld", (unsigned long long)key_id,
+				(long long)json_integer_value(id));
+		json_decref(prompt);
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	return rc < 0 ? -1 : 0;
+}
+
 static void check_count(struct problems *p, const char *what, uint64_t stored, uint64_t counted)
 {
 	if (stored != counted)
@@ -386,7 +422,8 @@ int ks_archive_verify(struct ks_archive *ar, char ***problems, size_t *n_problem
 	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0)
 		return -1;
 	if (ks_counters_load(ar, txn, &c, err) < 0 || check_records(ar, txn, &r, &p, err) < 0 ||
-	    check_sources(ar, txn, &r, &p, err) < 0 || check_grid(ar, txn, &r, &p, err) < 0)
+	    check_sources(ar, txn, &r, &p, err) < 0 || check_grid(ar, txn, &r, &p, err) < 0 ||
+	    check_prompts(ar, txn, &p, err) < 0)
 		goto cleanup;
 	check_counters(ar, txn, &c, &r, &p);
 	check_history(ar, txn, &c, &p);

@@ -266,12 +266,21 @@ int ks_archive_state_put(struct ks_archive *ar, const char *key, const void *dat
 int ks_archive_state_get(struct ks_archive *ar, const char *key, void **data, size_t *size,
 			 struct ks_error *err);
 
-/* Prompts by id (a JSON object: template, statistics ...). */
+/*
+ * Prompts by id: the strategy prompts (strategy.h has their fields), one
+ * JSON object each, whose "id" is its key (verify checks it).
+ */
 int ks_archive_prompt_put(struct ks_archive *ar, uint64_t id, const json_t *prompt,
 			  struct ks_error *err);
 /* *prompt is NULL when there is no such id. */
 int ks_archive_prompt_get(struct ks_archive *ar, uint64_t id, json_t **prompt,
 			  struct ks_error *err);
+/*
+ * Every stored prompt, in id order, from one snapshot: *prompts is a new
+ * array (empty when there are none).  A stored value that is not a JSON
+ * object fails, naming its id.
+ */
+int ks_archive_prompts(struct ks_archive *ar, json_t **prompts, struct ks_error *err);
 
 /* The compile cache: key (hex of the compile hash) -> blob. */
 int ks_archive_cache_put(struct ks_archive *ar, const char *key, const void *data, size_t size,
@@ -292,15 +301,19 @@ struct ks_archive_import_result {
 	uint64_t imported;
 	uint64_t skipped;   /* already present: same source and params */
 	int ids_kept;       /* the archive was empty, so the file's ids were kept */
+	uint64_t prompts_imported;
+	uint64_t prompts_skipped; /* the archive holds a prompt with that id already */
 };
 
 /*
- * Add the candidates of an export document, all in one transaction:
- * anything wrong with the document (named by field) leaves the archive
- * unchanged.  Into an empty archive the ids are kept; otherwise records
- * get new ids, parents are renumbered, and a record whose (source,
- * params) the archive holds already is skipped.  Elites are placed with
- * the archive's own grid.
+ * Add the candidates and prompts of an export document: anything wrong
+ * with the document (named by field) leaves the archive unchanged.  Into
+ * an empty archive the ids are kept; otherwise records get new ids,
+ * parents are renumbered, and a record whose (source, params) the archive
+ * holds already is skipped.  Elites are placed with the archive's own
+ * grid.  Prompts keep their ids, and one whose id the archive holds
+ * already is skipped; they are written in the same transaction as the
+ * last candidates.
  */
 int ks_archive_import(struct ks_archive *ar, const json_t *doc,
 		      struct ks_archive_import_result *result, struct ks_error *err);

@@ -775,10 +775,11 @@ static const struct ks_help export_help = {
 	.usage = "ksearch archive export [--elites] [-o FILE]",
 	.description =
 		"Write the archive as JSON (the format is in archive/README.md): every\n"
-		"candidate record, the source texts by SHA-256, the grid and the prompts.\n"
-		"--elites keeps only the best candidate of each cell.  The export is one\n"
-		"snapshot, taken while a search may go on writing.  `ksearch archive\n"
-		"import` reads it back, here or on another machine.",
+		"candidate record, the source texts by SHA-256, the grid and the strategy\n"
+		"prompts.  --elites keeps only the best candidate of each cell (and every\n"
+		"prompt).  The export is one snapshot, taken while a search may go on\n"
+		"writing.  `ksearch archive import` reads it back, here or on another\n"
+		"machine.",
 	.examples =
 		"  ksearch archive export > gqa-h200.json\n"
 		"  ksearch archive export --elites -o elites.json\n",
@@ -840,7 +841,8 @@ static const struct ks_help import_help = {
 		"is checked first: an error (named by field) leaves the archive unchanged.\n"
 		"Into an empty archive the ids are kept; otherwise candidates get new ids\n"
 		"and those already present (same source and params) are skipped.  Elites\n"
-		"are placed with the archive's own grid.  FILE - reads stdin.",
+		"are placed with the archive's own grid.  Strategy prompts keep their ids;\n"
+		"one whose id the archive holds already is skipped.  FILE - reads stdin.",
 	.examples =
 		"  ksearch archive import gqa-h200.json\n"
 		"  ksearch archive import colleague.json --archive /data/archive --gpu 'NVIDIA H100'\n",
@@ -941,8 +943,14 @@ static int archive_import(int argc, char **argv)
 	}
 	printf("imported %llu candidates into %s%s", (unsigned long long)result.imported,
 	       ks_archive_path(ar), result.ids_kept ? " (ids kept)" : " (new ids)");
+	if (result.prompts_imported)
+		printf(", and %llu strategy prompt%s", (unsigned long long)result.prompts_imported,
+		       result.prompts_imported == 1 ? "" : "s");
 	if (result.skipped)
 		printf("; skipped %llu already there", (unsigned long long)result.skipped);
+	if (result.prompts_skipped)
+		printf("; skipped %llu prompt%s whose id the archive holds already",
+		       (unsigned long long)result.prompts_skipped, result.prompts_skipped == 1 ? "" : "s");
 	printf("\n");
 	ret = KS_EXIT_OK;
 cleanup:

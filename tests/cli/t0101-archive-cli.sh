@@ -8,7 +8,7 @@ A="$TMP/archive"
 ka() { "$KSEARCH" archive "$@"; }
 
 run 0 ka import "$FIXTURE" --archive "$A"
-out_has "imported 10 candidates into $A/gqa/nvidia-h200 (ids kept)"
+out_has "imported 10 candidates into $A/gqa/nvidia-h200 (ids kept), and 1 strategy prompt"
 run 0 ka verify --archive "$A"
 out_has "ok: $A/gqa/nvidia-h200: 10 candidates, 4 sources, 3 elites"
 
@@ -148,7 +148,7 @@ import json, sys
 full, elites = (json.load(open(p)) for p in sys.argv[1:])
 assert full["format"] == "ksearch-archive" and full["version"] == 1
 assert [c["id"] for c in full["candidates"]] == list(range(1, 11))
-assert len(full["sources"]) == 4 and "3" in full["prompts"]
+assert len(full["sources"]) == 4 and [p["id"] for p in full["prompts"]] == [3]
 assert [c["id"] for c in elites["candidates"]] == [3, 7, 8] and elites["elites_only"] is True
 assert len(elites["sources"]) == 2
 PY
@@ -157,7 +157,7 @@ run 0 ka export --archive "$TMP/copy" -o "$TMP/again.json"
 python3 - "$TMP/all.json" "$TMP/again.json" <<'PY' || fail "export of an imported export differs"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
-assert a["candidates"] == b["candidates"] and a["sources"] == b["sources"]
+assert a["candidates"] == b["candidates"] and a["sources"] == b["sources"] and a["prompts"] == b["prompts"]
 PY
 run 0 ka import "$TMP/all.json" --archive "$A"
 out_has "imported 0 candidates"

@@ -2,7 +2,8 @@
  * test_archive.c - the LMDB archive: what an insertion reports, where it
  * lands in the grid, dedup lookups, metrics kept incrementally against a
  * recount, damaged and foreign files refused with a clear error, export
- * and import, and the map growing from a tiny start.
+ * and import (candidates and strategy prompts), the prompts store read in
+ * id order, and the map growing from a tiny start.
  */
 #include "testlib.h"
 
@@ -658,6 +659,47 @@ static void test_missing_archive_and_grid_mismatch(void **state)
 	test_rmtree(root);
 }
 
+/* A strategy prompt as strategy.h describes it; parent 0 for a seed, best_child 0 for none. */
+static json_t *make_prompt(uint64_t id, const char *name, uint64_t parent, int uses, uint64_t best_child)
+{
+	json_t *parent_id = parent ? json_integer((json_int_t)parent) : json_null();
+	json_t *child_id = best_child ? json_integer((json_int_t)best_child) : json_null();
+
+	return json_pack("{s:I, s:s, s:s, s:s, s:o, s:i, s:b,"
+			 " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:n}}",
+			 "id", (json_int_t)id, "name", name, "text", "# advice\n\nuse wide loads\n",
+			 "origin", parent ? "improve" : "seed", "parent", parent_id, "created_at", 0, "active", 1,
+			 "stats", "uses", uses, "answers", uses, "answer_errors", 0, "children", uses, "ok",
+			 uses / 2, "improvements", uses / 3, "best_fitness", 1.5, "best_child", child_id,
+			 "last_error");
+}
+
+static void put_prompt(struct ks_archive *ar, json_t *prompt)
+{
+	uint64_t id = (uint64_t)json_integer_value(json_object_get(prompt, "id"));
+	struct ks_error err;
+
+	if (ks_archive_prompt_put(ar, id, prompt, &err) < 0)
+		fail_msg("%s", err.msg);
+	json_decref(prompt);
+}
+
+static json_t *all_prompts(struct ks_archive *ar)
+{
+	struct ks_error err;
+	json_t *prompts;
+
+	if (ks_archive_prompts(ar, &prompts, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_true(json_is_array(prompts));
+	return prompts;
+}
+
+static uint64_t prompt_id_at(const json_t *prompts, size_t i)
+{
+	return (uint64_t)json_integer_value(json_object_get(json_array_get(prompts, i), "id"));
+}
+
 static char *export_text(struct ks_archive *ar, unsigned flags)
 {
 	char *text = NULL;
@@ -700,12 +742,7 @@ static void test_export_import_round_trip(void **state)
 
 	(void)state;
 	fill_lineage(ar);
-	{
-		json_t *prompt = json_pack("{s:s, s:i}", "text", "use cp.async", "uses", 3);
-
-		assert_int_equal(ks_archive_prompt_put(ar, 7, prompt, &err), 0);
-		json_decref(prompt);
-	}
+	put_prompt(ar, make_prompt(7, "use_cp_async", 0, 3, 4));
 	text = export_text(ar, 0);
 	doc = json_loads(text, 0, NULL);
 	assert_non_null(doc);
@@ -738,7 +775,7 @@ static void test_export_import_round_trip(void **state)
 	assert_int_equal(m1.best_id, m2.best_id);
 	assert_int_equal(m1.next_id, m2.next_id);
 	assert_int_equal(ks_archive_prompt_get(copy, 7, &a, &err), 0);
-	assert_int_equal(json_integer_value(json_object_get(a, "uses")), 3);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "stats"), "uses")), 3);
 	json_decref(a);
 	/* exporting the copy gives the same candidates and sources */
 	text2 = export_text(copy, 0);
@@ -802,16 +839,22 @@ static void assert_import_refused(struct ks_archive *ar, const char *json, const
 	struct ks_error err;
 	json_error_t jerr;
 	json_t *doc = json_loads(json, 0, &jerr);
+	json_t *prompts_before, *prompts_after;
 
 	if (!doc)
 		fail_msg("test document does not parse: %s", jerr.text);
 	assert_int_equal(ks_archive_metrics(ar, &before, &err), 0);
+	prompts_before = all_prompts(ar);
 	assert_int_equal(ks_archive_import(ar, doc, &result, &err), -1);
 	assert_contains(err.msg, expected);
 	assert_int_equal(ks_archive_metrics(ar, &after, &err), 0);
 	assert_int_equal(before.candidates, after.candidates);
 	assert_int_equal(before.next_id, after.next_id);
 	assert_int_equal(before.sources, after.sources);
+	prompts_after = all_prompts(ar);
+	assert_true(json_equal(prompts_before, prompts_after));
+	json_decref(prompts_before);
+	json_decref(prompts_after);
 	json_decref(doc);
 }
 
@@ -838,8 +881,8 @@ static void test_malformed_import_leaves_archive_unchanged(void **state)
 			      "is not in \"sources\"");
 	assert_import_refused(ar, HEAD "\"candidates\": [], \"sources\": {\"0000000000000000000000000000000000000000000000000000000000000000\": \"text\"}}",
 			      "the text's SHA-256 is");
-	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD "], \"prompts\": {\"first\": {}}}",
-			      "is not a prompt id");
+	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD "], \"prompts\": {\"1\": {}}}",
+			      "prompts: expected a list of prompt objects, got an object");
 	assert_import_refused(ar, HEAD "\"candidates\": [{\"id\": 1, \"verdict\": \"ok\", \"source\": \"a\"}]}",
 			      "an ok candidate needs its fitness");
 	assert_verify_clean(ar);
@@ -1005,6 +1048,151 @@ static void test_state_prompts_and_compile_cache(void **state)
 	test_rmtree(root);
 }
 
+static void test_prompts_lists_every_prompt_in_id_order(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	unsigned char key[8] = { 0, 0, 0, 0, 0, 0, 0, 5 };
+	struct ks_error err;
+	json_t *prompts, *expected;
+
+	(void)state;
+	prompts = all_prompts(ar);
+	assert_int_equal(json_array_size(prompts), 0);
+	json_decref(prompts);
+	/* written out of order, and 300 > 2 only as a big-endian key */
+	put_prompt(ar, make_prompt(300, "late", 2, 1, 0));
+	put_prompt(ar, make_prompt(2, "wide", 1, 5, 0));
+	put_prompt(ar, make_prompt(1, "seed", 0, 9, 0));
+	put_prompt(ar, make_prompt(2, "wide", 1, 6, 0)); /* a rewrite of id 2 replaces it */
+	ks_archive_close(ar);
+
+	/* a read-only reader sees them */
+	ar = open_reader(root);
+	prompts = all_prompts(ar);
+	assert_int_equal(json_array_size(prompts), 3);
+	assert_int_equal(prompt_id_at(prompts, 0), 1);
+	assert_int_equal(prompt_id_at(prompts, 1), 2);
+	assert_int_equal(prompt_id_at(prompts, 2), 300);
+	expected = make_prompt(2, "wide", 1, 6, 0);
+	assert_true(json_equal(json_array_get(prompts, 1), expected));
+	json_decref(expected);
+	json_decref(prompts);
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+
+	/* a stored value that is not an object is an error naming its id; verify says so too */
+	tamper(root, "prompts", key, 8, "[1, 2]");
+	ar = open_reader(root);
+	assert_int_equal(ks_archive_prompts(ar, &prompts, &err), -1);
+	assert_null(prompts);
+	assert_contains(err.msg, "prompt 5 is a list, not a JSON object: the archive is damaged");
+	ks_archive_close(ar);
+	assert_problem(root, "prompt 5 is a list, not a JSON object");
+	tamper(root, "prompts", key, 8, "{\"id\": 4, \"name\": \"moved\"}");
+	assert_problem(root, "prompt 5: its \"id\" field says 4");
+	test_rmtree(root);
+}
+
+static void test_prompts_survive_export_and_import(void **state)
+{
+	char *root = test_tmpdir(), *root2 = test_tmpdir(), *root3 = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0), *copy, *other;
+	struct ks_archive_import_result result;
+	struct ks_error err;
+	json_t *doc, *exported, *prompts, *original, *stats;
+	char *text;
+
+	(void)state;
+	fill_lineage(ar);
+	put_prompt(ar, make_prompt(1, "vector_loads", 0, 4, 2));
+	put_prompt(ar, make_prompt(2, "tile_kv", 0, 2, 0));
+	put_prompt(ar, make_prompt(3, "vector_loads_wide", 1, 3, 4));
+	original = all_prompts(ar);
+	text = export_text(ar, 0);
+	doc = json_loads(text, 0, NULL);
+	assert_non_null(doc);
+	exported = json_object_get(doc, "prompts");
+	assert_true(json_is_array(exported));
+	assert_true(json_equal(exported, original));
+
+	/* into an empty archive: every prompt, ids and best children as they were */
+	copy = open_new(root2, 0);
+	assert_int_equal(ks_archive_import(copy, doc, &result, &err), 0);
+	assert_int_equal(result.prompts_imported, 3);
+	assert_int_equal(result.prompts_skipped, 0);
+	prompts = all_prompts(copy);
+	assert_true(json_equal(prompts, original));
+	json_decref(prompts);
+	/* again: the ids are taken, so nothing changes */
+	assert_int_equal(ks_archive_import(copy, doc, &result, &err), 0);
+	assert_int_equal(result.prompts_imported, 0);
+	assert_int_equal(result.prompts_skipped, 3);
+	assert_verify_clean(copy);
+	ks_archive_close(copy);
+
+	/*
+	 * Into an archive with other candidates and a prompt 1 of its own:
+	 * that one stays, the others come in with their ids, and a best
+	 * child follows its record's new id (4 -> 6).
+	 */
+	other = open_new(root3, 0);
+	insert(other, make_record("ok", 1.0, 2, 0, 1), "another source", NULL);
+	insert(other, make_record("ok", 1.0, 2, 0, 2), "another source", NULL);
+	put_prompt(other, make_prompt(1, "mine", 0, 1, 0));
+	assert_int_equal(ks_archive_import(other, doc, &result, &err), 0);
+	assert_int_equal(result.imported, 4);
+	assert_int_equal(result.prompts_imported, 2);
+	assert_int_equal(result.prompts_skipped, 1);
+	prompts = all_prompts(other);
+	assert_int_equal(json_array_size(prompts), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(prompts, 0), "name")), "mine");
+	stats = json_object_get(json_array_get(prompts, 2), "stats");
+	assert_int_equal(json_integer_value(json_object_get(stats, "best_child")), 6);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(prompts, 2), "parent")), 1);
+	json_decref(prompts);
+	assert_verify_clean(other);
+	ks_archive_close(other);
+	json_decref(doc);
+	free(text);
+	json_decref(original);
+	ks_archive_close(ar);
+	test_rmtree(root);
+	test_rmtree(root2);
+	test_rmtree(root3);
+}
+
+static void test_bad_prompt_fails_the_import_and_changes_nothing(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+
+	(void)state;
+	fill_lineage(ar);
+	put_prompt(ar, make_prompt(1, "vector_loads", 0, 4, 2));
+#define PROMPT(id) "{\"id\": " #id ", \"name\": \"p\", \"text\": \"t\", \"stats\": {}}"
+	/* the good candidate and the good prompt before the bad one must not be written */
+	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD "], \"prompts\": [" PROMPT(2) ", "
+			      "{\"id\": 3, \"name\": \"p\", \"stats\": {}}]}",
+			      "prompts[1] (id 3): text: expected a string, got nothing");
+	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD "], \"prompts\": [" PROMPT(2) ", "
+			      "{\"id\": 3, \"name\": 7, \"text\": \"t\", \"stats\": {}}]}",
+			      "prompts[1] (id 3): name: expected a string, got an integer");
+	assert_import_refused(ar, HEAD "\"candidates\": [], \"prompts\": [{\"id\": 2, \"name\": \"p\", "
+			      "\"text\": \"t\", \"stats\": []}]}",
+			      "prompts[0] (id 2): stats: expected an object, got a list");
+	assert_import_refused(ar, HEAD "\"candidates\": [], \"prompts\": [{\"id\": 0, \"name\": \"p\"}]}",
+			      "prompts[0].id: expected an integer >= 1");
+	assert_import_refused(ar, HEAD "\"candidates\": [], \"prompts\": [\"advice\"]}",
+			      "prompts[0]: expected an object, got a string");
+	assert_import_refused(ar, HEAD "\"candidates\": [], \"prompts\": [" PROMPT(2) ", " PROMPT(2) "]}",
+			      "prompts: id 2 appears twice");
+#undef PROMPT
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
 static void test_gpu_slug_and_env_listing(void **state)
 {
 	char *root = test_tmpdir();
@@ -1050,6 +1238,9 @@ int main(void)
 		cmocka_unit_test(test_map_grows_from_a_tiny_start),
 		cmocka_unit_test(test_stale_reader_slots_are_cleared_on_open),
 		cmocka_unit_test(test_state_prompts_and_compile_cache),
+		cmocka_unit_test(test_prompts_lists_every_prompt_in_id_order),
+		cmocka_unit_test(test_prompts_survive_export_and_import),
+		cmocka_unit_test(test_bad_prompt_fails_the_import_and_changes_nothing),
 		cmocka_unit_test(test_gpu_slug_and_env_listing),
 	};
 
