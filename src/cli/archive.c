@@ -1030,6 +1030,7 @@ static const struct ks_cmd subcommands[] = {
 	{ "stats", archive_stats, "counts by verdict, coverage, QD-score, best over time" },
 	{ "lineage", ks_archive_cmd_lineage, "the chain of ancestors, with mutation and fitness change" },
 	{ "diff", ks_archive_cmd_diff, "param changes, a unified diff of sources, metric deltas" },
+	{ "prompts", ks_archive_cmd_prompts, "the strategy prompts: reward, statistics, lineage, text" },
 	{ "export", archive_export, "write the archive (or its elites) as portable JSON" },
 	{ "import", archive_import, "add the candidates of an export" },
 	{ "verify", archive_verify, "check integrity and say what is wrong" },
@@ -1060,6 +1061,7 @@ static void print_archive_help(FILE *out)
 		"  ksearch archive stats\n"
 		"  ksearch archive lineage 42\n"
 		"  ksearch archive diff 17 42\n"
+		"  ksearch archive prompts                        strategies, the most rewarding first\n"
 		"  ksearch archive export --elites > elites.json\n"
 		"  ksearch archive import elites.json --archive /tmp/other\n"
 		"  ksearch archive verify\n"
@@ -1095,9 +1097,9 @@ int cmd_archive(int argc, char **argv)
 	}
 	if (argv[1][0] == '-')
 		return ks_cli_usage("archive", "expected a subcommand before options (ls, show, grid, stats, "
-				    "lineage, diff, export, import, verify); got '%s'", argv[1]);
+				    "lineage, diff, prompts, export, import, verify); got '%s'", argv[1]);
 	if (best && ks_is_close(argv[1], best))
 		return ks_cli_usage("archive", "unknown subcommand '%s'; did you mean '%s'?", argv[1], best);
 	return ks_cli_usage("archive", "unknown subcommand '%s' (ls, show, grid, stats, lineage, diff, "
-			    "export, import, verify)", argv[1]);
+			    "prompts, export, import, verify)", argv[1]);
 }

@@ -2,8 +2,9 @@
  * archive_cli.h - what the `ksearch archive` subcommands share: the three
  * options that pick an archive, opening it read-only, and formatting of
  * record fields.  The subcommands live in archive.c (ls, show, stats,
- * export, import, verify), archive_grid.c (grid) and archive_diff.c
- * (lineage, diff); archive.c holds their table.
+ * export, import, verify), archive_grid.c (grid), archive_diff.c
+ * (lineage, diff) and archive_prompts.c (prompts); archive.c holds their
+ * table.
  */
 #ifndef KSEARCH_CLI_ARCHIVE_H
 #define KSEARCH_CLI_ARCHIVE_H
@@ -56,5 +57,6 @@ int ks_archive_cli_color(const char *cmd, const char *when);
 int ks_archive_cmd_grid(int argc, char **argv);
 int ks_archive_cmd_lineage(int argc, char **argv);
 int ks_archive_cmd_diff(int argc, char **argv);
+int ks_archive_cmd_prompts(int argc, char **argv);
 
 #endif
