@@ -194,7 +194,7 @@ void ks_llm_close(struct ks_llm *llm);
 int ks_llm_submit(struct ks_llm *llm, const struct ks_llm_request *req, uint64_t tag,
 		  struct ks_error *err);
 
-/* Whether ks_llm_submit() would accept a request now; if not, err says why. */
+/* 0 when ks_llm_submit() would accept a request now; -1 when not, with err saying why. */
 int ks_llm_available(struct ks_llm *llm, struct ks_error *err);
 
 /*

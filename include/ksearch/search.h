@@ -32,12 +32,20 @@
 #include "ksearch/archive.h"
 #include "ksearch/candidate.h"
 #include "ksearch/error.h"
+#include "ksearch/llm.h"
 #include "ksearch/op.h"
 
-/* A seed family: one source file whose params the built-in mutator explores. */
+/*
+ * A family: one source whose params the built-in mutator explores.  Seeds
+ * come from the op's seeds/ folder; the LLM mutator adds one per kernel it
+ * writes ("llm-7"), kept in the archive's run state so a resumed search
+ * has them all.
+ */
 struct ks_family {
-	char *name;   /* file stem: "split_kv" */
+	char *name;       /* file stem: "split_kv"; "llm-<n>" for the LLM's */
 	struct ks_candidate cand;
+	uint64_t strategy; /* the strategy prompt that led to it; 0 for seeds */
+	char *broken;     /* an LLM source whose ksearch block is unusable: why; else NULL */
 };
 
 /*
@@ -61,6 +69,35 @@ struct ks_backend {
 	void (*discard)(void *ctx, void *built);
 };
 
+/*
+ * The LLM mutator (search.h's loop runs it when ks_search_config.llm is
+ * set).  Requests go out while the client has room: parent from the grid,
+ * a strategy prompt by the bandit (strategy.h), elites of other cells,
+ * the target (improve the parent's cell or reach a neighbouring one).
+ * An answer becomes a new family and its first params are proposed next,
+ * ahead of the built-in mutator; a child that fails (unusable answer,
+ * compile, contract, wrong ...) goes back with its evidence for up to
+ * max_repairs turns; a child that verifies has up to tune_budget more
+ * param combinations of its own tried.  Every rewrite_every LLM children,
+ * the most rewarding strategy is rewritten by the LLM.  The built-in
+ * mutator fills every slot the LLM leaves empty, so a paused or spent LLM
+ * never stops the search.  With an LLM, choices also depend on when
+ * answers arrive: a resumed search re-dispatches its saved proposals
+ * exactly, but answers not yet proposed when it stopped are dropped.
+ */
+struct ks_search_llm {
+	struct ks_llm *client;     /* open (borrowed) */
+	const char *model;         /* for the records */
+	const char *prompts_dir;
+	const char *system_prompt; /* rendered prompts/system.md */
+	int concurrency;           /* requests out at once (the client's concurrency) */
+	int max_repairs;           /* repair turns per child (2) */
+	int tune_budget;           /* extra param combinations per new kernel (8) */
+	int rewrite_every;         /* LLM children between strategy rewrites; 0: never (10) */
+	size_t population_cap;     /* active strategies (12) */
+	double move_share;         /* share of requests asking for a neighbouring cell (0.3) */
+};
+
 struct ks_search_config {
 	uint64_t seed;
 	uint64_t budget;           /* evaluations in this run; 0: none */
@@ -73,6 +110,7 @@ struct ks_search_config {
 	double status_every_s;     /* plain status lines (not a tty) */
 	volatile sig_atomic_t *stop; /* set non-zero to finish in-flight work and stop */
 	FILE *out;                 /* progress and summary (stdout); NULL: quiet */
+	const struct ks_search_llm *llm; /* NULL: the built-in mutator only */
 };
 
 struct ks_search_summary {
@@ -85,11 +123,21 @@ struct ks_search_summary {
 	const char *stop_reason;   /* "budget", "time", "target", "signal", "exhausted" */
 	int resumed;
 	uint64_t resumed_from;     /* records in the archive when the run started */
+	/* the LLM mutator */
+	uint64_t llm_requests, llm_failed;  /* requests answered / failed (transport, HTTP) */
+	uint64_t llm_children, llm_ok;      /* kernels from answers (with repairs) evaluated / verified */
+	uint64_t answer_errors;             /* answers with no usable kernel */
+	uint64_t repairs;                   /* repair turns sent */
+	uint64_t tuned;                     /* tuner variants evaluated */
+	uint64_t rewrites;                  /* strategies the LLM rewrote */
+	size_t llm_families;                /* kernels the LLM wrote, over the archive's life */
 };
 
 /* Load the op's seed families (sorted by file name). */
 int ks_families_load(const struct ks_op *op, struct ks_family **families, size_t *n, struct ks_error *err);
 void ks_families_free(struct ks_family *families, size_t n);
+/* Free one family's contents (not the struct). */
+void ks_family_release(struct ks_family *family);
 
 /*
  * Run the search on an open archive (created with the op's grid).

@@ -16,6 +16,8 @@
 #include "ksearch/archive.h"
 #include "ksearch/backend.h"
 #include "ksearch/cuda.h"
+#include "ksearch/llm.h"
+#include "ksearch/llm_context.h"
 #include "ksearch/op.h"
 #include "ksearch/proc.h"
 #include "ksearch/search.h"
@@ -41,12 +43,30 @@ static const struct ks_help help = {
 		"\n"
 		"Without --budget, --time or --target the search stops after 100\n"
 		"evaluations (a few minutes).  Each evaluation is one candidate verified\n"
-		"on every check workload and timed on every benchmark workload.",
+		"on every check workload and timed on every benchmark workload.\n"
+		"\n"
+		"With an LLM endpoint (--llm-url and --llm-model, or KSEARCH_LLM_URL and\n"
+		"KSEARCH_LLM_MODEL), the LLM writes new kernels too: it gets a parent from\n"
+		"the grid with its evidence (compile report, times, descriptors), elites of\n"
+		"other cells and a strategy prompt, and answers with SEARCH/REPLACE edits\n"
+		"or a whole file.  A child that fails goes back to it with the evidence\n"
+		"(--llm-repairs turns); one that verifies gets its params tuned\n"
+		"(--llm-tune variants).  Strategy prompts live in the archive with their\n"
+		"statistics, are chosen by a bandit, and the best are rewritten by the LLM\n"
+		"(`ksearch archive prompts` lists them).  The built-in mutator fills\n"
+		"every slot the LLM leaves empty, and carries on alone when the endpoint\n"
+		"fails, pauses or a budget is spent.  The API key comes from the\n"
+		"environment only: KSEARCH_API_KEY, else OPENAI_API_KEY or\n"
+		"ANTHROPIC_API_KEY by provider.  Prices for --llm-budget-usd come from\n"
+		"prompts/prices.json.",
 	.examples =
 		"  ksearch evolve --op gqa                              a few minutes, 100 candidates\n"
 		"  ksearch evolve --op gqa --time 8h --gpus all --log run.jsonl\n"
 		"  ksearch evolve --op gqa --budget 2000 --seed 7 --archive /data/archive\n"
-		"  ksearch evolve --op gqa --fresh                      start over (the old archive is kept aside)\n",
+		"  ksearch evolve --op gqa --fresh                      start over (the old archive is kept aside)\n"
+		"  OPENAI_API_KEY=... ksearch evolve --op gqa --time 8h --llm-url https://api.openai.com/v1 \\\n"
+		"      --llm-model gpt-5 --llm-budget-usd 20\n"
+		"  ksearch evolve --op gqa --llm-url http://127.0.0.1:8000/v1 --llm-model Qwen/Qwen3-Coder   (vLLM)\n",
 	.exit_codes = "  3  no GPU (the search needs one; `ksearch doctor` says what is missing)\n",
 };
 
@@ -174,6 +194,13 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
 		printf("every param combination of every seed family has been evaluated: the built-in mutator has "
 		       "nothing left to try\n");
+	if (sum->llm_requests || sum->llm_failed)
+		printf("LLM: %llu answers (%llu requests failed), %llu kernels evaluated from them (%llu verified), "
+		       "%llu unusable answers, %llu repair turns, %llu tuned variants, %llu strategies rewritten\n",
+		       (unsigned long long)sum->llm_requests, (unsigned long long)sum->llm_failed,
+		       (unsigned long long)sum->llm_children, (unsigned long long)sum->llm_ok,
+		       (unsigned long long)sum->answer_errors, (unsigned long long)sum->repairs,
+		       (unsigned long long)sum->tuned, (unsigned long long)sum->rewrites);
 	if (ks_archive_metrics(ar, &m, &err) == 0)
 		printf("archive: %llu candidates, %llu/%llu cells filled (%.0f%%), QD-score %.2f\n",
 		       (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
@@ -203,6 +230,116 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 	}
 }
 
+/* The LLM side of a search: its settings, client and prompts. */
+struct llm_setup {
+	int wanted;
+	struct ks_llm_config cfg;
+	struct ks_llm *client;
+	struct ks_search_llm search;
+	char *prompts_dir;
+	char *system_prompt;
+};
+
+/* A number option within [lo, hi]; 0, or a usage exit code. */
+static int number_opt(const struct ks_opt *o, double lo, double hi, const char *what, double *out)
+{
+	char *end;
+
+	if (!o->set)
+		return 0;
+	*out = strtod(o->value, &end);
+	if (*end || !*o->value || !isfinite(*out) || *out < lo || *out > hi)
+		return ks_cli_usage("evolve", "--%s %s: expected %s", o->name, o->value, what);
+	return 0;
+}
+
+/*
+ * Settings from the options (first) and the environment.  The LLM is
+ * wanted when a URL or model is given either way, unless --no-llm.
+ */
+/* idx: the option indexes of --llm-url ... --llm-rewrite-every (11), then --no-llm. */
+static int llm_configure(const struct ks_opt *opts, const int *idx, struct llm_setup *l)
+{
+	const char *env_url = getenv("KSEARCH_LLM_URL"), *env_model = getenv("KSEARCH_LLM_MODEL");
+	struct ks_error err;
+	char *prices;
+	double v;
+	int rc, found = 0;
+
+	ks_llm_config_init(&l->cfg);
+	l->search = (struct ks_search_llm){ .max_repairs = 2, .tune_budget = 8, .rewrite_every = 10,
+					    .population_cap = 12, .move_share = 0.3 };
+	if (opts[idx[11]].set)
+		return 0;
+	l->wanted = opts[idx[0]].set || opts[idx[1]].set || (env_url && *env_url) || (env_model && *env_model);
+	if (!l->wanted) {
+		for (int i = 2; i < 11; i++)
+			if (opts[idx[i]].set)
+				return ks_cli_usage("evolve", "--%s needs an LLM endpoint: give --llm-url and --llm-model "
+						    "(or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)", opts[idx[i]].name);
+		return 0;
+	}
+	if (opts[idx[0]].set)
+		l->cfg.base_url = ks_strdup(opts[idx[0]].value);
+	if (opts[idx[1]].set)
+		l->cfg.model = ks_strdup(opts[idx[1]].value);
+	if (opts[idx[2]].set && ks_llm_provider_parse(opts[idx[2]].value, &l->cfg.provider, &err) < 0)
+		return ks_cli_usage("evolve", "--llm-provider: %s", err.msg);
+	if (ks_llm_config_from_env(&l->cfg, &err) < 0)
+		return ks_cli_usage("evolve", "%s", err.msg);
+	v = l->cfg.concurrency;
+	if ((rc = number_opt(&opts[idx[3]], 1, 64, "1 to 64 requests", &v)))
+		return rc;
+	l->cfg.concurrency = (int)v;
+	if ((rc = number_opt(&opts[idx[4]], 0, 2, "a temperature from 0 to 2", &l->cfg.temperature)))
+		return rc;
+	v = l->cfg.max_tokens;
+	if ((rc = number_opt(&opts[idx[5]], 1, 1e6, "a number of tokens from 1 to 1000000", &v)))
+		return rc;
+	l->cfg.max_tokens = (int)v;
+	v = 0;
+	if ((rc = number_opt(&opts[idx[6]], 1, 1e15, "a number of tokens > 0", &v)))
+		return rc;
+	l->cfg.budget_tokens = (uint64_t)v;
+	if ((rc = number_opt(&opts[idx[7]], 1e-9, 1e9, "a cost in US dollars > 0", &l->cfg.budget_usd)))
+		return rc;
+	v = l->search.max_repairs;
+	if ((rc = number_opt(&opts[idx[8]], 0, 10, "0 to 10 repair turns", &v)))
+		return rc;
+	l->search.max_repairs = (int)v;
+	v = l->search.tune_budget;
+	if ((rc = number_opt(&opts[idx[9]], 0, 10000, "0 to 10000 variants", &v)))
+		return rc;
+	l->search.tune_budget = (int)v;
+	v = l->search.rewrite_every;
+	if ((rc = number_opt(&opts[idx[10]], 0, 1e6, "a number of children >= 0", &v)))
+		return rc;
+	l->search.rewrite_every = (int)v;
+	if (ks_prompts_dir_find(&l->prompts_dir, &err) < 0) {
+		ks_cli_error("evolve", "%s", err.msg);
+		return KS_EXIT_FAILED;
+	}
+	prices = ks_path_join(l->prompts_dir, "prices.json");
+	rc = l->cfg.model ? ks_llm_prices_load(prices, l->cfg.model, &l->cfg.price, &found, &err) : 0;
+	free(prices);
+	if (rc < 0) {
+		ks_cli_error("evolve", "%s", err.msg);
+		return KS_EXIT_FAILED;
+	}
+	l->cfg.has_price = found;
+	if (ks_llm_config_validate(&l->cfg, &err) < 0)
+		return ks_cli_usage("evolve", "%s", err.msg);
+	return 0;
+}
+
+static void llm_release(struct llm_setup *l)
+{
+	ks_llm_close(l->client);
+	ks_llm_config_release(&l->cfg);
+	free(l->prompts_dir);
+	free(l->system_prompt);
+}
+
 int cmd_evolve(int argc, char **argv)
 {
 	struct ks_opt opts[] = {
@@ -220,10 +357,25 @@ int cmd_evolve(int argc, char **argv)
 		{ "log", 0, KS_OPT_VALUE, "FILE", "append JSON-lines events to FILE", 0, 0, 0, 0 },
 		{ "fresh", 0, KS_OPT_FLAG, NULL, "start a new archive; the old one is moved aside, not deleted", 0, 0, 0, 0 },
 		{ "time-cap", 0, KS_OPT_VALUE, "MS", "timing budget per benchmark workload (default 300)", 0, 0, 0, 0 },
+		{ "llm-url", 0, KS_OPT_VALUE, "URL", "LLM endpoint base, up to the version: https://api.openai.com/v1 "
+		  "(env KSEARCH_LLM_URL)", 0, 0, 0, 0 },
+		{ "llm-model", 0, KS_OPT_VALUE, "NAME", "model name as the endpoint knows it (env KSEARCH_LLM_MODEL)", 0, 0, 0, 0 },
+		{ "llm-provider", 0, KS_OPT_VALUE, "openai|anthropic", "the protocol (default openai; env KSEARCH_LLM_PROVIDER)", 0, 0, 0, 0 },
+		{ "llm-concurrency", 0, KS_OPT_VALUE, "N", "LLM requests in flight at once (default 4)", 0, 0, 0, 0 },
+		{ "temperature", 0, KS_OPT_VALUE, "T", "sampling temperature (default 0.8)", 0, 0, 0, 0 },
+		{ "max-tokens", 0, KS_OPT_VALUE, "N", "longest answer, in tokens (default 8192)", 0, 0, 0, 0 },
+		{ "llm-budget-tokens", 0, KS_OPT_VALUE, "N", "stop using the LLM after N prompt + completion tokens", 0, 0, 0, 0 },
+		{ "llm-budget-usd", 0, KS_OPT_VALUE, "USD", "stop using the LLM after this cost (prompts/prices.json)", 0, 0, 0, 0 },
+		{ "llm-repairs", 0, KS_OPT_VALUE, "N", "repair turns for a failed LLM child (default 2)", 0, 0, 0, 0 },
+		{ "llm-tune", 0, KS_OPT_VALUE, "N", "param variants tried per new LLM kernel (default 8)", 0, 0, 0, 0 },
+		{ "llm-rewrite-every", 0, KS_OPT_VALUE, "N", "LLM children between strategy rewrites; 0 never (default 10)", 0, 0, 0, 0 },
+		{ "no-llm", 0, KS_OPT_FLAG, NULL, "the built-in mutator only, even with KSEARCH_LLM_URL set", 0, 0, 0, 0 },
 		{ 0 },
 	};
 	enum { O_OP, O_ARCHIVE, O_BUDGET, O_TIME, O_TARGET, O_GPUS, O_JOBS, O_SEED, O_EXPLORE, O_EXPLOIT,
-	       O_RECENT, O_LOG, O_FRESH, O_TIME_CAP };
+	       O_RECENT, O_LOG, O_FRESH, O_TIME_CAP, O_LLM_URL, O_LLM_MODEL, O_LLM_PROVIDER, O_LLM_CONCURRENCY,
+	       O_TEMPERATURE, O_MAX_TOKENS, O_LLM_BUDGET_TOKENS, O_LLM_BUDGET_USD, O_LLM_REPAIRS, O_LLM_TUNE,
+	       O_LLM_REWRITE_EVERY, O_NO_LLM };
 	struct ks_search_config cfg = { .seed = 1, .status_every_s = 30 };
 	struct ks_search_summary sum;
 	struct ks_gpu_backend gb = { 0 };
@@ -236,6 +388,10 @@ int cmd_evolve(int argc, char **argv)
 	size_t n_positional, n_families = 0, n_gpus = 0;
 	const char *root;
 	int *gpus = NULL, rc, ret = KS_EXIT_FAILED, time_cap = 0, gb_open = 0;
+	const int llm_opts[] = { O_LLM_URL, O_LLM_MODEL, O_LLM_PROVIDER, O_LLM_CONCURRENCY, O_TEMPERATURE,
+				 O_MAX_TOKENS, O_LLM_BUDGET_TOKENS, O_LLM_BUDGET_USD, O_LLM_REPAIRS, O_LLM_TUNE,
+				 O_LLM_REWRITE_EVERY, O_NO_LLM };
+	struct llm_setup llm = { 0 };
 	char moved[4200];
 	struct ks_archive_metrics m;
 
@@ -324,6 +480,10 @@ int cmd_evolve(int argc, char **argv)
 		gpus = ks_calloc(1, sizeof(*gpus));
 		n_gpus = 1;
 	}
+	if ((rc = llm_configure(opts, llm_opts, &llm))) {
+		ret = rc;
+		goto cleanup;
+	}
 	if (ks_op_find(opts[O_OP].value, &op, &err) < 0 ||
 	    ks_families_load(&op, &families, &n_families, &err) < 0) {
 		ks_cli_error("evolve", "%s", err.msg);
@@ -349,6 +509,28 @@ int cmd_evolve(int argc, char **argv)
 	printf("GPU: %s (%s), %d SMs, DRAM %.0f GB/s measured, peaks %s\n", gb.evaluators[0].profile.name,
 	       gb.evaluators[0].profile.arch, gb.evaluators[0].profile.sm_count, gb.evaluators[0].profile.dram_gbps,
 	       gb.evaluators[0].profile.peak_source);
+	if (llm.wanted) {
+		if (ks_llm_system_prompt(llm.prompts_dir, &op, &gb.evaluators[0].profile, &llm.system_prompt, &err) < 0 ||
+		    ks_llm_open(&llm.client, &llm.cfg, &err) < 0) {
+			ks_cli_error("evolve", "%s", err.msg);
+			goto cleanup;
+		}
+		llm.search.client = llm.client;
+		llm.search.model = llm.cfg.model;
+		llm.search.prompts_dir = llm.prompts_dir;
+		llm.search.system_prompt = llm.system_prompt;
+		llm.search.concurrency = llm.cfg.concurrency;
+		cfg.llm = &llm.search;
+		printf("LLM: %s at %s (%s), %d in flight, temperature %.2g, up to %d tokens an answer", llm.cfg.model,
+		       llm.cfg.base_url, ks_llm_provider_name(llm.cfg.provider), llm.cfg.concurrency,
+		       llm.cfg.temperature, llm.cfg.max_tokens);
+		if (llm.cfg.budget_tokens)
+			printf(", budget %llu tokens", (unsigned long long)llm.cfg.budget_tokens);
+		if (llm.cfg.budget_usd > 0)
+			printf(", budget $%.2f", llm.cfg.budget_usd);
+		printf("%s; prompts from %s\n", llm.cfg.api_key && *llm.cfg.api_key ? ", key from the environment" : ", no key",
+		       llm.prompts_dir);
+	}
 	if (opts[O_FRESH].set) {
 		char *dir = ks_archive_dir(root, op.key, ks_gpu_backend_model(&gb));
 
@@ -388,6 +570,17 @@ int cmd_evolve(int argc, char **argv)
 		goto cleanup;
 	}
 	print_summary(ar, &op, root, &sum, n_gpus);
+	if (llm.client) {
+		struct ks_llm_usage u;
+
+		ks_llm_usage(llm.client, &u);
+		printf("LLM use in this run: %llu requests, %llu prompt + %llu completion tokens", (unsigned long long)u.requests,
+		       (unsigned long long)u.prompt_tokens, (unsigned long long)u.completion_tokens);
+		if (llm.cfg.has_price)
+			printf(", $%.4f", u.cost_usd);
+		printf("%s (strategies: ksearch archive prompts --op %s --archive %s)\n",
+		       u.tokens_exhausted || u.usd_exhausted ? ", budget spent" : "", op.key, root);
+	}
 	ret = KS_EXIT_OK;
 cleanup:
 	signal(SIGINT, SIG_DFL);
@@ -399,6 +592,7 @@ cleanup:
 		fclose(cfg.log);
 	ks_families_free(families, n_families);
 	ks_op_release(&op);
+	llm_release(&llm);
 	free(gpus);
 	free(positional);
 	ks_opts_release(opts);

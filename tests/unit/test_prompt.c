@@ -285,6 +285,10 @@ static const char *const mutate_vars[] = {
 static const char *const repair_vars[] = {
 	"attempt", "max_attempts", "child_verdict", "child_evidence", "child_params", "child_source", NULL,
 };
+static const char *const rewrite_vars[] = {
+	"operation", "strategy_name", "strategy_text", "strategy_stats", "best_fitness", "best_sol",
+	"best_params", "best_descriptors", "best_timings", "best_source", NULL,
+};
 
 static char *prompts_dir(void)
 {
@@ -343,6 +347,7 @@ static void test_shipped_templates_render(void **state)
 	check_template("system", system_vars);
 	check_template("mutate", mutate_vars);
 	check_template("repair", repair_vars);
+	check_template("rewrite", rewrite_vars);
 }
 
 /* Strategies are values, not templates: a {{ in one would be a mistake. */

@@ -8,9 +8,14 @@
 
 #include <pthread.h>
 
+#include "fakellm.h"
 #include "ksearch/archive.h"
+#include "ksearch/llm.h"
 #include "ksearch/search.h"
 #include "ksearch/util.h"
+
+/* distinctive, so that a leak anywhere is found by strstr */
+#define KEY "sk-ksearch-SEARCH-TEST-91c4e7a2"
 
 static const char op_json[] =
 	"{\"name\": \"toy\", \"axes\": {\"n\": {\"type\": \"var\"}},\n"
@@ -39,6 +44,7 @@ struct toy {
 	pthread_mutex_t lock;
 	int builds, evaluations;
 	int fail_internal_at; /* evaluation number that fails ksearch itself, or 0 */
+	int eval_us;          /* extra time per evaluation, so LLM answers arrive during a run */
 };
 
 static uint64_t toy_hash(const struct ks_family *f, const int64_t *params)
@@ -86,7 +92,7 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 	n = ++t->evaluations;
 	pthread_mutex_unlock(&t->lock);
 	/* vary the order results come back in; insertion order must not care */
-	usleep((useconds_t)(h % 7) * 300);
+	usleep((useconds_t)(h % 7) * 300 + (useconds_t)t->eval_us);
 	if (t->fail_internal_at && n == t->fail_internal_at)
 		return ks_fail(err, "toy: the GPU fell off the bus");
 	if (h % 13 == 0) {
@@ -158,29 +164,42 @@ static struct ks_archive *open_archive(struct fixture *f, const char *name)
 }
 
 /*
- * Run a search and return its choices, one line per evaluation:
- * "seq family params mutation", in insertion order (from the JSON log).
+ * Run a search (with the LLM mutator when llm is set) and return its
+ * choices, one line per evaluation: "seq family params mutation", in
+ * insertion order (from the JSON log).  *log, when asked for, gets the log.
  */
-static char *run(struct fixture *f, const char *archive, uint64_t seed, uint64_t budget, double target,
-		 struct toy *toy, int expect_rc, struct ks_search_summary *sum, struct ks_error *err)
+static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uint64_t budget, double target,
+		      const struct ks_search_llm *llm, struct toy *toy, int expect_rc, struct ks_search_summary *sum,
+		      struct ks_error *err, char **log)
 {
 	struct ks_backend backend = { .ctx = toy, .lanes = 2, .build = toy_build, .evaluate = toy_evaluate,
 				      .discard = toy_discard };
 	struct ks_search_config cfg = { .seed = seed, .budget = budget, .target_fitness = target, .jobs = 3,
-					.explore = 0.3, .exploit = 0.5, .recent = 0.2 };
+					.explore = 0.3, .exploit = 0.5, .recent = 0.2, .llm = llm };
 	struct ks_archive *ar = open_archive(f, archive);
-	char *log_text = NULL;
+	char *log_text = NULL, log_path[4200] = "";
 	size_t log_size = 0;
 	struct ks_strbuf choices;
 	char *line, *save = NULL;
 	int rc;
 
 	cfg.log = open_memstream(&log_text, &log_size);
+	if (getenv("KS_TEST_SEARCH_LOG")) {
+		/* debugging: the log as it is written, in the file $KS_TEST_SEARCH_LOG-ARCHIVE.log */
+		snprintf(log_path, sizeof(log_path), "%s-%s.log", getenv("KS_TEST_SEARCH_LOG"), archive);
+		fclose(cfg.log);
+		free(log_text);
+		cfg.log = fopen(log_path, "w");
+	}
 	rc = ks_search_run(ar, &f->op, f->families, f->n_families, &backend, &cfg, sum, err);
 	fclose(cfg.log);
+	if (log_path[0])
+		log_text = read_text(log_path);
 	ks_archive_close(ar);
 	if (rc != expect_rc)
 		fail_msg("search returned %d, expected %d: %s", rc, expect_rc, err->msg);
+	if (log)
+		*log = strdup(log_text);
 	ks_strbuf_init(&choices);
 	for (line = strtok_r(log_text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		json_t *ev = json_loads(line, 0, NULL);
@@ -199,6 +218,12 @@ static char *run(struct fixture *f, const char *archive, uint64_t seed, uint64_t
 	}
 	free(log_text);
 	return ks_strbuf_detach(&choices);
+}
+
+static char *run(struct fixture *f, const char *archive, uint64_t seed, uint64_t budget, double target,
+		 struct toy *toy, int expect_rc, struct ks_search_summary *sum, struct ks_error *err)
+{
+	return run_with(f, archive, seed, budget, target, NULL, toy, expect_rc, sum, err, NULL);
 }
 
 static int count_lines(const char *text)
@@ -309,6 +334,277 @@ static void test_target_stops_and_internal_failure_is_reported(void **state)
 	free(out);
 }
 
+/* ---- the LLM mutator, against tools/fake-llm ---- */
+
+struct llm_env {
+	struct fake fake;
+	struct ks_llm *client;
+	struct ks_search_llm llm;
+	char prompts[4200];
+};
+
+static void llm_up(struct llm_env *e, const char *script, int concurrency, uint64_t budget_tokens)
+{
+	struct ks_llm_config cfg;
+	struct ks_error err;
+
+	fake_start(&e->fake, script);
+	ks_llm_config_init(&cfg);
+	cfg.provider = KS_LLM_OPENAI;
+	cfg.base_url = ks_asprintf("http://127.0.0.1:%d/v1", e->fake.port);
+	cfg.model = ks_strdup("fake-model");
+	cfg.api_key = ks_strdup(KEY);
+	cfg.concurrency = concurrency;
+	cfg.backoff_base_s = 0.01;
+	cfg.backoff_max_s = 0.05;
+	cfg.max_retries = 2;
+	cfg.pause_after = 0;
+	cfg.budget_tokens = budget_tokens;
+	if (ks_llm_open(&e->client, &cfg, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_llm_config_release(&cfg);
+	snprintf(e->prompts, sizeof(e->prompts), "%s/prompts", source_root());
+	e->llm = (struct ks_search_llm){ .client = e->client, .model = "fake-model", .prompts_dir = e->prompts,
+					 .system_prompt = "You write CUDA kernels for the toy operator.",
+					 .concurrency = concurrency, .max_repairs = 2, .tune_budget = 3,
+					 .rewrite_every = 3, .population_cap = 6, .move_share = 0.3 };
+}
+
+static void llm_down(struct llm_env *e)
+{
+	ks_llm_close(e->client);
+	fake_stop(&e->fake);
+}
+
+/* Every record of the archive, by a query over all of them. */
+static int collect(const json_t *record, void *ctx)
+{
+	json_array_append((json_t *)ctx, (json_t *)record);
+	return 0;
+}
+
+static json_t *all_records(struct fixture *f, const char *archive)
+{
+	struct ks_archive *ar = open_archive(f, archive);
+	struct ks_archive_query q = { .verdict = -1 };
+	json_t *list = json_array();
+	struct ks_error err;
+
+	if (ks_archive_foreach(ar, &q, collect, list, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_archive_close(ar);
+	return list;
+}
+
+static json_t *all_prompts(struct fixture *f, const char *archive)
+{
+	struct ks_archive *ar = open_archive(f, archive);
+	json_t *prompts;
+	struct ks_error err;
+
+	if (ks_archive_prompts(ar, &prompts, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_archive_close(ar);
+	return prompts;
+}
+
+static int64_t stat_sum(const json_t *prompts, const char *name)
+{
+	int64_t total = 0;
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(prompts, i, p)
+		total += json_integer_value(json_object_get(json_object_get(p, "stats"), name));
+	return total;
+}
+
+static void test_llm_children_verify_and_strategies_learn(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 10000 },
+		   t2 = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	struct llm_env e;
+	json_t *records, *prompts, *reqs, *r, *p;
+	char *choices, *log;
+	size_t i, llm_ok = 0, rewritten = 0;
+
+	llm_up(&e, "[{\"edit_params\": \"auto\"}]", 2, 0);
+	/* more budget than the seeds' 32 combinations: the rest must come from the LLM */
+	choices = run_with(f, "llm", 4, 80, 0, &e.llm, &t, 0, &sum, &err, &log);
+	assert_string_equal(sum.stop_reason, "budget");
+	assert_int_equal(sum.evaluated, 80);
+	assert_true(sum.llm_requests > 0);
+	assert_true(sum.llm_children > 0 && sum.llm_ok > 0);
+	assert_true(sum.tuned > 0);
+	assert_true(sum.rewrites > 0);
+	assert_contains(choices, " llm\n");
+	assert_contains(choices, " tune\n");
+	assert_contains(log, "\"event\":\"llm_request\"");
+	assert_contains(log, "\"event\":\"strategy_rewrite\"");
+
+	/* LLM children are in the archive with their prompt, usage and a family of their own */
+	records = all_records(f, "llm");
+	json_array_foreach(records, i, r) {
+		if (strcmp(json_string_value(json_object_get(r, "mutation")), "llm"))
+			continue;
+		assert_true(json_integer_value(json_object_get(r, "prompt_id")) > 0);
+		assert_true(json_integer_value(json_object_get(json_object_get(r, "llm"), "prompt_tokens")) > 0);
+		assert_string_equal(json_string_value(json_object_get(json_object_get(r, "llm"), "answer_form")), "edits");
+		assert_true(!strncmp(json_string_value(json_object_get(r, "family")), "llm-", 4));
+		assert_int_equal(json_array_size(json_object_get(r, "parents")), 1);
+		llm_ok += !strcmp(json_string_value(json_object_get(r, "verdict")), "ok");
+	}
+	assert_true(llm_ok > 0);
+
+	/* the strategies' statistics moved, and the LLM rewrote one */
+	prompts = all_prompts(f, "llm");
+	assert_true(json_array_size(prompts) >= 9); /* 8 seeds + rewrites */
+	assert_true(stat_sum(prompts, "uses") > 0);
+	assert_true(stat_sum(prompts, "answers") > 0);
+	assert_true(stat_sum(prompts, "children") >= (int64_t)sum.llm_children);
+	assert_true(stat_sum(prompts, "ok") > 0);
+	json_array_foreach(prompts, i, p)
+		if (strcmp(json_string_value(json_object_get(p, "origin")), "seed")) {
+			assert_true(json_integer_value(json_object_get(p, "parent")) > 0);
+			assert_contains(json_string_value(json_object_get(p, "text")), "Rewritten by fake-llm");
+			rewritten++;
+		}
+	assert_true(rewritten > 0);
+
+	/* what the LLM was sent: the system prompt, then the parent's source and a strategy */
+	reqs = fake_records(&e.fake, sum.llm_requests);
+	r = json_object_get(json_array_get(reqs, 0), "body");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "messages"), 0),
+							      "content")),
+			    "You write CUDA kernels for the toy operator.");
+	assert_contains(json_string_value(json_object_get(json_array_get(json_object_get(r, "messages"), 1), "content")),
+			"/* ksearch");
+	assert_contains(json_string_value(json_object_get(json_array_get(json_object_get(r, "messages"), 1), "content")),
+			"## The strategy to follow this time");
+
+	/* a later run without the LLM resumes with the LLM's families */
+	free(choices);
+	choices = run_with(f, "llm", 4, 10, 0, NULL, &t2, 0, &sum, &err, NULL);
+	assert_int_equal(sum.resumed, 1);
+	assert_int_equal(sum.evaluated, 10);
+	assert_true(sum.llm_families > 0);
+
+	json_decref(reqs);
+	json_decref(records);
+	json_decref(prompts);
+	free(choices);
+	free(log);
+	llm_down(&e);
+}
+
+static void test_llm_faults_are_survived_and_recorded(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 5000 };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	struct llm_env e;
+	json_t *records, *reqs, *r, *prompts;
+	char *choices, *log;
+	size_t i, contract = 0, repair_turns = 0;
+
+	/* one request at a time, so the steps meet the requests in order */
+	llm_up(&e,
+	       "[{\"status\": 429, \"retry_after\": 1}, {\"status\": 500}, {\"malformed\": true},"
+	       " {\"truncated\": true}, {\"no_code\": true},"
+	       " {\"edit\": {\"search\": \"no such line\", \"replace\": \"x\"}},"
+	       " {\"reply\": \"Here:\\n```cuda\\n/* ksearch {\\\"launch\\\": 7} */\\nextern \\\"C\\\" __global__ void k() {}\\n```\\n\"},"
+	       " {\"edit_params\": \"auto\"}]",
+	       1, 0);
+	choices = run_with(f, "faults", 6, 60, 0, &e.llm, &t, 0, &sum, &err, &log);
+	assert_string_equal(sum.stop_reason, "budget");
+	assert_int_equal(sum.evaluated, 60);
+	assert_true(sum.llm_failed >= 2);      /* malformed and truncated bodies are not retried */
+	assert_true(sum.answer_errors >= 2);   /* no code; an edit that does not apply */
+	assert_true(sum.repairs >= 2);
+	assert_true(sum.llm_ok > 0);           /* and it goes on to verified LLM kernels */
+	assert_contains(log, "\"event\":\"llm_error\"");
+	assert_contains(log, "\"event\":\"answer_error\"");
+	assert_contains(log, "no code block and no SEARCH/REPLACE edits");
+	assert_contains(log, "SEARCH text not found");
+
+	/* the unusable kernel is in the archive as a contract error of the LLM's */
+	records = all_records(f, "faults");
+	json_array_foreach(records, i, r)
+		if (!strcmp(json_string_value(json_object_get(r, "verdict")), "contract_error") &&
+		    json_object_get(r, "llm"))
+			contract++;
+	assert_true(contract > 0);
+
+	/* repair turns carry the earlier answer and the evidence */
+	reqs = fake_records(&e.fake, 8);
+	json_array_foreach(reqs, i, r) {
+		json_t *msgs = json_object_get(json_object_get(r, "body"), "messages");
+
+		if (json_array_size(msgs) == 4) {
+			assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, 2), "role")), "assistant");
+			assert_contains(json_string_value(json_object_get(json_array_get(msgs, 3), "content")),
+					"This is repair attempt");
+			repair_turns++;
+		}
+	}
+	assert_true(repair_turns >= 2);
+	prompts = all_prompts(f, "faults");
+	assert_true(stat_sum(prompts, "answer_errors") >= 2);
+
+	json_decref(prompts);
+	json_decref(reqs);
+	json_decref(records);
+	free(choices);
+	free(log);
+	llm_down(&e);
+}
+
+static void test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	struct llm_env e;
+	struct ks_archive *ar;
+	char *choices, *log, *dump = NULL, *recorded;
+	size_t dump_size = 0;
+	FILE *out;
+
+	llm_up(&e, "[{\"edit_params\": \"auto\"}]", 2, 1);
+	/* one token of budget: the first answers spend it; the built-in mutator finishes the space */
+	choices = run_with(f, "budget", 9, 500, 0, &e.llm, &t, 0, &sum, &err, &log);
+	assert_string_equal(sum.stop_reason, "exhausted");
+	assert_true(sum.llm_requests + sum.llm_failed <= 2);
+	assert_true(sum.evaluated >= 32);
+	assert_contains(log, "\"event\":\"llm_unavailable\"");
+	assert_contains(log, "token budget");
+
+	/* the key is nowhere in what the run wrote: log, records, sources, prompts, state */
+	ar = open_archive(f, "budget");
+	out = open_memstream(&dump, &dump_size);
+	if (ks_archive_export(ar, out, 0, &err) < 0)
+		fail_msg("%s", err.msg);
+	fclose(out);
+	ks_archive_close(ar);
+	assert_null(strstr(log, KEY));
+	assert_null(strstr(dump, KEY));
+	assert_contains(dump, "\"mutation\":\"llm\"");
+	recorded = read_text(e.fake.record);
+	assert_non_null(recorded);
+	assert_null(strstr(recorded, KEY)); /* the fake redacts; the key went only in the header */
+	assert_contains(recorded, "<redacted:");
+	free(recorded);
+	free(dump);
+	free(choices);
+	free(log);
+	llm_down(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -316,6 +612,9 @@ int main(void)
 		cmocka_unit_test(test_resume_continues_the_same_sequence),
 		cmocka_unit_test(test_no_duplicates_and_failures_cost_one_evaluation),
 		cmocka_unit_test(test_target_stops_and_internal_failure_is_reported),
+		cmocka_unit_test(test_llm_children_verify_and_strategies_learn),
+		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
+		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
