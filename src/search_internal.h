@@ -116,6 +116,8 @@ struct search {
 	size_t n_attempts;
 	int pause_reported;
 	int no_parent;            /* the last request found no elite to start from */
+	unsigned error_streak;    /* unusable answers in a row */
+	double ask_after;         /* no new request before this time (ks_search_now()) */
 	json_t *usage;            /* totals over the archive's life (state "llm/usage") */
 };
 

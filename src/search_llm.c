@@ -22,6 +22,16 @@
 
 #define EVIDENCE_MAX 6000
 #define UCB_C 0.5
+/*
+ * A model that keeps answering with nothing usable (no code, edits that
+ * do not apply, kernels tried already) would otherwise be asked again at
+ * the rate it answers, spending tokens for nothing: after STREAK_FREE such
+ * answers in a row, new requests wait 1, 2, 4 ... up to BACKOFF_MAX_S
+ * seconds (repair turns of open conversations still go).  A usable answer
+ * ends the wait.
+ */
+#define STREAK_FREE 3
+#define BACKOFF_MAX_S 60.0
 
 enum task_kind { TASK_MUTATE, TASK_REWRITE };
 
@@ -486,6 +496,11 @@ static int answer_error(struct search *s, struct llm_task *task, const char *rea
 	struct ks_strategy *st = ks_strategy_find(&s->strategies, task->strategy);
 
 	s->summary->answer_errors++;
+	if (++s->error_streak >= STREAK_FREE) {
+		double wait = ldexp(1.0, (int)(s->error_streak < 20 ? s->error_streak - STREAK_FREE : 20));
+
+		s->ask_after = ks_search_now() + (wait < BACKOFF_MAX_S ? wait : BACKOFF_MAX_S);
+	}
 	if (st) {
 		ks_strategy_answer_error(st, reason);
 		if (ks_strategy_save(s->ar, st, err) < 0)
@@ -529,6 +544,8 @@ static int mutate_answer(struct search *s, struct llm_task *task, const struct k
 			 s->fams[fam]->name);
 		return answer_error(s, task, reason, err);
 	}
+	s->error_streak = 0;
+	s->ask_after = 0;
 	if (st) {
 		ks_strategy_count(st, "answers", 1);
 		if (ks_strategy_save(s->ar, st, err) < 0)
@@ -648,7 +665,8 @@ int ks_search_llm_step(struct search *s, int timeout_ms, int stopping, struct ks
 	s->pause_reported = 0;
 	if (maybe_rewrite(s, err) < 0)
 		return -1;
-	while (s->asking < (size_t)s->llm->concurrency && s->children.count < s->depth) {
+	while (s->asking < (size_t)s->llm->concurrency && s->children.count < s->depth &&
+	       ks_search_now() >= s->ask_after) {
 		int rc = ask(s, err);
 
 		if (rc < 0)
@@ -665,7 +683,7 @@ int ks_search_llm_may_produce(struct search *s)
 
 	if (s->children.count || s->tunes.count || s->asking || s->tasks)
 		return 1;
-	if (ks_llm_paused(s->llm->client))
+	if (ks_llm_paused(s->llm->client) || ks_search_now() < s->ask_after)
 		return 1;
 	return ks_llm_available(s->llm->client, &why) == 0 && !s->no_parent;
 }

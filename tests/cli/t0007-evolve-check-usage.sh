@@ -25,6 +25,26 @@ err_has "check workloads always all run"
 run 2 "$KSEARCH" check operators/gqa/seeds/split_kv.cu --op gqa --param SPLITS=3
 err_has "3 is not among SPLITS's values"
 
+# the LLM settings: checked before any GPU work, the key never echoed
+run 2 env -u KSEARCH_LLM_URL -u KSEARCH_LLM_MODEL "$KSEARCH" evolve --op gqa --temperature 0.5
+err_has "--temperature needs an LLM endpoint: give --llm-url and --llm-model"
+run 2 "$KSEARCH" evolve --op gqa --llm-url http://127.0.0.1:9/v1 --llm-model m --temperature 3
+err_has "--temperature 3: expected a temperature from 0 to 2"
+run 2 env -u KSEARCH_LLM_MODEL "$KSEARCH" evolve --op gqa --llm-url http://127.0.0.1:9/v1
+err_has "no LLM model: give --llm-model or set KSEARCH_LLM_MODEL"
+run 2 "$KSEARCH" evolve --op gqa --llm-url http://127.0.0.1:9/v1 --llm-model unpriced-model --llm-budget-usd 5
+err_has "--llm-budget-usd needs the price of model 'unpriced-model'"
+run 2 "$KSEARCH" evolve --op gqa --llm-url http://127.0.0.1:9/v1 --llm-model m --llm-provider openia
+err_has "openai"
+run 2 "$KSEARCH" evolve --op gqa --llm-url http://127.0.0.1:9/v1 --llm-model m --llm-concurrency 0
+err_has "--llm-concurrency 0: expected 1 to 64 requests"
+run 2 env KSEARCH_API_KEY=sk-secret-usage-key "$KSEARCH" evolve --op gqa --llm-url ftp://x --llm-model m
+[ -z "$(grep -F sk-secret-usage-key "$TMP/out" "$TMP/err")" ] || fail "the key was printed"
+run 0 "$KSEARCH" evolve --help
+out_has "--llm-url URL"
+out_has "KSEARCH_API_KEY"
+out_has "ksearch archive prompts"
+
 if ! nvidia-smi -L >/dev/null 2>&1; then
 	run 3 "$KSEARCH" evolve --op gqa --archive "$TMP/ar"
 	err_has "no NVIDIA driver"
