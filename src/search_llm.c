@@ -220,33 +220,63 @@ static char *attempts_of(struct search *s, uint64_t parent)
 
 /* ---- asking ---- */
 
-/* The task, in one or two sentences: improve the parent's cell, or reach a neighbouring one. */
-static char *target_text(struct search *s, const json_t *parent)
+/*
+ * The task, in one or two sentences: improve the parent's cell, or (a
+ * move_share of the time) reach a neighbouring cell of the map, one bin
+ * away along one axis, preferring cells no kernel fills yet.
+ */
+static const char improve_task[] =
+	"Improve the parent: make it faster on the benchmark workloads (a higher fitness, a larger fraction of "
+	"the speed of light) while keeping every output within tolerance. A faster kernel in the parent's cell "
+	"of the map replaces it.";
+
+static char *target_text(struct search *s, const struct pick *pk, const json_t *parent)
 {
-	size_t n_axes;
+	size_t n_axes, coords[8], moves[16][2], n_moves = 0, n_empty = 0;
 	const struct ks_grid_axis *grid = ks_archive_grid(s->ar, &n_axes);
 	const json_t *desc = json_object_get(parent, "descriptors");
+	uint64_t cell;
+	char why[160];
 
-	if (n_axes && ks_pcg32_double(&s->llm_rng) < s->llm->move_share) {
-		const struct ks_grid_axis *axis = &grid[ks_pcg32_bounded(&s->llm_rng, (uint32_t)n_axes)];
+	if (!n_axes || n_axes > 8 || ks_pcg32_double(&s->llm_rng) >= s->llm->move_share ||
+	    ks_archive_cell_of(s->ar, desc, &cell, why, sizeof(why)) != 0)
+		return ks_strdup(improve_task);
+	ks_archive_cell_coords(s->ar, cell, coords);
+	/* every neighbour (axis, bin), empty ones first */
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t a = 0; a < n_axes; a++)
+			for (int d = -1; d <= 1; d += 2) {
+				size_t bin = coords[a] + (size_t)d, bins = grid[a].n_edges - 1;
+				uint64_t to = 0;
+				int filled = 0;
+
+				if ((d < 0 && coords[a] == 0) || bin >= bins || n_moves == 16)
+					continue;
+				for (size_t k = 0; k < n_axes; k++)
+					to = to * (grid[k].n_edges - 1) + (k == a ? bin : coords[k]);
+				for (size_t i = 0; i < pk->n; i++)
+					filled |= pk->elites[i].cell == to;
+				if (filled != pass)
+					continue;
+				moves[n_moves][0] = a;
+				moves[n_moves++][1] = bin;
+				n_empty += !filled;
+			}
+	if (!n_moves)
+		return ks_strdup(improve_task);
+	{
+		size_t k = ks_pcg32_bounded(&s->llm_rng, (uint32_t)(n_empty ? n_empty : n_moves));
+		const struct ks_grid_axis *axis = &grid[moves[k][0]];
+		size_t bin = moves[k][1], from = coords[moves[k][0]];
 		const char *name = ks_descriptor_name(axis->descriptor);
-		double value = json_number_value(json_object_get(desc, name));
-		size_t bin = 0, n_bins = axis->n_edges - 1, to;
 
-		while (bin + 1 < n_bins && value >= axis->edges[bin + 1])
-			bin++;
-		if (n_bins >= 2) {
-			to = bin == 0 ? 1 : bin == n_bins - 1 ? bin - 1 : ks_pcg32_bounded(&s->llm_rng, 2) ? bin + 1 : bin - 1;
-			return ks_asprintf("Reach a different cell of the map of kernel designs: write a correct kernel "
-					   "whose %s is in [%g, %g) (the parent's is %g, in [%g, %g)), as fast as such a "
-					   "design can be. The other descriptors may stay as they are.",
-					   name, axis->edges[to], axis->edges[to + 1], value, axis->edges[bin],
-					   axis->edges[bin + 1]);
-		}
+		return ks_asprintf("Reach %s cell of the map of kernel designs: write a correct kernel whose %s is in "
+				   "[%g, %g) (the parent's is %g, in [%g, %g)), as fast as such a design can be. The "
+				   "other descriptors may stay as they are.",
+				   n_empty ? "an empty" : "a neighbouring", name, axis->edges[bin], axis->edges[bin + 1],
+				   json_number_value(json_object_get(desc, name)), axis->edges[from],
+				   axis->edges[from + 1]);
 	}
-	return ks_strdup("Improve the parent: make it faster on the benchmark workloads (a higher fitness, a "
-			 "larger fraction of the speed of light) while keeping every output within tolerance. A "
-			 "faster kernel in the parent's cell of the map replaces it.");
 }
 
 /* Up to three elites of other cells, best first, as records. */
@@ -300,7 +330,7 @@ static int ask(struct search *s, struct ks_error *err)
 	a = ks_search_pick_parent(s, &s->llm_rng, &pk);
 	if (ks_archive_get(s->ar, pk.elites[a].id, &parent, &source, &why) < 0 || !parent || !source)
 		goto cleanup;
-	target = target_text(s, parent);
+	target = target_text(s, &pk, parent);
 	elites = other_elites(s, &pk, a);
 	recent = attempts_of(s, pk.elites[a].id);
 	in = (struct ks_llm_mutate_input){ .target = target, .strategy = ks_strategy_text(st), .parent = parent,

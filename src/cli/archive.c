@@ -655,6 +655,24 @@ static const struct ks_help stats_help = {
 	.exit_codes = NULL,
 };
 
+/* The LLM totals the search keeps in the run state ("llm/usage"), or NULL. */
+static json_t *llm_usage(struct ks_archive *ar)
+{
+	void *data = NULL;
+	size_t size = 0;
+	struct ks_error err;
+	json_t *usage = NULL;
+
+	if (ks_archive_state_get(ar, "llm/usage", &data, &size, &err) == 0 && data)
+		usage = json_loadb(data, size, 0, NULL);
+	free(data);
+	if (!json_is_object(usage)) {
+		json_decref(usage);
+		return NULL;
+	}
+	return usage;
+}
+
 static json_t *stats_json(struct ks_archive *ar, const struct ks_archive_metrics *m,
 			  const struct ks_archive_qd_point *points, size_t n)
 {
@@ -710,6 +728,7 @@ static int archive_stats(int argc, char **argv)
 	const char *cmd = "archive stats";
 	struct ks_archive *ar = NULL;
 	struct ks_archive_metrics m;
+	json_t *usage = NULL;
 	struct ks_archive_qd_point *points = NULL;
 	size_t n_points = 0, n_axes;
 	const struct ks_grid_axis *axes;
@@ -732,9 +751,12 @@ static int archive_stats(int argc, char **argv)
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
+	usage = llm_usage(ar);
 	if (opts[3].set) {
 		json_t *json = stats_json(ar, &m, points, n_points);
 
+		if (usage)
+			json_object_set(json, "llm", usage);
 		json_dumpf(json, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(json);
@@ -759,10 +781,19 @@ static int archive_stats(int argc, char **argv)
 		printf("%-12s%.3f  (#%llu)\n", "best", m.best_fitness, (unsigned long long)m.best_id);
 	else
 		printf("%-12snone yet (no candidate is ok)\n", "best");
+	if (usage)
+		printf("%-12s%lld requests (%lld failed), %lld prompt + %lld completion tokens, $%.4f  "
+		       "(over every run; `ksearch archive prompts` has the strategies)\n", "LLM",
+		       (long long)json_integer_value(json_object_get(usage, "requests")),
+		       (long long)json_integer_value(json_object_get(usage, "failed")),
+		       (long long)json_integer_value(json_object_get(usage, "prompt_tokens")),
+		       (long long)json_integer_value(json_object_get(usage, "completion_tokens")),
+		       json_number_value(json_object_get(usage, "cost_usd")));
 	if (n_points)
 		print_history(points, n_points, m.candidates);
 	ret = KS_EXIT_OK;
 cleanup:
+	json_decref(usage);
 	free(points);
 	ks_archive_close(ar);
 	ks_opts_release(opts);

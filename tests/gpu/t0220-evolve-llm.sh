@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The LLM mutator on a GPU: `ksearch evolve --op gqa` against tools/fake-llm
 # on the same machine, with the script in tests/gpu/llm/ (param edits,
-# a canned kernel, an unusable kernel, and injected faults: 429 with
+# a canned kernel (a seed with another param list), an unusable kernel, and injected faults: 429 with
 # Retry-After, 500, a malformed and a truncated body, no code, an edit that
 # does not apply, a slow answer).  The archive must end with verified
 # candidates of mutation "llm", strategy statistics that moved, every
@@ -19,8 +19,12 @@ command -v python3 >/dev/null || { echo "SKIP: python3 is needed for tools/fake-
 . "$(dirname "$0")/../cli/lib.sh"
 
 key=sk-gpu-llm-test-4d2f8a61c9
-dir=tests/gpu/llm
-python3 tools/fake-llm --port 0 --port-file "$TMP/port" --script "$dir/script.json" --kernels "$dir" \
+# the canned kernel the script answers with once: mma_tiles with another param list
+mkdir -p "$TMP/kernels"
+sed '2s/.*/{ "params": {"SPLITS": [16, 8, 32], "WARPS": [4, 2], "STAGES": [2, 3]},/' \
+	operators/gqa/seeds/mma_tiles.cu >"$TMP/kernels/mma_tiles_wide.cu"
+grep -q '"SPLITS": \[16, 8, 32\]' "$TMP/kernels/mma_tiles_wide.cu" || fail "mma_tiles.cu no longer has its params on line 2"
+python3 tools/fake-llm --port 0 --port-file "$TMP/port" --script tests/gpu/llm/script.json --kernels "$TMP/kernels" \
 	--record "$TMP/requests.jsonl" >"$TMP/fake.out" 2>&1 &
 fake=$!
 trap 'kill $fake 2>/dev/null; rm -rf "$TMP"' EXIT
