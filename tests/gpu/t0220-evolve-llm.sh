@@ -44,6 +44,9 @@ out_has "stopped (budget)"
 out_has "LLM use in this run:"
 grep -E "^(stopped|LLM|archive|best|time)" "$TMP/evolve.out"
 
+run 0 "$KSEARCH" archive stats --archive "$TMP/ar"
+out_has "LLM         "
+out_has "completion tokens"
 run 0 "$KSEARCH" archive ls --archive "$TMP/ar" --json --limit 100000
 cp "$TMP/out" "$TMP/ls.json"
 run 0 "$KSEARCH" archive prompts --archive "$TMP/ar" --json --all

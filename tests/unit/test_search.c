@@ -343,14 +343,15 @@ struct llm_env {
 	char prompts[4200];
 };
 
-static void llm_up(struct llm_env *e, const char *script, int concurrency, uint64_t budget_tokens)
+static void llm_up_with(struct llm_env *e, enum ks_llm_provider provider, const char *script, int concurrency,
+			uint64_t budget_tokens)
 {
 	struct ks_llm_config cfg;
 	struct ks_error err;
 
 	fake_start(&e->fake, script);
 	ks_llm_config_init(&cfg);
-	cfg.provider = KS_LLM_OPENAI;
+	cfg.provider = provider;
 	cfg.base_url = ks_asprintf("http://127.0.0.1:%d/v1", e->fake.port);
 	cfg.model = ks_strdup("fake-model");
 	cfg.api_key = ks_strdup(KEY);
@@ -368,6 +369,11 @@ static void llm_up(struct llm_env *e, const char *script, int concurrency, uint6
 					 .system_prompt = "You write CUDA kernels for the toy operator.",
 					 .concurrency = concurrency, .max_repairs = 2, .tune_budget = 3,
 					 .rewrite_every = 3, .population_cap = 6, .move_share = 0.3 };
+}
+
+static void llm_up(struct llm_env *e, const char *script, int concurrency, uint64_t budget_tokens)
+{
+	llm_up_with(e, KS_LLM_OPENAI, script, concurrency, budget_tokens);
 }
 
 static void llm_down(struct llm_env *e)
@@ -458,6 +464,24 @@ static void test_llm_children_verify_and_strategies_learn(void **state)
 		llm_ok += !strcmp(json_string_value(json_object_get(r, "verdict")), "ok");
 	}
 	assert_true(llm_ok > 0);
+
+	/* token totals are kept in the archive, over runs */
+	{
+		struct ks_archive *ar = open_archive(f, "llm");
+		void *data = NULL;
+		size_t size = 0;
+		json_t *usage;
+
+		assert_int_equal(ks_archive_state_get(ar, "llm/usage", &data, &size, &err), 0);
+		usage = json_loadb(data, size, 0, NULL);
+		assert_non_null(usage);
+		assert_int_equal(json_integer_value(json_object_get(usage, "requests")),
+				 (json_int_t)(sum.llm_requests + sum.llm_failed));
+		assert_true(json_integer_value(json_object_get(usage, "prompt_tokens")) > 0);
+		json_decref(usage);
+		free(data);
+		ks_archive_close(ar);
+	}
 
 	/* the strategies' statistics moved, and the LLM rewrote one */
 	prompts = all_prompts(f, "llm");
@@ -575,7 +599,8 @@ static void test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_writte
 	size_t dump_size = 0;
 	FILE *out;
 
-	llm_up(&e, "[{\"edit_params\": \"auto\"}]", 2, 1);
+	/* the Anthropic protocol this time: the key goes in x-api-key */
+	llm_up_with(&e, KS_LLM_ANTHROPIC, "[{\"edit_params\": \"auto\"}]", 2, 1);
 	/* one token of budget: the first answers spend it; the built-in mutator finishes the space */
 	choices = run_with(f, "budget", 9, 500, 0, &e.llm, &t, 0, &sum, &err, &log);
 	assert_string_equal(sum.stop_reason, "exhausted");
