@@ -225,6 +225,38 @@ static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)
 	free(dir);
 }
 
+static void test_system_prompt_states_the_operator_and_the_gpu(void **state)
+{
+	struct ks_device_profile gpu = { .name = "NVIDIA H200", .arch = "sm_90a", .sm_count = 132,
+					 .l2_bytes = 52428800, .max_smem_per_block_optin = 232448,
+					 .max_smem_per_sm = 233472, .regs_per_sm = 65536, .dram_gbps = 3920 };
+	struct ks_op op = { 0 };
+	struct ks_error err;
+	char *dir = prompts_dir(), *out = NULL;
+
+	(void)state;
+	if (ks_op_find("gqa", &op, &err) < 0)
+		fail_msg("%s", err.msg);
+	if (ks_llm_system_prompt(dir, &op, &gpu, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_contains(out, "# The operator: gqa_paged_decode_h32_kv4_d128_ps1");
+	assert_contains(out, "\"kv_indptr\"");           /* the definition, as JSON */
+	assert_null(strstr(out, "\"check_workloads\"")); /* without ksearch's own block */
+	assert_contains(out, "- benchmark b64_kv46287: num_qo_heads=32 ");
+	assert_contains(out, " batch_size=64 num_kv_indices=46287 ");
+	assert_contains(out, "- check ");
+	assert_contains(out, "- output (bfloat16): atol");
+	assert_contains(out, "GPU: NVIDIA H200, compiled for sm_90a");
+	assert_contains(out, "132 SMs");
+	assert_contains(out, "65536 32-bit registers per SM");
+	assert_contains(out, "a block may use up to 232448");
+	assert_contains(out, "measured on this GPU: 3920 GB/s");
+	assert_null(strstr(out, "{{"));
+	free(out);
+	ks_op_release(&op);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -234,6 +266,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test(test_strategy_extract),
 		cmocka_unit_test(test_mutate_and_repair_prompts_carry_the_evidence),
+		cmocka_unit_test(test_system_prompt_states_the_operator_and_the_gpu),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
