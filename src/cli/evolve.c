@@ -177,7 +177,7 @@ static int set_aside(const char *dir, char *moved, size_t size, struct ks_error 
 }
 
 static void print_summary(struct ks_archive *ar, const struct ks_op *op, const char *root,
-			  const struct ks_search_summary *sum, size_t lanes)
+			  const struct ks_search_summary *sum, size_t lanes, int with_llm)
 {
 	struct ks_archive_metrics m;
 	struct ks_error err;
@@ -192,8 +192,10 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		printf("time: compile %.0f s (summed over processes), GPU evaluation %.0f s, GPUs busy %.0f%% of the wall time\n",
 		       sum->compile_s, sum->eval_s, 100.0 * sum->gpu_busy_s / (sum->wall_s * (double)lanes));
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
-		printf("every param combination of every seed family has been evaluated: the built-in mutator has "
-		       "nothing left to try\n");
+		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM side can bring "
+				  "nothing more (its budget is spent, or no kernel has verified to start from)\n"
+				: "every param combination of every seed family has been evaluated: the built-in mutator "
+				  "has nothing left to try (an LLM endpoint, --llm-url, brings new kernels)\n");
 	if (sum->llm_requests || sum->llm_failed)
 		printf("LLM: %llu answers (%llu requests failed), %llu kernels evaluated from them (%llu verified), "
 		       "%llu unusable answers, %llu repair turns, %llu tuned variants, %llu strategies rewritten\n",
@@ -569,7 +571,7 @@ int cmd_evolve(int argc, char **argv)
 			     err.msg);
 		goto cleanup;
 	}
-	print_summary(ar, &op, root, &sum, n_gpus);
+	print_summary(ar, &op, root, &sum, n_gpus, llm.client != NULL);
 	if (llm.client) {
 		struct ks_llm_usage u;
 
