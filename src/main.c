@@ -5,13 +5,15 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "ksearch/util.h"
+#include "ksearch/base/util.h"
 
 const struct ks_cmd ks_commands[] = {
 	{ "evolve", cmd_evolve, "search for faster kernels of an operator (the main job)" },
-	{ "archive", cmd_archive, "inspect an archive: ls, show, grid, stats, lineage, diff, export, import, verify" },
+	{ "archive", cmd_archive,
+	  "inspect an archive: ls, show, grid, stats, lineage, diff, export, import, verify" },
 	{ "check", cmd_check, "verify and time a candidate on the GPU against the reference" },
-	{ "export-best", cmd_export_best, "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
+	{ "export-best", cmd_export_best,
+	  "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
 	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
 	{ "ops", cmd_ops, "list the operators and their workloads" },
 	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },
@@ -32,26 +34,24 @@ const struct ks_cmd *ks_find_command(const char *name)
 
 static void print_main_help(FILE *out)
 {
-	fprintf(out,
-		"usage: ksearch <command> [options]\n"
-		"\n"
-		"ksearch searches for fast CUDA kernels: it keeps a MAP-Elites archive of\n"
-		"candidates, mutates them, compiles them with NVRTC, verifies and times them\n"
-		"on the GPU, and keeps the best of each cell.\n"
-		"\n"
-		"commands:\n");
+	fprintf(out, "usage: ksearch <command> [options]\n"
+		     "\n"
+		     "ksearch searches for fast CUDA kernels: it keeps a MAP-Elites archive of\n"
+		     "candidates, mutates them, compiles them with NVRTC, verifies and times them\n"
+		     "on the GPU, and keeps the best of each cell.\n"
+		     "\n"
+		     "commands:\n");
 	for (size_t i = 0; i < ks_n_commands; i++)
 		if (ks_commands[i].summary)
 			fprintf(out, "  %-10s %s\n", ks_commands[i].name, ks_commands[i].summary);
-	fprintf(out,
-		"\n"
-		"examples:\n"
-		"  ksearch ops                                         list operators\n"
-		"  ksearch compile operators/gqa/seeds/split_kv.cu --op gqa\n"
-		"  ksearch help compile                                more on one command\n"
-		"\n"
-		"exit codes: 0 ok, 1 the command failed, 2 usage error; commands add their own\n"
-		"(see `ksearch <command> --help`).\n");
+	fprintf(out, "\n"
+		     "examples:\n"
+		     "  ksearch ops                                         list operators\n"
+		     "  ksearch compile operators/gqa/seeds/split_kv.cu --op gqa\n"
+		     "  ksearch help compile                                more on one command\n"
+		     "\n"
+		     "exit codes: 0 ok, 1 the command failed, 2 usage error; commands add their own\n"
+		     "(see `ksearch <command> --help`).\n");
 }
 
 static int suggest_command(const char *name)
@@ -117,8 +117,10 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "--version"))
 		return cmd_version(1, argv + 1);
 	if (argv[1][0] == '-') {
-		fprintf(stderr, "ksearch: unknown option '%s' before the command\n"
-			"(usage: ksearch <command> [options]; see `ksearch --help`)\n", argv[1]);
+		fprintf(stderr,
+			"ksearch: unknown option '%s' before the command\n"
+			"(usage: ksearch <command> [options]; see `ksearch --help`)\n",
+			argv[1]);
 		return KS_EXIT_USAGE;
 	}
 	cmd = ks_find_command(argv[1]);

@@ -5,6 +5,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# the tests' own needs beyond the build's: clang-format for the format check
+if ! command -v clang-format >/dev/null 2>&1; then
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends clang-format
+fi
 bash tools/setup.sh || { echo "0 passed, 1 failed (setup or build failed)"; exit 1; }
 rm -f build/meson-logs/testlog.json
 meson test -C build --print-errorlogs --num-processes "$(nproc)" "$@"

@@ -49,8 +49,10 @@ int ks_archive_cli_open(const char *cmd, const struct ks_opt *opts, struct ks_ar
 	ks_strbuf_init(&sb);
 	list_envs(&sb, envs, n);
 	if (!n) {
-		ks_cli_error(cmd, "no archive in %s (`ksearch evolve` creates one, and "
-			     "`ksearch archive import FILE` fills one from an export)", root);
+		ks_cli_error(cmd,
+			     "no archive in %s (`ksearch evolve` creates one, and "
+			     "`ksearch archive import FILE` fills one from an export)",
+			     root);
 	} else if (!matches) {
 		struct ks_strbuf what;
 
@@ -63,7 +65,8 @@ int ks_archive_cli_open(const char *cmd, const struct ks_opt *opts, struct ks_ar
 		ks_strbuf_release(&what);
 	} else if (matches > 1) {
 		ks_cli_error(cmd, "%s holds several archives%s: %s; choose one with --op NAME%s", root,
-			     op ? " for this operator" : "", sb.buf, op ? " and --gpu MODEL" : " (and --gpu MODEL)");
+			     op ? " for this operator" : "", sb.buf,
+			     op ? " and --gpu MODEL" : " (and --gpu MODEL)");
 	} else if (ks_archive_open(ar, root, envs[match].op, envs[match].gpu_slug, &options, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 	} else {
@@ -85,7 +88,8 @@ int ks_archive_cli_parse_id(const char *cmd, const char *text, uint64_t *id)
 	errno = 0;
 	v = strtoull(text, &end, 10);
 	if (!*text || *end || errno || v == 0 || text[0] == '-') {
-		ks_cli_usage(cmd, "'%s' is not a candidate id (a number from 1, as `ksearch archive ls` shows)",
+		ks_cli_usage(cmd,
+			     "'%s' is not a candidate id (a number from 1, as `ksearch archive ls` shows)",
 			     text);
 		return -1;
 	}
@@ -93,8 +97,7 @@ int ks_archive_cli_parse_id(const char *cmd, const char *text, uint64_t *id)
 	return 0;
 }
 
-int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record,
-		       char **source)
+int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record, char **source)
 {
 	struct ks_archive_metrics m;
 	struct ks_error err;
@@ -106,8 +109,9 @@ int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json
 	if (*record)
 		return 0;
 	if (ks_archive_metrics(ar, &m, &err) == 0 && m.candidates)
-		ks_cli_error(cmd, "no candidate #%llu in %s (its ids go from 1 to %llu)", (unsigned long long)id,
-			     ks_archive_path(ar), (unsigned long long)(m.next_id - 1));
+		ks_cli_error(cmd, "no candidate #%llu in %s (its ids go from 1 to %llu)",
+			     (unsigned long long)id, ks_archive_path(ar),
+			     (unsigned long long)(m.next_id - 1));
 	else
 		ks_cli_error(cmd, "no candidate #%llu in %s (it is empty)", (unsigned long long)id,
 			     ks_archive_path(ar));
@@ -140,7 +144,8 @@ void ks_archive_format_params(const json_t *params, struct ks_strbuf *sb)
 	json_t *value;
 	size_t start = sb->len;
 
-	json_object_foreach((json_t *)params, key, value) {
+	json_object_foreach((json_t *)params, key, value)
+	{
 		ks_strbuf_addf(sb, "%s%s=", sb->len > start ? " " : "", key);
 		ks_archive_format_value(value, sb);
 	}
@@ -198,7 +203,8 @@ static int parse(const char *cmd, struct ks_opt *opts, const struct ks_help *hel
 		if (*n_pos < min_pos)
 			*exit_code = ks_cli_usage(cmd, "expected %s", what);
 		else
-			*exit_code = ks_cli_usage(cmd, "unexpected argument '%s' (expected %s)", (*pos)[max_pos], what);
+			*exit_code = ks_cli_usage(cmd, "unexpected argument '%s' (expected %s)",
+						  (*pos)[max_pos], what);
 		free(*pos);
 		ks_opts_release(opts);
 		return 1;
@@ -235,7 +241,8 @@ static int parse_verdict(const char *cmd, const char *name, int *verdict)
 	ks_strbuf_init(&sb);
 	verdict_list(&sb);
 	if (best && ks_is_close(name, best))
-		ks_cli_usage(cmd, "unknown verdict '%s'; did you mean '%s'? (verdicts: %s)", name, best, sb.buf);
+		ks_cli_usage(cmd, "unknown verdict '%s'; did you mean '%s'? (verdicts: %s)", name, best,
+			     sb.buf);
 	else
 		ks_cli_usage(cmd, "unknown verdict '%s' (verdicts: %s)", name, sb.buf);
 	ks_strbuf_release(&sb);
@@ -246,16 +253,14 @@ static int parse_verdict(const char *cmd, const char *name, int *verdict)
 
 static const struct ks_help ls_help = {
 	.usage = "ksearch archive ls [--verdict V] [--sort fitness|time|id] [--limit N] [--json]",
-	.description =
-		"List candidates, one a line: id, verdict, fitness, speed-of-light fraction,\n"
-		"cell (the bin along each grid axis; * marks the cell's elite), mutation,\n"
-		"parents, family and params.  --sort fitness (the default) puts the best\n"
-		"first; time puts the newest first; id the oldest.  Indexes give the order,\n"
-		"so --limit N reads only N records however large the archive is.",
-	.examples =
-		"  ksearch archive ls --limit 20\n"
-		"  ksearch archive ls --verdict wrong --sort time --limit 5\n"
-		"  ksearch archive ls --op gqa --gpu 'NVIDIA H200' --sort id --json > all.json\n",
+	.description = "List candidates, one a line: id, verdict, fitness, speed-of-light fraction,\n"
+		       "cell (the bin along each grid axis; * marks the cell's elite), mutation,\n"
+		       "parents, family and params.  --sort fitness (the default) puts the best\n"
+		       "first; time puts the newest first; id the oldest.  Indexes give the order,\n"
+		       "so --limit N reads only N records however large the archive is.",
+	.examples = "  ksearch archive ls --limit 20\n"
+		    "  ksearch archive ls --verdict wrong --sort time --limit 5\n"
+		    "  ksearch archive ls --op gqa --gpu 'NVIDIA H200' --sort id --json > all.json\n",
 	.exit_codes = NULL,
 };
 
@@ -359,8 +364,8 @@ static int archive_ls(int argc, char **argv)
 	struct ks_opt opts[] = {
 		KS_ARCHIVE_COMMON_OPTS,
 		{ "verdict", 0, KS_OPT_VALUE, "V", "only candidates with this verdict", 0, 0, 0, 0 },
-		{ "sort", 0, KS_OPT_VALUE, "KEY", "fitness (best first, the default), time (newest first) or id",
-		  0, 0, 0, 0 },
+		{ "sort", 0, KS_OPT_VALUE, "KEY",
+		  "fitness (best first, the default), time (newest first) or id", 0, 0, 0, 0 },
 		{ "limit", 'n', KS_OPT_VALUE, "N", "show at most N candidates", 0, 0, 0, 0 },
 		{ "json", 0, KS_OPT_FLAG, NULL, "print the records as a JSON list", 0, 0, 0, 0 },
 		{ 0 },
@@ -431,15 +436,13 @@ cleanup:
 
 static const struct ks_help show_help = {
 	.usage = "ksearch archive show ID [--json] [--no-source]",
-	.description =
-		"Show one candidate: verdict and evidence, fitness and speed-of-light\n"
-		"fraction, family, params, parents (with their fitness), mutation, LLM use,\n"
-		"descriptors and the grid cell they put it in, per-workload timings, and\n"
-		"its source.  --json prints the record with its source as one object.",
-	.examples =
-		"  ksearch archive show 42\n"
-		"  ksearch archive show 42 --no-source\n"
-		"  ksearch archive show 42 --json | jq .workloads\n",
+	.description = "Show one candidate: verdict and evidence, fitness and speed-of-light\n"
+		       "fraction, family, params, parents (with their fitness), mutation, LLM use,\n"
+		       "descriptors and the grid cell they put it in, per-workload timings, and\n"
+		       "its source.  --json prints the record with its source as one object.",
+	.examples = "  ksearch archive show 42\n"
+		    "  ksearch archive show 42 --no-source\n"
+		    "  ksearch archive show 42 --json | jq .workloads\n",
 	.exit_codes = NULL,
 };
 
@@ -451,7 +454,8 @@ static void show_parents(struct ks_archive *ar, const json_t *record)
 	if (!json_array_size(json_object_get(record, "parents")))
 		return;
 	printf("%-12s", "parents");
-	json_array_foreach(json_object_get(record, "parents"), i, p) {
+	json_array_foreach(json_object_get(record, "parents"), i, p)
+	{
 		json_t *parent = NULL;
 		struct ks_error err;
 		uint64_t id = (uint64_t)json_integer_value(p);
@@ -521,9 +525,10 @@ static void show_workloads(const json_t *record)
 
 	if (!json_array_size(list))
 		return;
-	printf("\n%-16s %10s %10s %10s %5s %10s %8s %9s %6s\n", "workload", "median_us", "p10_us",
-	       "p90_us", "reps", "ref_us", "speedup", "floor_us", "sol");
-	json_array_foreach(list, i, w) {
+	printf("\n%-16s %10s %10s %10s %5s %10s %8s %9s %6s\n", "workload", "median_us", "p10_us", "p90_us",
+	       "reps", "ref_us", "speedup", "floor_us", "sol");
+	json_array_foreach(list, i, w)
+	{
 		printf("%-16s %10.2f %10.2f %10.2f %5lld %10.2f %7.2fx %9.2f %5.1f%%\n",
 		       ks_record_str(w, "id", "?"), ks_record_num(w, "median_us"), ks_record_num(w, "p10_us"),
 		       ks_record_num(w, "p90_us"), (long long)json_integer_value(json_object_get(w, "reps")),
@@ -577,7 +582,8 @@ static void show_record(struct ks_archive *ar, const json_t *record, const char 
 	printf("%-12s%s\n", "mutation", ks_record_str(record, "mutation", "-"));
 	show_parents(ar, record);
 	if (json_is_integer(json_object_get(record, "prompt_id")))
-		printf("%-12s%lld\n", "prompt", (long long)json_integer_value(json_object_get(record, "prompt_id")));
+		printf("%-12s%lld\n", "prompt",
+		       (long long)json_integer_value(json_object_get(record, "prompt_id")));
 	if (json_is_object(llm))
 		printf("%-12s%lld prompt + %lld completion tokens, $%.4f\n", "llm",
 		       (long long)json_integer_value(json_object_get(llm, "prompt_tokens")),
@@ -643,15 +649,13 @@ cleanup:
 
 static const struct ks_help stats_help = {
 	.usage = "ksearch archive stats [--json]",
-	.description =
-		"Counts by verdict, distinct sources, the grid's coverage (filled cells /\n"
-		"cells), the QD-score (the sum over elites of fitness minus the archive's\n"
-		"offset), the best fitness, and how the best, coverage and QD-score grew\n"
-		"with the number of evaluations.  Reads only the kept metrics, so it\n"
-		"answers at once on any archive.  --json adds the full history, for plots.",
-	.examples =
-		"  ksearch archive stats\n"
-		"  ksearch archive stats --json | jq '.history[] | [.evals, .best] | @tsv'\n",
+	.description = "Counts by verdict, distinct sources, the grid's coverage (filled cells /\n"
+		       "cells), the QD-score (the sum over elites of fitness minus the archive's\n"
+		       "offset), the best fitness, and how the best, coverage and QD-score grew\n"
+		       "with the number of evaluations.  Reads only the kept metrics, so it\n"
+		       "answers at once on any archive.  --json adds the full history, for plots.",
+	.examples = "  ksearch archive stats\n"
+		    "  ksearch archive stats --json | jq '.history[] | [.evals, .best] | @tsv'\n",
 	.exit_codes = NULL,
 };
 
@@ -683,8 +687,9 @@ static json_t *stats_json(struct ks_archive *ar, const struct ks_archive_metrics
 				    json_integer((json_int_t)m->by_verdict[v]));
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(history, json_pack("{s:I, s:f, s:f, s:f, s:I}", "evals",
-							 (json_int_t)points[i].evals, "best", points[i].best_fitness,
-							 "coverage", points[i].coverage, "qd_score", points[i].qd_score,
+							 (json_int_t)points[i].evals, "best",
+							 points[i].best_fitness, "coverage",
+							 points[i].coverage, "qd_score", points[i].qd_score,
 							 "cells_filled", (json_int_t)points[i].cells_filled));
 	return json_pack("{s:s, s:s, s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:o}",
 			 "archive", ks_archive_path(ar), "op", ks_archive_op(ar), "gpu", ks_archive_gpu(ar),
@@ -764,7 +769,8 @@ static int archive_stats(int argc, char **argv)
 		goto cleanup;
 	}
 	axes = ks_archive_grid(ar, &n_axes);
-	printf("%-12s%s  (%s on %s)\n", "archive", ks_archive_path(ar), ks_archive_op(ar), ks_archive_gpu(ar));
+	printf("%-12s%s  (%s on %s)\n", "archive", ks_archive_path(ar), ks_archive_op(ar),
+	       ks_archive_gpu(ar));
 	printf("%-12s%llu  (%llu distinct sources, %s of source text)\n", "candidates",
 	       (unsigned long long)m.candidates, (unsigned long long)m.sources,
 	       human_bytes(m.source_bytes, size, sizeof(size)));
@@ -774,7 +780,8 @@ static int archive_stats(int argc, char **argv)
 		       m.candidates ? 100.0 * (double)m.by_verdict[v] / (double)m.candidates : 0.0);
 	printf("%-12s%llu cells (", "grid", (unsigned long long)m.cells);
 	for (size_t i = 0; i < n_axes; i++)
-		printf("%s%s %zu", i ? " x " : "", ks_descriptor_name(axes[i].descriptor), axes[i].n_edges - 1);
+		printf("%s%s %zu", i ? " x " : "", ks_descriptor_name(axes[i].descriptor),
+		       axes[i].n_edges - 1);
 	printf("), %llu filled: coverage %.1f%%\n", (unsigned long long)m.cells_filled, 100 * m.coverage);
 	printf("%-12s%.3f  (sum over elites of fitness - %g)\n", "QD-score", m.qd_score, m.qd_offset);
 	if (m.best_id)
@@ -783,8 +790,8 @@ static int archive_stats(int argc, char **argv)
 		printf("%-12snone yet (no candidate is ok)\n", "best");
 	if (usage)
 		printf("%-12s%lld requests (%lld failed), %lld prompt + %lld completion tokens, $%.4f  "
-		       "(over every run; `ksearch archive prompts` has the strategies)\n", "LLM",
-		       (long long)json_integer_value(json_object_get(usage, "requests")),
+		       "(over every run; `ksearch archive prompts` has the strategies)\n",
+		       "LLM", (long long)json_integer_value(json_object_get(usage, "requests")),
 		       (long long)json_integer_value(json_object_get(usage, "failed")),
 		       (long long)json_integer_value(json_object_get(usage, "prompt_tokens")),
 		       (long long)json_integer_value(json_object_get(usage, "completion_tokens")),
@@ -804,16 +811,14 @@ cleanup:
 
 static const struct ks_help export_help = {
 	.usage = "ksearch archive export [--elites] [-o FILE]",
-	.description =
-		"Write the archive as JSON (the format is in archive/README.md): every\n"
-		"candidate record, the source texts by SHA-256, the grid and the strategy\n"
-		"prompts.  --elites keeps only the best candidate of each cell (and every\n"
-		"prompt).  The export is one snapshot, taken while a search may go on\n"
-		"writing.  `ksearch archive import` reads it back, here or on another\n"
-		"machine.",
-	.examples =
-		"  ksearch archive export > gqa-h200.json\n"
-		"  ksearch archive export --elites -o elites.json\n",
+	.description = "Write the archive as JSON (the format is in archive/README.md): every\n"
+		       "candidate record, the source texts by SHA-256, the grid and the strategy\n"
+		       "prompts.  --elites keeps only the best candidate of each cell (and every\n"
+		       "prompt).  The export is one snapshot, taken while a search may go on\n"
+		       "writing.  `ksearch archive import` reads it back, here or on another\n"
+		       "machine.",
+	.examples = "  ksearch archive export > gqa-h200.json\n"
+		    "  ksearch archive export --elites -o elites.json\n",
 	.exit_codes = NULL,
 };
 
@@ -834,7 +839,7 @@ static int archive_export(int argc, char **argv)
 	int ret;
 
 	if (parse(cmd, opts, &export_help, argc, argv, &pos, &n_pos, 0, 0,
-		    "no arguments (the export goes to stdout or -o FILE)", &ret))
+		  "no arguments (the export goes to stdout or -o FILE)", &ret))
 		return ret;
 	free(pos);
 	ret = ks_archive_cli_open(cmd, opts, &ar);
@@ -865,18 +870,16 @@ cleanup:
 
 static const struct ks_help import_help = {
 	.usage = "ksearch archive import FILE|- [--archive DIR] [--op NAME] [--gpu MODEL]",
-	.description =
-		"Add the candidates of an export (from `ksearch archive export`, or written\n"
-		"by hand: archive/README.md) to the archive of its operator and GPU, or of\n"
-		"--op and --gpu; the archive is created when there is none.  The whole file\n"
-		"is checked first: an error (named by field) leaves the archive unchanged.\n"
-		"Into an empty archive the ids are kept; otherwise candidates get new ids\n"
-		"and those already present (same source and params) are skipped.  Elites\n"
-		"are placed with the archive's own grid.  Strategy prompts keep their ids;\n"
-		"one whose id the archive holds already is skipped.  FILE - reads stdin.",
-	.examples =
-		"  ksearch archive import gqa-h200.json\n"
-		"  ksearch archive import colleague.json --archive /data/archive --gpu 'NVIDIA H100'\n",
+	.description = "Add the candidates of an export (from `ksearch archive export`, or written\n"
+		       "by hand: archive/README.md) to the archive of its operator and GPU, or of\n"
+		       "--op and --gpu; the archive is created when there is none.  The whole file\n"
+		       "is checked first: an error (named by field) leaves the archive unchanged.\n"
+		       "Into an empty archive the ids are kept; otherwise candidates get new ids\n"
+		       "and those already present (same source and params) are skipped.  Elites\n"
+		       "are placed with the archive's own grid.  Strategy prompts keep their ids;\n"
+		       "one whose id the archive holds already is skipped.  FILE - reads stdin.",
+	.examples = "  ksearch archive import gqa-h200.json\n"
+		    "  ksearch archive import colleague.json --archive /data/archive --gpu 'NVIDIA H100'\n",
 	.exit_codes = NULL,
 };
 
@@ -894,8 +897,8 @@ static void remove_created(const char *dir)
 	rmdir(dir);
 }
 
-static int import_open(const char *cmd, const struct ks_opt *opts, const json_t *doc,
-		       struct ks_archive **ar, int *created, char **dir)
+static int import_open(const char *cmd, const struct ks_opt *opts, const json_t *doc, struct ks_archive **ar,
+		       int *created, char **dir)
 {
 	const char *root = opts[0].set ? opts[0].value : KS_ARCHIVE_DEFAULT_ROOT;
 	struct ks_archive_options options = { .flags = KS_ARCHIVE_CREATE };
@@ -972,8 +975,8 @@ static int archive_import(int argc, char **argv)
 		ks_cli_error(cmd, "%s: %s (the archive is unchanged)", pos[0], err.msg);
 		goto cleanup;
 	}
-	printf("imported %llu candidates into %s%s", (unsigned long long)result.imported,
-	       ks_archive_path(ar), result.ids_kept ? " (ids kept)" : " (new ids)");
+	printf("imported %llu candidates into %s%s", (unsigned long long)result.imported, ks_archive_path(ar),
+	       result.ids_kept ? " (ids kept)" : " (new ids)");
 	if (result.prompts_imported)
 		printf(", and %llu strategy prompt%s", (unsigned long long)result.prompts_imported,
 		       result.prompts_imported == 1 ? "" : "s");
@@ -999,13 +1002,12 @@ cleanup:
 
 static const struct ks_help verify_help = {
 	.usage = "ksearch archive verify",
-	.description =
-		"Check the archive's integrity from one snapshot: every record parses and\n"
-		"its source text is stored and matches its hash; every index entry and\n"
-		"every elite of the grid names an existing record, and each cell holds the\n"
-		"best record that falls in it; the counters, coverage, QD-score and best\n"
-		"match a recount.  Prints what is wrong, one problem a line.  Reads the\n"
-		"whole archive; works while a search writes.",
+	.description = "Check the archive's integrity from one snapshot: every record parses and\n"
+		       "its source text is stored and matches its hash; every index entry and\n"
+		       "every elite of the grid names an existing record, and each cell holds the\n"
+		       "best record that falls in it; the counters, coverage, QD-score and best\n"
+		       "match a recount.  Prints what is wrong, one problem a line.  Reads the\n"
+		       "whole archive; works while a search writes.",
 	.examples = "  ksearch archive verify\n  ksearch archive verify --archive /data/archive --op gqa\n",
 	.exit_codes = "  3  the archive has problems (listed)\n",
 };
@@ -1037,7 +1039,8 @@ static int archive_verify(int argc, char **argv)
 	for (size_t i = 0; i < n_problems; i++)
 		printf("problem: %s\n", problems[i]);
 	if (n_problems) {
-		ks_cli_error(cmd, "%s has %zu problem%s", ks_archive_path(ar), n_problems, n_problems == 1 ? "" : "s");
+		ks_cli_error(cmd, "%s has %zu problem%s", ks_archive_path(ar), n_problems,
+			     n_problems == 1 ? "" : "s");
 		ret = 3;
 		goto cleanup;
 	}
@@ -1083,23 +1086,22 @@ static void print_archive_help(FILE *out)
 		"subcommands:\n");
 	for (size_t i = 0; i < N_SUBCOMMANDS; i++)
 		fprintf(out, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
-	fprintf(out,
-		"\n"
-		"examples:\n"
-		"  ksearch archive ls --limit 20                  the 20 best candidates\n"
-		"  ksearch archive show 42                        everything about candidate 42\n"
-		"  ksearch archive grid --x smem_bytes --y launches\n"
-		"  ksearch archive stats\n"
-		"  ksearch archive lineage 42\n"
-		"  ksearch archive diff 17 42\n"
-		"  ksearch archive prompts                        strategies, the most rewarding first\n"
-		"  ksearch archive export --elites > elites.json\n"
-		"  ksearch archive import elites.json --archive /tmp/other\n"
-		"  ksearch archive verify\n"
-		"  ksearch archive ls --help                      options of one subcommand\n"
-		"\n"
-		"exit codes: 0 ok, 1 the command failed, 2 usage error; `verify` 3 when the\n"
-		"archive has problems.\n");
+	fprintf(out, "\n"
+		     "examples:\n"
+		     "  ksearch archive ls --limit 20                  the 20 best candidates\n"
+		     "  ksearch archive show 42                        everything about candidate 42\n"
+		     "  ksearch archive grid --x smem_bytes --y launches\n"
+		     "  ksearch archive stats\n"
+		     "  ksearch archive lineage 42\n"
+		     "  ksearch archive diff 17 42\n"
+		     "  ksearch archive prompts                        strategies, the most rewarding first\n"
+		     "  ksearch archive export --elites > elites.json\n"
+		     "  ksearch archive import elites.json --archive /tmp/other\n"
+		     "  ksearch archive verify\n"
+		     "  ksearch archive ls --help                      options of one subcommand\n"
+		     "\n"
+		     "exit codes: 0 ok, 1 the command failed, 2 usage error; `verify` 3 when the\n"
+		     "archive has problems.\n");
 }
 
 int cmd_archive(int argc, char **argv)
@@ -1127,10 +1129,14 @@ int cmd_archive(int argc, char **argv)
 		}
 	}
 	if (argv[1][0] == '-')
-		return ks_cli_usage("archive", "expected a subcommand before options (ls, show, grid, stats, "
-				    "lineage, diff, prompts, export, import, verify); got '%s'", argv[1]);
+		return ks_cli_usage("archive",
+				    "expected a subcommand before options (ls, show, grid, stats, "
+				    "lineage, diff, prompts, export, import, verify); got '%s'",
+				    argv[1]);
 	if (best && ks_is_close(argv[1], best))
 		return ks_cli_usage("archive", "unknown subcommand '%s'; did you mean '%s'?", argv[1], best);
-	return ks_cli_usage("archive", "unknown subcommand '%s' (ls, show, grid, stats, lineage, diff, "
-			    "prompts, export, import, verify)", argv[1]);
+	return ks_cli_usage("archive",
+			    "unknown subcommand '%s' (ls, show, grid, stats, lineage, diff, "
+			    "prompts, export, import, verify)",
+			    argv[1]);
 }

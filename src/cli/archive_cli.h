@@ -13,15 +13,19 @@
 #include <stdint.h>
 
 #include "cli.h"
-#include "ksearch/archive.h"
-#include "ksearch/util.h"
+#include "ksearch/archive/archive.h"
+#include "ksearch/base/util.h"
 
 /* The first three entries of every subcommand's option table. */
-#define KS_ARCHIVE_COMMON_OPTS                                                                      \
-	{ "archive", 0, KS_OPT_VALUE, "DIR", "the archive folder (default: archive)", 0, 0, 0, 0 },  \
-	{ "op", 0, KS_OPT_VALUE, "NAME", "the operator; needed when DIR holds several", 0, 0, 0, 0 }, \
-	{ "gpu", 0, KS_OPT_VALUE, "MODEL", "the GPU model or its folder name; needed when DIR "      \
-					    "holds several for the operator", 0, 0, 0, 0 }
+#define KS_ARCHIVE_COMMON_OPTS                                                                                \
+	{ "archive", 0, KS_OPT_VALUE, "DIR", "the archive folder (default: archive)", 0, 0, 0, 0 },           \
+		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator; needed when DIR holds several", 0, 0, 0, 0 }, \
+	{                                                                                                     \
+		"gpu", 0, KS_OPT_VALUE, "MODEL",                                                              \
+			"the GPU model or its folder name; needed when DIR "                                  \
+			"holds several for the operator",                                                     \
+			0, 0, 0, 0                                                                            \
+	}
 
 /* Default of --archive. */
 #define KS_ARCHIVE_DEFAULT_ROOT "archive"
@@ -38,8 +42,7 @@ int ks_archive_cli_open(const char *cmd, const struct ks_opt *opts, struct ks_ar
 int ks_archive_cli_parse_id(const char *cmd, const char *text, uint64_t *id);
 
 /* Get a record (and its source); prints "no candidate #N ..." when absent. */
-int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record,
-		       char **source);
+int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record, char **source);
 
 /* "SPLITS=8 WARPS=4" from a record's params. */
 void ks_archive_format_params(const json_t *params, struct ks_strbuf *sb);

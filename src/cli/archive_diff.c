@@ -33,7 +33,8 @@ static void param_changes(const json_t *a, const json_t *b, struct ks_strbuf *sb
 
 	if (strcmp(fa, fb))
 		ks_strbuf_addf(sb, "family %s -> %s", *fa ? fa : "-", *fb ? fb : "-");
-	json_object_foreach((json_t *)pb, key, v) {
+	json_object_foreach((json_t *)pb, key, v)
+	{
 		json_t *old = json_object_get(pa, key);
 
 		if (old && json_equal(old, v))
@@ -47,9 +48,8 @@ static void param_changes(const json_t *a, const json_t *b, struct ks_strbuf *sb
 		}
 		ks_archive_format_value(v, sb);
 	}
-	json_object_foreach((json_t *)pa, key, v)
-		if (!json_object_get(pb, key))
-			ks_strbuf_addf(sb, "%s%s removed", sb->len > start ? ", " : "", key);
+	json_object_foreach((json_t *)pa, key, v) if (!json_object_get(pb, key))
+		ks_strbuf_addf(sb, "%s%s removed", sb->len > start ? ", " : "", key);
 	if (strcmp(ks_record_str(a, "source_hash", ""), ks_record_str(b, "source_hash", "")))
 		ks_strbuf_addf(sb, "%ssource changed", sb->len > start ? ", " : "");
 }
@@ -80,11 +80,10 @@ static void fitness_change(const json_t *a, const json_t *b, struct ks_strbuf *s
 
 static const struct ks_help lineage_help = {
 	.usage = "ksearch archive lineage ID",
-	.description =
-		"Follow a candidate's first parent back to its seed and print the chain,\n"
-		"oldest first: at each step the mutation that made it, its fitness (or\n"
-		"verdict), the change from its parent, and the params that changed.\n"
-		"Other parents of a crossover are named beside it.",
+	.description = "Follow a candidate's first parent back to its seed and print the chain,\n"
+		       "oldest first: at each step the mutation that made it, its fitness (or\n"
+		       "verdict), the change from its parent, and the params that changed.\n"
+		       "Other parents of a crossover are named beside it.",
 	.examples = "  ksearch archive lineage 42\n",
 	.exit_codes = NULL,
 };
@@ -106,14 +105,15 @@ static void print_step(const json_t *parent, const json_t *record)
 		param_changes(parent, record, &params);
 	else
 		ks_archive_format_params(json_object_get(record, "params"), &params);
-	json_array_foreach(parents, i, p)
-		if (i)
-			ks_strbuf_addf(&others, "%s#%lld", others.len ? ", " : " (also from ",
-				       (long long)json_integer_value(p));
+	json_array_foreach(parents, i, p) if (i) ks_strbuf_addf(
+		&others, "%s#%lld", others.len ? ", " : " (also from ", (long long)json_integer_value(p));
 	if (others.len)
 		ks_strbuf_adds(&others, ")");
 	printf("  #%-8llu %-10s %-14s %-18s %s%s%s%s\n", (unsigned long long)ks_record_id(record),
-	       ks_record_str(record, "mutation", "-"), fit.buf, change.len ? change.buf : parent ? "" : "(root)",
+	       ks_record_str(record, "mutation", "-"), fit.buf,
+	       change.len ? change.buf
+	       : parent	  ? ""
+			  : "(root)",
 	       parent ? "" : ks_record_str(record, "family", ""), parent ? "" : "  ", params.buf, others.buf);
 	ks_strbuf_release(&fit);
 	ks_strbuf_release(&change);
@@ -152,7 +152,9 @@ int ks_archive_cmd_lineage(int argc, char **argv)
 	n = 1;
 	while (n < MAX_LINEAGE) {
 		const json_t *parents = json_object_get(chain[n - 1], "parents");
-		uint64_t parent = json_array_size(parents) ? (uint64_t)json_integer_value(json_array_get(parents, 0)) : 0;
+		uint64_t parent = json_array_size(parents)
+					  ? (uint64_t)json_integer_value(json_array_get(parents, 0))
+					  : 0;
 		struct ks_error err;
 		json_t *record;
 
@@ -170,7 +172,8 @@ int ks_archive_cmd_lineage(int argc, char **argv)
 		chain = ks_realloc(chain, (n + 1) * sizeof(*chain));
 		chain[n++] = record;
 	}
-	printf("lineage of #%llu, oldest first (%zu step%s):\n", (unsigned long long)id, n, n == 1 ? "" : "s");
+	printf("lineage of #%llu, oldest first (%zu step%s):\n", (unsigned long long)id, n,
+	       n == 1 ? "" : "s");
 	printf("  %-9s %-10s %-14s %-18s %s\n", "id", "mutation", "fitness", "change", "what changed");
 	if (missing)
 		printf("  #%-8llu (not in this archive)\n", (unsigned long long)missing);
@@ -263,8 +266,9 @@ static size_t edit_script(const struct lines *a, const struct lines *b, struct e
 			for (size_t y = nb; y-- > 0;)
 				lcs[x * w + y] = line_eq(a, pre + x, b, pre + y)
 							 ? lcs[(x + 1) * w + y + 1] + 1
-							 : (lcs[(x + 1) * w + y] > lcs[x * w + y + 1] ? lcs[(x + 1) * w + y]
-												      : lcs[x * w + y + 1]);
+							 : (lcs[(x + 1) * w + y] > lcs[x * w + y + 1]
+								    ? lcs[(x + 1) * w + y]
+								    : lcs[x * w + y + 1]);
 		while (i < na || j < nb) {
 			if (i < na && j < nb && line_eq(a, pre + i, b, pre + j)) {
 				add_edit(ops, &n, &alloc, ' ', pre + i, pre + j);
@@ -304,9 +308,13 @@ static void print_hunk(const struct lines *a, const struct lines *b, const struc
 	for (size_t k = start; k < stop; k++) {
 		const struct lines *l = ops[k].kind == '+' ? b : a;
 		size_t line = ops[k].kind == '+' ? ops[k].b : ops[k].a;
-		const char *on = !color ? "" : ops[k].kind == '+' ? "\033[32m" : ops[k].kind == '-' ? "\033[31m" : "";
+		const char *on = !color		      ? ""
+				 : ops[k].kind == '+' ? "\033[32m"
+				 : ops[k].kind == '-' ? "\033[31m"
+						      : "";
 
-		printf("%s%c%.*s%s\n", on, ops[k].kind, (int)l->len[line], l->start[line], *on ? "\033[0m" : "");
+		printf("%s%c%.*s%s\n", on, ops[k].kind, (int)l->len[line], l->start[line],
+		       *on ? "\033[0m" : "");
 	}
 }
 
@@ -347,7 +355,8 @@ static int unified_diff(const char *a_text, const char *b_text, const char *a_na
 		}
 		stop = end + CONTEXT < n ? end + CONTEXT : n;
 		if (!printed)
-			printf("%s--- %s\n+++ %s%s\n", color ? "\033[1m" : "", a_name, b_name, color ? "\033[0m" : "");
+			printf("%s--- %s\n+++ %s%s\n", color ? "\033[1m" : "", a_name, b_name,
+			       color ? "\033[0m" : "");
 		printed = 1;
 		print_hunk(&a, &b, ops, start, stop, color);
 		i = stop;
@@ -364,13 +373,11 @@ static int unified_diff(const char *a_text, const char *b_text, const char *a_na
 
 static const struct ks_help diff_help = {
 	.usage = "ksearch archive diff A B [--color WHEN]",
-	.description =
-		"Compare two candidates: verdict, fitness and speed-of-light fraction with\n"
-		"the change, the params and descriptors that differ, each workload's median\n"
-		"time with the change, and a unified diff of the sources (A is ---, B +++).",
-	.examples =
-		"  ksearch archive diff 17 42\n"
-		"  ksearch archive diff 17 42 --color never > change.diff\n",
+	.description = "Compare two candidates: verdict, fitness and speed-of-light fraction with\n"
+		       "the change, the params and descriptors that differ, each workload's median\n"
+		       "time with the change, and a unified diff of the sources (A is ---, B +++).",
+	.examples = "  ksearch archive diff 17 42\n"
+		    "  ksearch archive diff 17 42 --color never > change.diff\n",
 	.exit_codes = NULL,
 };
 
@@ -382,7 +389,8 @@ static void diff_descriptors(const json_t *a, const json_t *b)
 	json_t *v;
 
 	ks_strbuf_init(&sb);
-	json_object_foreach((json_t *)db, key, v) {
+	json_object_foreach((json_t *)db, key, v)
+	{
 		json_t *old = json_object_get(da, key);
 
 		if (old && json_equal(old, v))
@@ -408,13 +416,13 @@ static void diff_workloads(const json_t *a, const json_t *b)
 	if (!json_array_size(wb))
 		return;
 	printf("%-13s%-16s %10s %10s %9s\n", "workloads", "(median_us)", "A", "B", "change");
-	json_array_foreach(wb, i, w) {
+	json_array_foreach(wb, i, w)
+	{
 		const char *id = ks_record_str(w, "id", "?");
 		double tb = ks_record_num(w, "median_us"), ta = -1;
 
-		json_array_foreach(wa, k, o)
-			if (!strcmp(ks_record_str(o, "id", ""), id))
-				ta = ks_record_num(o, "median_us");
+		json_array_foreach(wa, k, o) if (!strcmp(ks_record_str(o, "id", ""), id)) ta =
+			ks_record_num(o, "median_us");
 		if (ta > 0)
 			printf("%-13s%-16s %10.2f %10.2f %+8.1f%%\n", "", id, ta, tb, 100 * (tb - ta) / ta);
 		else
@@ -427,16 +435,18 @@ static void diff_records(const json_t *a, const json_t *b)
 	struct ks_strbuf sb;
 
 	ks_strbuf_init(&sb);
-	printf("%-13s%s -> %s\n", "verdict", ks_record_str(a, "verdict", "?"), ks_record_str(b, "verdict", "?"));
+	printf("%-13s%s -> %s\n", "verdict", ks_record_str(a, "verdict", "?"),
+	       ks_record_str(b, "verdict", "?"));
 	format_fitness(a, &sb);
 	ks_strbuf_adds(&sb, " -> ");
 	format_fitness(b, &sb);
 	ks_strbuf_adds(&sb, "  ");
 	fitness_change(a, b, &sb);
 	printf("%-13s%s\n", "fitness", sb.buf);
-	if (json_is_number(json_object_get(a, "sol_fraction")) && json_is_number(json_object_get(b, "sol_fraction")))
-		printf("%-13s%.1f%% -> %.1f%%  (%+.1f points)\n", "sol", 100 * ks_record_num(a, "sol_fraction"),
-		       100 * ks_record_num(b, "sol_fraction"),
+	if (json_is_number(json_object_get(a, "sol_fraction")) &&
+	    json_is_number(json_object_get(b, "sol_fraction")))
+		printf("%-13s%.1f%% -> %.1f%%  (%+.1f points)\n", "sol",
+		       100 * ks_record_num(a, "sol_fraction"), 100 * ks_record_num(b, "sol_fraction"),
 		       100 * (ks_record_num(b, "sol_fraction") - ks_record_num(a, "sol_fraction")));
 	sb.len = 0;
 	sb.buf[0] = '\0';
@@ -451,7 +461,8 @@ int ks_archive_cmd_diff(int argc, char **argv)
 {
 	struct ks_opt opts[] = {
 		KS_ARCHIVE_COMMON_OPTS,
-		{ "color", 0, KS_OPT_VALUE, "WHEN", "colour the source diff: auto, always or never", 0, 0, 0, 0 },
+		{ "color", 0, KS_OPT_VALUE, "WHEN", "colour the source diff: auto, always or never", 0, 0, 0,
+		  0 },
 		{ 0 },
 	};
 	const char *cmd = "archive diff";

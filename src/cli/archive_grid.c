@@ -11,17 +11,15 @@
 
 static const struct ks_help grid_help = {
 	.usage = "ksearch archive grid [--x DESCRIPTOR] [--y DESCRIPTOR] [--color WHEN]",
-	.description =
-		"Draw the grid: columns are the bins of --x, rows the bins of --y (by\n"
-		"default the grid's first two axes), and each cell shows the best fitness\n"
-		"of the elites that fall in it, whatever their bins along the other axes\n"
-		"(those are folded).  Bins are [low, high) of the edges op.json gives.\n"
-		"Cells are coloured by their share of the best fitness on a terminal, and\n"
-		"marked with a character otherwise (--color always|never|auto).",
-	.examples =
-		"  ksearch archive grid\n"
-		"  ksearch archive grid --x smem_bytes --y launches\n"
-		"  ksearch archive grid --x tensor_cores --color never\n",
+	.description = "Draw the grid: columns are the bins of --x, rows the bins of --y (by\n"
+		       "default the grid's first two axes), and each cell shows the best fitness\n"
+		       "of the elites that fall in it, whatever their bins along the other axes\n"
+		       "(those are folded).  Bins are [low, high) of the edges op.json gives.\n"
+		       "Cells are coloured by their share of the best fitness on a terminal, and\n"
+		       "marked with a character otherwise (--color always|never|auto).",
+	.examples = "  ksearch archive grid\n"
+		    "  ksearch archive grid --x smem_bytes --y launches\n"
+		    "  ksearch archive grid --x tensor_cores --color never\n",
 	.exit_codes = NULL,
 };
 
@@ -32,8 +30,8 @@ static const int level_fg[LEVELS] = { 15, 15, 15, 16, 16 };
 static const char level_mark[LEVELS] = { ':', '-', '+', '*', '#' };
 
 /* Which grid axis a descriptor name is; prints a usage error (with a suggestion) and returns -1. */
-static int find_axis(const char *cmd, const char *option, const char *name,
-		     const struct ks_grid_axis *axes, size_t n_axes)
+static int find_axis(const char *cmd, const char *option, const char *name, const struct ks_grid_axis *axes,
+		     size_t n_axes)
 {
 	struct ks_strbuf names;
 	enum ks_descriptor d;
@@ -64,7 +62,8 @@ static int find_axis(const char *cmd, const char *option, const char *name,
 		ks_cli_usage(cmd, "unknown descriptor '%s' for %s; did you mean '%s'? (the grid's axes: %s)",
 			     name, option, best, names.buf);
 	else
-		ks_cli_usage(cmd, "unknown descriptor '%s' for %s (the grid's axes: %s)", name, option, names.buf);
+		ks_cli_usage(cmd, "unknown descriptor '%s' for %s (the grid's axes: %s)", name, option,
+			     names.buf);
 	ks_strbuf_release(&names);
 	return -1;
 }
@@ -101,7 +100,8 @@ static void print_cell(const struct heatmap *h, double fitness, int width)
 		int level = level_of(fitness, h->top);
 
 		snprintf(text, sizeof(text), "%.3f", fitness);
-		printf("\033[48;5;%dm\033[38;5;%dm %*s \033[0m", level_bg[level], level_fg[level], width - 2, text);
+		printf("\033[48;5;%dm\033[38;5;%dm %*s \033[0m", level_bg[level], level_fg[level], width - 2,
+		       text);
 	} else {
 		snprintf(text, sizeof(text), "%.3f%c", fitness, level_mark[level_of(fitness, h->top)]);
 		printf("%*s ", width - 1, text);
@@ -165,8 +165,10 @@ int ks_archive_cmd_grid(int argc, char **argv)
 {
 	struct ks_opt opts[] = {
 		KS_ARCHIVE_COMMON_OPTS,
-		{ "x", 0, KS_OPT_VALUE, "DESCRIPTOR", "the axis across (default: the grid's first)", 0, 0, 0, 0 },
-		{ "y", 0, KS_OPT_VALUE, "DESCRIPTOR", "the axis down (default: the grid's second)", 0, 0, 0, 0 },
+		{ "x", 0, KS_OPT_VALUE, "DESCRIPTOR", "the axis across (default: the grid's first)", 0, 0, 0,
+		  0 },
+		{ "y", 0, KS_OPT_VALUE, "DESCRIPTOR", "the axis down (default: the grid's second)", 0, 0, 0,
+		  0 },
 		{ "color", 0, KS_OPT_VALUE, "WHEN", "auto (on a terminal), always or never", 0, 0, 0, 0 },
 		{ 0 },
 	};
@@ -211,7 +213,8 @@ int ks_archive_cmd_grid(int argc, char **argv)
 	if (ya == -1)
 		goto cleanup;
 	if (ya == xa) {
-		ks_cli_usage(cmd, "--x and --y name the same descriptor (%s)", ks_descriptor_name(axes[xa].descriptor));
+		ks_cli_usage(cmd, "--x and --y name the same descriptor (%s)",
+			     ks_descriptor_name(axes[xa].descriptor));
 		goto cleanup;
 	}
 	ret = KS_EXIT_FAILED;
@@ -238,7 +241,8 @@ int ks_archive_cmd_grid(int argc, char **argv)
 	}
 	for (size_t i = 0; i < n_axes; i++)
 		if ((int)i != xa && (int)i != ya)
-			ks_strbuf_addf(&folded, "%s%s", folded.len ? ", " : "", ks_descriptor_name(axes[i].descriptor));
+			ks_strbuf_addf(&folded, "%s%s", folded.len ? ", " : "",
+				       ks_descriptor_name(axes[i].descriptor));
 	printf("%s (%s on %s): best fitness per cell; x = %s, y = %s", ks_archive_path(ar), ks_archive_op(ar),
 	       ks_archive_gpu(ar), ks_descriptor_name(h.x->descriptor),
 	       h.y ? ks_descriptor_name(h.y->descriptor) : "(none)");

@@ -13,23 +13,21 @@
 
 static const struct ks_help prompts_help = {
 	.usage = "ksearch archive prompts [--sort reward|id|uses] [--all] [--show ID] [--json]",
-	.description =
-		"List the strategy prompts the LLM mutator co-evolves, one a line: id,\n"
-		"name, origin (seed, or the rewrite that made it: improve, specialise,\n"
-		"generalise, simplify) and the strategy it was rewritten from, whether it\n"
-		"is active, requests sent with it (uses), replies with a source (answers)\n"
-		"and without (errors), candidates descending from it (children), how many\n"
-		"of those were ok and how many filled or improved a cell, its best child,\n"
-		"and its reward: (improved + 0.25 x ok) / uses, what the search's bandit\n"
-		"picks by.  --sort reward (the default) puts the best first; uses the most\n"
-		"used; id the oldest.  Retired strategies (past the population cap) are\n"
-		"kept for their lineage and listed with --all.  --show ID prints one\n"
-		"strategy's text, statistics and chain of ancestors back to its seed.",
-	.examples =
-		"  ksearch archive prompts\n"
-		"  ksearch archive prompts --all --sort id\n"
-		"  ksearch archive prompts --show 4\n"
-		"  ksearch archive prompts --json | jq '.[].stats.uses'\n",
+	.description = "List the strategy prompts the LLM mutator co-evolves, one a line: id,\n"
+		       "name, origin (seed, or the rewrite that made it: improve, specialise,\n"
+		       "generalise, simplify) and the strategy it was rewritten from, whether it\n"
+		       "is active, requests sent with it (uses), replies with a source (answers)\n"
+		       "and without (errors), candidates descending from it (children), how many\n"
+		       "of those were ok and how many filled or improved a cell, its best child,\n"
+		       "and its reward: (improved + 0.25 x ok) / uses, what the search's bandit\n"
+		       "picks by.  --sort reward (the default) puts the best first; uses the most\n"
+		       "used; id the oldest.  Retired strategies (past the population cap) are\n"
+		       "kept for their lineage and listed with --all.  --show ID prints one\n"
+		       "strategy's text, statistics and chain of ancestors back to its seed.",
+	.examples = "  ksearch archive prompts\n"
+		    "  ksearch archive prompts --all --sort id\n"
+		    "  ksearch archive prompts --show 4\n"
+		    "  ksearch archive prompts --json | jq '.[].stats.uses'\n",
 	.exit_codes = NULL,
 };
 
@@ -72,9 +70,7 @@ static const json_t *find_prompt(const json_t *prompts, uint64_t id)
 	size_t i;
 	json_t *prompt;
 
-	json_array_foreach(prompts, i, prompt)
-		if (prompt_id(prompt) == id)
-			return prompt;
+	json_array_foreach(prompts, i, prompt) if (prompt_id(prompt) == id) return prompt;
 	return NULL;
 }
 
@@ -233,8 +229,10 @@ static int parse_prompt_id(const char *cmd, const char *text, uint64_t *id)
 	errno = 0;
 	v = strtoull(text, &end, 10);
 	if (!*text || *end || errno || v == 0 || text[0] == '-') {
-		ks_cli_usage(cmd, "'%s' is not a strategy id (a number from 1, as `ksearch archive "
-			     "prompts` shows)", text);
+		ks_cli_usage(cmd,
+			     "'%s' is not a strategy id (a number from 1, as `ksearch archive "
+			     "prompts` shows)",
+			     text);
 		return -1;
 	}
 	*id = v;
@@ -257,7 +255,8 @@ static int show(const char *cmd, struct ks_archive *ar, const json_t *prompts, u
 		}
 		return KS_EXIT_OK;
 	}
-	json_array_foreach(prompts, i, p) {
+	json_array_foreach(prompts, i, p)
+	{
 		uint64_t pid = prompt_id(p);
 
 		if (!lo || pid < lo)
@@ -266,9 +265,11 @@ static int show(const char *cmd, struct ks_archive *ar, const json_t *prompts, u
 			hi = pid;
 	}
 	if (hi)
-		ks_cli_error(cmd, "no strategy #%llu in %s (its strategy ids go from %llu to %llu; "
-			     "--all lists them)", (unsigned long long)id, ks_archive_path(ar),
-			     (unsigned long long)lo, (unsigned long long)hi);
+		ks_cli_error(cmd,
+			     "no strategy #%llu in %s (its strategy ids go from %llu to %llu; "
+			     "--all lists them)",
+			     (unsigned long long)id, ks_archive_path(ar), (unsigned long long)lo,
+			     (unsigned long long)hi);
 	else
 		ks_cli_error(cmd, "no strategy #%llu in %s (it holds no strategy prompts yet)",
 			     (unsigned long long)id, ks_archive_path(ar));
@@ -282,8 +283,8 @@ int ks_archive_cmd_prompts(int argc, char **argv)
 		{ "sort", 0, KS_OPT_VALUE, "KEY", "reward (best first, the default), uses (most first) or id",
 		  0, 0, 0, 0 },
 		{ "all", 'a', KS_OPT_FLAG, NULL, "include retired strategies", 0, 0, 0, 0 },
-		{ "show", 0, KS_OPT_VALUE, "ID", "one strategy: its text, statistics and ancestors", 0, 0,
-		  0, 0 },
+		{ "show", 0, KS_OPT_VALUE, "ID", "one strategy: its text, statistics and ancestors", 0, 0, 0,
+		  0 },
 		{ "json", 0, KS_OPT_FLAG, NULL, "print the stored objects as a JSON list (one with --show)",
 		  0, 0, 0, 0 },
 		{ 0 },
@@ -335,7 +336,8 @@ int ks_archive_cmd_prompts(int argc, char **argv)
 		goto cleanup;
 	}
 	rows = ks_calloc(json_array_size(prompts) + 1, sizeof(*rows));
-	json_array_foreach(prompts, i, p) {
+	json_array_foreach(prompts, i, p)
+	{
 		if (!is_active(p) && !opts[4].set)
 			retired++;
 		else
@@ -348,8 +350,10 @@ int ks_archive_cmd_prompts(int argc, char **argv)
 		goto cleanup;
 	}
 	if (!json_array_size(prompts)) {
-		fprintf(stderr, "no strategy prompts in %s yet: strategies appear once `ksearch evolve` runs "
-			"with an LLM endpoint (--llm-url)\n", ks_archive_path(ar));
+		fprintf(stderr,
+			"no strategy prompts in %s yet: strategies appear once `ksearch evolve` runs "
+			"with an LLM endpoint (--llm-url)\n",
+			ks_archive_path(ar));
 		goto cleanup;
 	}
 	if (n_rows)

@@ -8,54 +8,59 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ksearch/build.h"
-#include "ksearch/candidate.h"
-#include "ksearch/eval.h"
-#include "ksearch/op.h"
-#include "ksearch/util.h"
+#include "ksearch/compile/build.h"
+#include "ksearch/op/candidate.h"
+#include "ksearch/evaluate/eval.h"
+#include "ksearch/op/op.h"
+#include "ksearch/base/util.h"
 
 enum {
-	EXIT_REJECTED = 3,  /* compile_error, contract_error, refused */
+	EXIT_REJECTED = 3, /* compile_error, contract_error, refused */
 	EXIT_WRONG = 4,
-	EXIT_CRASH = 5,     /* crash or timeout */
+	EXIT_CRASH = 5, /* crash or timeout */
 	EXIT_IMPLAUSIBLE = 6,
 };
 
 static const struct ks_help help = {
-	.usage = "ksearch check FILE.cu... --op NAME [--param K=V ...] [--all-params] [--workload ID ...] [--gpu N] [--json]",
-	.description =
-		"Compile a candidate, verify it against the operator's reference on every\n"
-		"check workload (two fresh random input sets each, outputs poisoned, inputs\n"
-		"checksummed), then time it on the benchmark workloads (L2 flushed before\n"
-		"every repetition, input sets rotated, median and spread, outputs of the\n"
-		"timed runs checked again).  Prints per workload the median time, spread,\n"
-		"speedup over the reference and fraction of the speed-of-light floor; the\n"
-		"fitness (geometric-mean speedup); the occupancy the driver reports; and the\n"
-		"verdict with its evidence.  The candidate runs in a separate worker process:\n"
-		"a kernel that crashes or hangs costs that process, never ksearch, and the\n"
-		"next candidate (several files can be given) runs in a fresh worker.",
-	.examples =
-		"  ksearch check operators/gqa/seeds/split_kv.cu --op gqa\n"
-		"  ksearch check operators/gqa/seeds/split_kv.cu --op gqa --param SPLITS=16 --workload b64_kv46287\n"
-		"  ksearch check my.cu --op gqa --all-params --json > results.json\n",
-	.exit_codes =
-		"  3  compile_error, contract_error or refused\n"
-		"  4  wrong (outputs differ from the reference)\n"
-		"  5  crash or timeout\n"
-		"  6  implausible (faster than the speed-of-light floor)\n"
-		"  with --all-params, the worst outcome over the combinations\n",
+	.usage = "ksearch check FILE.cu... --op NAME [--param K=V ...] [--all-params] [--workload ID ...] "
+		 "[--gpu "
+		 "N] [--json]",
+	.description = "Compile a candidate, verify it against the operator's reference on every\n"
+		       "check workload (two fresh random input sets each, outputs poisoned, inputs\n"
+		       "checksummed), then time it on the benchmark workloads (L2 flushed before\n"
+		       "every repetition, input sets rotated, median and spread, outputs of the\n"
+		       "timed runs checked again).  Prints per workload the median time, spread,\n"
+		       "speedup over the reference and fraction of the speed-of-light floor; the\n"
+		       "fitness (geometric-mean speedup); the occupancy the driver reports; and the\n"
+		       "verdict with its evidence.  The candidate runs in a separate worker process:\n"
+		       "a kernel that crashes or hangs costs that process, never ksearch, and the\n"
+		       "next candidate (several files can be given) runs in a fresh worker.",
+	.examples = "  ksearch check operators/gqa/seeds/split_kv.cu --op gqa\n"
+		    "  ksearch check operators/gqa/seeds/split_kv.cu --op gqa --param SPLITS=16 --workload "
+		    "b64_kv46287\n"
+		    "  ksearch check my.cu --op gqa --all-params --json > results.json\n",
+	.exit_codes = "  3  compile_error, contract_error or refused\n"
+		      "  4  wrong (outputs differ from the reference)\n"
+		      "  5  crash or timeout\n"
+		      "  6  implausible (faster than the speed-of-light floor)\n"
+		      "  with --all-params, the worst outcome over the combinations\n",
 };
 
 static int exit_for(enum ks_verdict v)
 {
 	switch (v) {
-	case KS_VERDICT_OK: return KS_EXIT_OK;
+	case KS_VERDICT_OK:
+		return KS_EXIT_OK;
 	case KS_VERDICT_COMPILE_ERROR:
 	case KS_VERDICT_CONTRACT_ERROR:
-	case KS_VERDICT_REFUSED: return EXIT_REJECTED;
-	case KS_VERDICT_WRONG: return EXIT_WRONG;
-	case KS_VERDICT_IMPLAUSIBLE: return EXIT_IMPLAUSIBLE;
-	default: return EXIT_CRASH;
+	case KS_VERDICT_REFUSED:
+		return EXIT_REJECTED;
+	case KS_VERDICT_WRONG:
+		return EXIT_WRONG;
+	case KS_VERDICT_IMPLAUSIBLE:
+		return EXIT_IMPLAUSIBLE;
+	default:
+		return EXIT_CRASH;
 	}
 }
 
@@ -72,13 +77,15 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 	if (json_array_size(wl)) {
 		printf("\n%-16s %10s %9s %11s %8s %10s %6s\n", "workload", "median us", "spread", "ref us",
 		       "speedup", "floor us", "SOL");
-		json_array_foreach(wl, i, w) {
+		json_array_foreach(wl, i, w)
+		{
 			double median = json_number_value(json_object_get(w, "median_us"));
 			double p10 = json_number_value(json_object_get(w, "p10_us"));
 			double p90 = json_number_value(json_object_get(w, "p90_us"));
 
 			printf("%-16s %10.2f %8.1f%% %11.2f %7.2fx %10.2f %5.0f%%\n",
-			       json_string_value(json_object_get(w, "id")), median, 100.0 * (p90 - p10) / median,
+			       json_string_value(json_object_get(w, "id")), median,
+			       100.0 * (p90 - p10) / median,
 			       json_number_value(json_object_get(w, "ref_median_us")),
 			       json_number_value(json_object_get(w, "speedup")),
 			       json_number_value(json_object_get(w, "floor_us")),
@@ -91,12 +98,14 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 	if (json_array_size(launches)) {
 		printf("\n%-20s %8s %10s %8s %8s %10s\n", "kernel", "regs", "smem", "threads", "blocks/SM",
 		       "occupancy");
-		json_array_foreach(launches, i, w) {
+		json_array_foreach(launches, i, w)
+		{
 			const struct ks_launch_report *lr = i < b->n_launches ? &b->launches[i] : NULL;
 
-			printf("%-20s %8d %10lld %8lld %8lld %9.0f%%\n", json_string_value(json_object_get(w, "kernel")),
-			       lr ? lr->res.registers : 0,
-			       (long long)(lr ? lr->res.static_smem : 0) + json_integer_value(json_object_get(w, "dynamic_smem")),
+			printf("%-20s %8d %10lld %8lld %8lld %9.0f%%\n",
+			       json_string_value(json_object_get(w, "kernel")), lr ? lr->res.registers : 0,
+			       (long long)(lr ? lr->res.static_smem : 0) +
+				       json_integer_value(json_object_get(w, "dynamic_smem")),
 			       (long long)json_integer_value(json_object_get(w, "threads")),
 			       (long long)json_integer_value(json_object_get(w, "blocks_per_sm")),
 			       100.0 * json_number_value(json_object_get(w, "occupancy")));
@@ -127,7 +136,8 @@ static json_t *result_json(const struct ks_candidate *cand, const int64_t *param
 		json_t *desc = json_object();
 
 		for (int d = 0; d < KS_DESC_COUNT; d++)
-			json_object_set_new(desc, ks_descriptor_name((enum ks_descriptor)d), json_real(b->descriptors[d]));
+			json_object_set_new(desc, ks_descriptor_name((enum ks_descriptor)d),
+					    json_real(b->descriptors[d]));
 		json_object_set_new(obj, "descriptors", desc);
 		json_object_set_new(obj, "wall_s", json_real(r->wall_s));
 	}
@@ -177,12 +187,14 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 		if (build.verdict != KS_VERDICT_OK) {
 			code = exit_for(build.verdict);
 			if (all) {
-				json_array_append_new(all, result_json(&cand, params, ev->profile.arch, &build, NULL, err.msg));
+				json_array_append_new(all, result_json(&cand, params, ev->profile.arch,
+								       &build, NULL, err.msg));
 			} else {
 				char pbuf[256];
 
 				ks_params_format(&cand, params, pbuf, sizeof(pbuf));
-				printf("%s  %s\n\nverdict: %s\n%s\n\n", cand.path, pbuf, ks_verdict_name(build.verdict), err.msg);
+				printf("%s  %s\n\nverdict: %s\n%s\n\n", cand.path, pbuf,
+				       ks_verdict_name(build.verdict), err.msg);
 			}
 		} else {
 			if (ks_evaluator_run(ev, op, &cand, params, &build, eopts, &res, &err) < 0) {
@@ -193,7 +205,8 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 			}
 			code = exit_for(res.verdict);
 			if (all)
-				json_array_append_new(all, result_json(&cand, params, ev->profile.arch, &build, &res, NULL));
+				json_array_append_new(all, result_json(&cand, params, ev->profile.arch,
+								       &build, &res, NULL));
 			else
 				print_result(&cand, params, &build, &res, ev);
 			ks_eval_result_release(&res);
@@ -213,13 +226,17 @@ cleanup:
 int cmd_check(int argc, char **argv)
 {
 	struct ks_opt opts[] = {
-		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator the candidate implements (required)", 0, 0, 0, 0 },
-		{ "param", 'p', KS_OPT_LIST, "K=V", "set a param (repeatable); others take their first value", 0, 0, 0, 0 },
+		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator the candidate implements (required)", 0, 0, 0,
+		  0 },
+		{ "param", 'p', KS_OPT_LIST, "K=V", "set a param (repeatable); others take their first value",
+		  0, 0, 0, 0 },
 		{ "all-params", 0, KS_OPT_FLAG, NULL, "check every combination of the params", 0, 0, 0, 0 },
-		{ "workload", 'w', KS_OPT_LIST, "ID", "time only this benchmark workload (repeatable)", 0, 0, 0, 0 },
+		{ "workload", 'w', KS_OPT_LIST, "ID", "time only this benchmark workload (repeatable)", 0, 0,
+		  0, 0 },
 		{ "gpu", 0, KS_OPT_VALUE, "N", "the GPU to use (default 0)", 0, 0, 0, 0 },
 		{ "json", 0, KS_OPT_FLAG, NULL, "print JSON instead of text", 0, 0, 0, 0 },
-		{ "time-cap", 0, KS_OPT_VALUE, "MS", "time budget per benchmark workload (default 300)", 0, 0, 0, 0 },
+		{ "time-cap", 0, KS_OPT_VALUE, "MS", "time budget per benchmark workload (default 300)", 0, 0,
+		  0, 0 },
 		{ 0 },
 	};
 	struct ks_op op = { 0 };
@@ -251,14 +268,16 @@ int cmd_check(int argc, char **argv)
 
 		gpu = (int)strtol(opts[4].value, &end, 10);
 		if (*end || gpu < 0) {
-			ret = ks_cli_usage("check", "--gpu %s: expected a GPU number (0, 1, ...)", opts[4].value);
+			ret = ks_cli_usage("check", "--gpu %s: expected a GPU number (0, 1, ...)",
+					   opts[4].value);
 			goto cleanup;
 		}
 	}
 	if (opts[6].set) {
 		eopts.time_cap_ms = atoi(opts[6].value);
 		if (eopts.time_cap_ms <= 0) {
-			ret = ks_cli_usage("check", "--time-cap %s: expected milliseconds > 0", opts[6].value);
+			ret = ks_cli_usage("check", "--time-cap %s: expected milliseconds > 0",
+					   opts[6].value);
 			goto cleanup;
 		}
 	}
@@ -290,7 +309,8 @@ int cmd_check(int argc, char **argv)
 		struct ks_candidate cand;
 		int64_t *params;
 
-		if (ks_candidate_load(positional[f], &cand, &err) < 0 || ks_candidate_bind(&cand, &op, &err) < 0)
+		if (ks_candidate_load(positional[f], &cand, &err) < 0 ||
+		    ks_candidate_bind(&cand, &op, &err) < 0)
 			continue; /* reported, with its verdict, when its turn comes */
 		params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
 		if (ks_params_assign(&cand, opts[1].list, opts[1].n_list, params, &err) < 0)
@@ -301,7 +321,9 @@ int cmd_check(int argc, char **argv)
 			goto cleanup;
 	}
 	if (ks_evaluator_open(&ev, gpu, &eopts, &err) < 0) {
-		ks_cli_error("check", "%s\n(`ksearch check` needs an NVIDIA GPU and driver; `ksearch doctor` says what is missing)",
+		ks_cli_error("check",
+			     "%s\n(`ksearch check` needs an NVIDIA GPU and driver; `ksearch doctor` says "
+			     "what is missing)",
 			     err.msg);
 		ret = KS_EXIT_FAILED;
 		goto cleanup;
@@ -321,7 +343,8 @@ int cmd_check(int argc, char **argv)
 	}
 	ret = worst;
 	if (all) {
-		json_t *out = opts[2].set || n_positional > 1 ? json_incref(all) : json_incref(json_array_get(all, 0));
+		json_t *out = opts[2].set || n_positional > 1 ? json_incref(all)
+							      : json_incref(json_array_get(all, 0));
 
 		json_dumpf(out, stdout, JSON_INDENT(2));
 		putchar('\n');

@@ -14,8 +14,8 @@
 /* Exit codes shared by every command (others are per command, in its help). */
 enum {
 	KS_EXIT_OK = 0,
-	KS_EXIT_FAILED = 1,  /* the command ran and failed */
-	KS_EXIT_USAGE = 2,   /* bad command line */
+	KS_EXIT_FAILED = 1, /* the command ran and failed */
+	KS_EXIT_USAGE = 2,  /* bad command line */
 };
 
 enum ks_opt_kind {
@@ -25,8 +25,8 @@ enum ks_opt_kind {
 };
 
 struct ks_opt {
-	const char *name;       /* long name without dashes */
-	char short_name;        /* or 0 */
+	const char *name; /* long name without dashes */
+	char short_name;  /* or 0 */
 	enum ks_opt_kind kind;
 	const char *value_name; /* shown in help: "K=V" */
 	const char *help;
@@ -45,10 +45,10 @@ struct ks_cmd {
 
 /* What a command prints for --help: usage line, description, options, examples, exit codes. */
 struct ks_help {
-	const char *usage;       /* "ksearch compile FILE.cu --op NAME [options]" */
+	const char *usage;	 /* "ksearch compile FILE.cu --op NAME [options]" */
 	const char *description; /* paragraphs */
-	const char *examples;    /* lines */
-	const char *exit_codes;  /* extra lines after 0/1/2, or NULL */
+	const char *examples;	 /* lines */
+	const char *exit_codes;	 /* extra lines after 0/1/2, or NULL */
 };
 
 /*
@@ -59,8 +59,8 @@ struct ks_help {
  * error already printed with a suggestion (the caller returns
  * KS_EXIT_USAGE).
  */
-int ks_opts_parse(const char *cmd, struct ks_opt *opts, const struct ks_help *help, int argc,
-		  char **argv, const char ***positional, size_t *n_positional);
+int ks_opts_parse(const char *cmd, struct ks_opt *opts, const struct ks_help *help, int argc, char **argv,
+		  const char ***positional, size_t *n_positional);
 void ks_opts_release(struct ks_opt *opts);
 void ks_print_help(const char *cmd, const struct ks_opt *opts, const struct ks_help *help);
 

@@ -8,39 +8,36 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ksearch/build.h"
-#include "ksearch/candidate.h"
-#include "ksearch/op.h"
-#include "ksearch/util.h"
+#include "ksearch/compile/build.h"
+#include "ksearch/op/candidate.h"
+#include "ksearch/op/op.h"
+#include "ksearch/base/util.h"
 
 enum { EXIT_CANDIDATE_BAD = 3 };
 
 static const struct ks_help help = {
 	.usage = "ksearch compile FILE.cu --op NAME [--param K=V ...] [--all-params] [--arch sm_XX] [--json]",
-	.description =
-		"Check a candidate against an operator and compile it with NVRTC, without\n"
-		"running it.  The ksearch block is validated (arguments, expressions and\n"
-		"launch limits for every workload of the op), the source is compiled for\n"
-		"the given architecture (else GPU 0's, else sm_90a), and for each kernel\n"
-		"the report gives: registers, static and dynamic shared memory, stack,\n"
-		"spills; tensor-core use (none/mma/wgmma) and async copies (none/cp.async/\n"
-		"TMA) read from the PTX; the widest global load; and the theoretical\n"
-		"occupancy from the architecture's limits for the launch's block size and\n"
-		"shared memory.  Then the candidate's MAP-Elites descriptors and its cell.\n"
-		"\n"
-		"Without --param the first value of every param is used; --param changes\n"
-		"some; --all-params compiles every combination and prints one row each.",
+	.description = "Check a candidate against an operator and compile it with NVRTC, without\n"
+		       "running it.  The ksearch block is validated (arguments, expressions and\n"
+		       "launch limits for every workload of the op), the source is compiled for\n"
+		       "the given architecture (else GPU 0's, else sm_90a), and for each kernel\n"
+		       "the report gives: registers, static and dynamic shared memory, stack,\n"
+		       "spills; tensor-core use (none/mma/wgmma) and async copies (none/cp.async/\n"
+		       "TMA) read from the PTX; the widest global load; and the theoretical\n"
+		       "occupancy from the architecture's limits for the launch's block size and\n"
+		       "shared memory.  Then the candidate's MAP-Elites descriptors and its cell.\n"
+		       "\n"
+		       "Without --param the first value of every param is used; --param changes\n"
+		       "some; --all-params compiles every combination and prints one row each.",
 	.examples =
 		"  ksearch compile operators/gqa/seeds/split_kv.cu --op gqa\n"
 		"  ksearch compile operators/gqa/seeds/split_kv.cu --op gqa --param SPLITS=8 --arch sm_80\n"
 		"  ksearch compile my_kernel.cu --op gqa --all-params --json > report.json\n",
-	.exit_codes =
-		"  3  the candidate (or one of its param combinations) is not ok: compile_error,\n"
-		"     contract_error or refused; the evidence is printed\n",
+	.exit_codes = "  3  the candidate (or one of its param combinations) is not ok: compile_error,\n"
+		      "     contract_error or refused; the evidence is printed\n",
 };
 
-static void print_report(const struct ks_candidate *cand, const struct ks_op *op,
-			 const struct ks_build *b)
+static void print_report(const struct ks_candidate *cand, const struct ks_op *op, const struct ks_build *b)
 {
 	int cell[16];
 
@@ -77,9 +74,8 @@ static void print_report(const struct ks_candidate *cand, const struct ks_op *op
 	(void)cand;
 }
 
-static json_t *report_json(const struct ks_candidate *cand, const struct ks_op *op,
-			   const int64_t *params, const char *arch, const struct ks_build *b,
-			   const char *evidence)
+static json_t *report_json(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params,
+			   const char *arch, const struct ks_build *b, const char *evidence)
 {
 	json_t *obj = json_object(), *pj = json_object();
 
@@ -101,17 +97,20 @@ static json_t *report_json(const struct ks_candidate *cand, const struct ks_op *
 		for (size_t i = 0; i < b->n_launches; i++) {
 			const struct ks_launch_report *r = &b->launches[i];
 
-			json_array_append_new(kernels, json_pack(
-				"{s:s, s:i, s:i, s:I, s:i, s:i, s:i, s:I, s:f, s:i, s:s, s:s, s:s, s:i}",
-				"kernel", r->kernel, "registers", r->res.registers,
-				"static_smem", r->res.static_smem, "dynamic_smem", (json_int_t)r->dynamic_smem,
-				"stack_bytes", r->res.stack_bytes, "spill_stores", r->res.spill_stores,
-				"spill_loads", r->res.spill_loads, "threads", (json_int_t)r->threads,
-				"occupancy", r->occupancy.fraction, "blocks_per_sm", r->occupancy.blocks_per_sm,
-				"occupancy_limit", ks_occupancy_limit_name(r->occupancy.limit),
-				"tensor_cores", ks_tensor_cores_name(r->desc.tensor_cores),
-				"async_copy", ks_async_copy_name(r->desc.async_copy),
-				"widest_load_bytes", r->desc.widest_load_bytes));
+			json_array_append_new(
+				kernels,
+				json_pack("{s:s, s:i, s:i, s:I, s:i, s:i, s:i, s:I, s:f, s:i, s:s, s:s, s:s, "
+					  "s:i}",
+					  "kernel", r->kernel, "registers", r->res.registers, "static_smem",
+					  r->res.static_smem, "dynamic_smem", (json_int_t)r->dynamic_smem,
+					  "stack_bytes", r->res.stack_bytes, "spill_stores",
+					  r->res.spill_stores, "spill_loads", r->res.spill_loads, "threads",
+					  (json_int_t)r->threads, "occupancy", r->occupancy.fraction,
+					  "blocks_per_sm", r->occupancy.blocks_per_sm, "occupancy_limit",
+					  ks_occupancy_limit_name(r->occupancy.limit), "tensor_cores",
+					  ks_tensor_cores_name(r->desc.tensor_cores), "async_copy",
+					  ks_async_copy_name(r->desc.async_copy), "widest_load_bytes",
+					  r->desc.widest_load_bytes));
 		}
 		for (int d = 0; d < KS_DESC_COUNT; d++)
 			json_object_set_new(desc, ks_descriptor_name((enum ks_descriptor)d),
@@ -128,8 +127,8 @@ static json_t *report_json(const struct ks_candidate *cand, const struct ks_op *
 }
 
 /* One row of the --all-params table. */
-static void print_row(const struct ks_candidate *cand, const int64_t *params,
-		      const struct ks_build *b, const char *evidence)
+static void print_row(const struct ks_candidate *cand, const int64_t *params, const struct ks_build *b,
+		      const char *evidence)
 {
 	char pbuf[256];
 	int regs = 0, spills = 0;
@@ -159,10 +158,13 @@ static void print_row(const struct ks_candidate *cand, const int64_t *params,
 int cmd_compile(int argc, char **argv)
 {
 	struct ks_opt opts[] = {
-		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator the candidate implements (required)", 0, 0, 0, 0 },
-		{ "param", 'p', KS_OPT_LIST, "K=V", "set a param (repeatable); others take their first value", 0, 0, 0, 0 },
+		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator the candidate implements (required)", 0, 0, 0,
+		  0 },
+		{ "param", 'p', KS_OPT_LIST, "K=V", "set a param (repeatable); others take their first value",
+		  0, 0, 0, 0 },
 		{ "all-params", 0, KS_OPT_FLAG, NULL, "compile every combination of the params", 0, 0, 0, 0 },
-		{ "arch", 0, KS_OPT_VALUE, "sm_XX", "target architecture (default: GPU 0's, else sm_90a)", 0, 0, 0, 0 },
+		{ "arch", 0, KS_OPT_VALUE, "sm_XX", "target architecture (default: GPU 0's, else sm_90a)", 0,
+		  0, 0, 0 },
 		{ "json", 0, KS_OPT_FLAG, NULL, "print JSON instead of text", 0, 0, 0, 0 },
 		{ 0 },
 	};
@@ -217,7 +219,8 @@ int cmd_compile(int argc, char **argv)
 	if (opts[4].set)
 		all = json_array();
 	else if (opts[2].set)
-		printf("%s: %zu param combinations, op %s, %s (%s)\n\n", cand.path, combos, op.key, arch, arch_why);
+		printf("%s: %zu param combinations, op %s, %s (%s)\n\n", cand.path, combos, op.key, arch,
+		       arch_why);
 	for (size_t c = 0; c < combos; c++) {
 		struct ks_build build;
 		char pbuf[256];

@@ -10,35 +10,33 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ksearch/cuda.h"
-#include "ksearch/llm.h"
-#include "ksearch/nvrtc.h"
-#include "ksearch/op.h"
-#include "ksearch/util.h"
+#include "ksearch/evaluate/cuda.h"
+#include "ksearch/llm/llm.h"
+#include "ksearch/compile/nvrtc.h"
+#include "ksearch/op/op.h"
+#include "ksearch/base/util.h"
 
 enum { EXIT_NO_GPU = 3, EXIT_LLM = 4 };
 
 static const struct ks_help help = {
-	.usage = "ksearch doctor [--archive DIR] [--llm-url URL --llm-model NAME [--llm-provider openai|anthropic]]",
-	.description =
-		"Check what ksearch needs, in the order it needs it: the CUDA toolkit's\n"
-		"headers, NVRTC (with a trial compilation), the NVIDIA driver, each GPU\n"
-		"(name, compute capability, memory, SMs), the operators, and the archive\n"
-		"folder.  Every problem comes with the fix.\n"
-		"\n"
-		"With --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL), it\n"
-		"also sends the endpoint one small request and reports the answer time and\n"
-		"token counts, or what went wrong and how to fix it.  The key comes from\n"
-		"KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY; it is never\n"
-		"printed.",
-	.examples =
-		"  ksearch doctor\n"
-		"  ksearch doctor --archive /data/ksearch-archive\n"
-		"  ksearch doctor --llm-url http://127.0.0.1:8000/v1 --llm-model qwen3-coder\n",
-	.exit_codes =
-		"  3  compilation works but no GPU can run kernels (no driver or no GPU):\n"
-		"     compile works; check and evolve need a GPU\n"
-		"  4  the LLM endpoint did not answer properly (and nothing worse than 3)\n",
+	.usage = "ksearch doctor [--archive DIR] [--llm-url URL --llm-model NAME [--llm-provider "
+		 "openai|anthropic]]",
+	.description = "Check what ksearch needs, in the order it needs it: the CUDA toolkit's\n"
+		       "headers, NVRTC (with a trial compilation), the NVIDIA driver, each GPU\n"
+		       "(name, compute capability, memory, SMs), the operators, and the archive\n"
+		       "folder.  Every problem comes with the fix.\n"
+		       "\n"
+		       "With --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL), it\n"
+		       "also sends the endpoint one small request and reports the answer time and\n"
+		       "token counts, or what went wrong and how to fix it.  The key comes from\n"
+		       "KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY; it is never\n"
+		       "printed.",
+	.examples = "  ksearch doctor\n"
+		    "  ksearch doctor --archive /data/ksearch-archive\n"
+		    "  ksearch doctor --llm-url http://127.0.0.1:8000/v1 --llm-model qwen3-coder\n",
+	.exit_codes = "  3  compilation works but no GPU can run kernels (no driver or no GPU):\n"
+		      "     compile works; check and evolve need a GPU\n"
+		      "  4  the LLM endpoint did not answer properly (and nothing worse than 3)\n",
 };
 
 static int problems;
@@ -86,10 +84,12 @@ static int check_toolkit(void)
 
 static int check_nvrtc(void)
 {
-	static const char source[] =
-		"#include <cuda_bf16.h>\n"
-		"extern \"C\" __global__ void probe(__nv_bfloat16 *x) { x[threadIdx.x] = __float2bfloat16(1.0f); }\n";
-	struct ks_compile_request req = { .source = source, .source_name = "doctor-probe.cu", .arch = "sm_90a" };
+	static const char source[] = "#include <cuda_bf16.h>\n"
+				     "extern \"C\" __global__ void probe(__nv_bfloat16 *x) { x[threadIdx.x] "
+				     "= __float2bfloat16(1.0f); }\n";
+	struct ks_compile_request req = { .source = source,
+					  .source_name = "doctor-probe.cu",
+					  .arch = "sm_90a" };
 	struct ks_compile_result res = { 0 };
 	struct ks_error err;
 	int major, minor;
@@ -99,7 +99,8 @@ static int check_nvrtc(void)
 		return -1;
 	}
 	if (ks_nvrtc_compile(&req, &res, &err) < 0) {
-		bad("nvrtc", err.msg, "the toolkit's headers and NVRTC must match: reinstall the CUDA toolkit");
+		bad("nvrtc", err.msg,
+		    "the toolkit's headers and NVRTC must match: reinstall the CUDA toolkit");
 		ks_compile_result_release(&res);
 		return -1;
 	}
@@ -141,8 +142,9 @@ static int check_gpus(void)
 		if (info.cc_major < 7) {
 			char problem[512];
 
-			snprintf(problem, sizeof(problem), "%s has compute capability %d.%d; ksearch needs 7.0 or newer",
-				 info.name, info.cc_major, info.cc_minor);
+			snprintf(problem, sizeof(problem),
+				 "%s has compute capability %d.%d; ksearch needs 7.0 or newer", info.name,
+				 info.cc_major, info.cc_minor);
 			bad(what, problem, "use a Volta or newer GPU");
 			continue;
 		}
@@ -172,7 +174,8 @@ static void check_ops(void)
 			bad("operators", err.msg, "fix the op.json named above (see operators/README.md)");
 			continue;
 		}
-		ok("operators", "%s (%s): %zu workloads, %zu seeds", op.key, op.dir, op.n_workloads, op.n_seeds);
+		ok("operators", "%s (%s): %zu workloads, %zu seeds", op.key, op.dir, op.n_workloads,
+		   op.n_seeds);
 		ks_op_release(&op);
 	}
 	ks_op_dirs_free(dirs, count);
@@ -209,8 +212,9 @@ static void check_archive(const char *dir)
 static const char *llm_fix(const struct ks_llm_response *r, const struct ks_llm_config *cfg)
 {
 	if (r->http_status == 401 || r->http_status == 403)
-		return cfg->provider == KS_LLM_ANTHROPIC ? "set KSEARCH_API_KEY or ANTHROPIC_API_KEY to a valid key"
-							 : "set KSEARCH_API_KEY or OPENAI_API_KEY to a valid key";
+		return cfg->provider == KS_LLM_ANTHROPIC
+			       ? "set KSEARCH_API_KEY or ANTHROPIC_API_KEY to a valid key"
+			       : "set KSEARCH_API_KEY or OPENAI_API_KEY to a valid key";
 	if (r->http_status == 404)
 		return "check --llm-model (the server does not know it) and that --llm-url ends with the API "
 		       "version, e.g. /v1";
@@ -246,7 +250,8 @@ static int check_llm(const char *url, const char *model, const char *provider)
 	cfg.max_retries = 0;
 	cfg.total_timeout_s = 60;
 	if (ks_llm_config_from_env(&cfg, &err) < 0 || ks_llm_config_validate(&cfg, &err) < 0) {
-		bad("llm", err.msg, "give --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)");
+		bad("llm", err.msg,
+		    "give --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)");
 		goto cleanup;
 	}
 	if (ks_llm_open(&llm, &cfg, &err) < 0 || ks_llm_submit(llm, &req, 1, &err) < 0) {
@@ -262,8 +267,8 @@ static int check_llm(const char *url, const char *model, const char *provider)
 		bad("llm", resp.error ? resp.error : "the request failed", llm_fix(&resp, &cfg));
 		goto cleanup;
 	}
-	ok("llm", "%s at %s (%s) answered in %.2f s: %llu prompt + %llu completion tokens%s",
-	   cfg.model, cfg.base_url, ks_llm_provider_name(cfg.provider), resp.elapsed_s,
+	ok("llm", "%s at %s (%s) answered in %.2f s: %llu prompt + %llu completion tokens%s", cfg.model,
+	   cfg.base_url, ks_llm_provider_name(cfg.provider), resp.elapsed_s,
 	   (unsigned long long)resp.prompt_tokens, (unsigned long long)resp.completion_tokens,
 	   resp.usage_estimated ? " (estimated: the server reported no usage)" : "");
 	ret = 0;
@@ -277,8 +282,10 @@ cleanup:
 int cmd_doctor(int argc, char **argv)
 {
 	struct ks_opt opts[] = {
-		{ "archive", 0, KS_OPT_VALUE, "DIR", "archive folder to check (default: archive)", 0, 0, 0, 0 },
-		{ "llm-url", 0, KS_OPT_VALUE, "URL", "also check this LLM endpoint (base URL, e.g. .../v1)", 0, 0, 0, 0 },
+		{ "archive", 0, KS_OPT_VALUE, "DIR", "archive folder to check (default: archive)", 0, 0, 0,
+		  0 },
+		{ "llm-url", 0, KS_OPT_VALUE, "URL", "also check this LLM endpoint (base URL, e.g. .../v1)",
+		  0, 0, 0, 0 },
 		{ "llm-model", 0, KS_OPT_VALUE, "NAME", "the model to ask", 0, 0, 0, 0 },
 		{ "llm-provider", 0, KS_OPT_VALUE, "P", "openai (default) or anthropic", 0, 0, 0, 0 },
 		{ 0 },

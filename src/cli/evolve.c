@@ -13,60 +13,64 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ksearch/archive.h"
-#include "ksearch/backend.h"
-#include "ksearch/cuda.h"
-#include "ksearch/llm.h"
-#include "ksearch/llm_context.h"
-#include "ksearch/op.h"
-#include "ksearch/proc.h"
-#include "ksearch/search.h"
-#include "ksearch/util.h"
+#include "ksearch/archive/archive.h"
+#include "ksearch/evaluate/backend.h"
+#include "ksearch/evaluate/cuda.h"
+#include "ksearch/llm/llm.h"
+#include "ksearch/llm/llm_context.h"
+#include "ksearch/op/op.h"
+#include "ksearch/base/proc.h"
+#include "ksearch/search/search.h"
+#include "ksearch/base/util.h"
 
 #define DEFAULT_BUDGET 100
 
 static const struct ks_help help = {
-	.usage = "ksearch evolve --op NAME [--budget N] [--time DURATION] [--target FITNESS] [--gpus LIST|all] [options]",
-	.description =
-		"Search for faster kernels of an operator.  The seed kernels go first, with\n"
-		"their first params; then the loop picks a parent from the MAP-Elites grid\n"
-		"(uniformly over filled cells, weighted by fitness, or a cell that improved\n"
-		"lately), mutates one or two params to neighbouring values or crosses two\n"
-		"elites of the same family, compiles the child in parallel processes,\n"
-		"verifies and times it on the GPU workers, and files it in the archive.\n"
-		"A candidate that crashes, hangs or is refused costs one evaluation.\n"
-		"\n"
-		"On an existing archive the search resumes where it stopped (the same\n"
-		"choices as if it had never stopped).  Ctrl-C (or SIGTERM) finishes the\n"
-		"candidates in flight and stops; a second Ctrl-C quits at once.  Nothing\n"
-		"committed is ever lost: every result is its own transaction.\n"
-		"\n"
-		"Without --budget, --time or --target the search stops after 100\n"
-		"evaluations (a few minutes).  Each evaluation is one candidate verified\n"
-		"on every check workload and timed on every benchmark workload.\n"
-		"\n"
-		"With an LLM endpoint (--llm-url and --llm-model, or KSEARCH_LLM_URL and\n"
-		"KSEARCH_LLM_MODEL), the LLM writes new kernels too: it gets a parent from\n"
-		"the grid with its evidence (compile report, times, descriptors), elites of\n"
-		"other cells and a strategy prompt, and answers with SEARCH/REPLACE edits\n"
-		"or a whole file.  A child that fails goes back to it with the evidence\n"
-		"(--llm-repairs turns); one that verifies gets its params tuned\n"
-		"(--llm-tune variants).  Strategy prompts live in the archive with their\n"
-		"statistics, are chosen by a bandit, and the best are rewritten by the LLM\n"
-		"(`ksearch archive prompts` lists them).  The built-in mutator fills\n"
-		"every slot the LLM leaves empty, and carries on alone when the endpoint\n"
-		"fails, pauses or a budget is spent.  The API key comes from the\n"
-		"environment only: KSEARCH_API_KEY, else OPENAI_API_KEY or\n"
-		"ANTHROPIC_API_KEY by provider.  Prices for --llm-budget-usd come from\n"
-		"prompts/prices.json.",
+	.usage = "ksearch evolve --op NAME [--budget N] [--time DURATION] [--target FITNESS] [--gpus "
+		 "LIST|all] "
+		 "[options]",
+	.description = "Search for faster kernels of an operator.  The seed kernels go first, with\n"
+		       "their first params; then the loop picks a parent from the MAP-Elites grid\n"
+		       "(uniformly over filled cells, weighted by fitness, or a cell that improved\n"
+		       "lately), mutates one or two params to neighbouring values or crosses two\n"
+		       "elites of the same family, compiles the child in parallel processes,\n"
+		       "verifies and times it on the GPU workers, and files it in the archive.\n"
+		       "A candidate that crashes, hangs or is refused costs one evaluation.\n"
+		       "\n"
+		       "On an existing archive the search resumes where it stopped (the same\n"
+		       "choices as if it had never stopped).  Ctrl-C (or SIGTERM) finishes the\n"
+		       "candidates in flight and stops; a second Ctrl-C quits at once.  Nothing\n"
+		       "committed is ever lost: every result is its own transaction.\n"
+		       "\n"
+		       "Without --budget, --time or --target the search stops after 100\n"
+		       "evaluations (a few minutes).  Each evaluation is one candidate verified\n"
+		       "on every check workload and timed on every benchmark workload.\n"
+		       "\n"
+		       "With an LLM endpoint (--llm-url and --llm-model, or KSEARCH_LLM_URL and\n"
+		       "KSEARCH_LLM_MODEL), the LLM writes new kernels too: it gets a parent from\n"
+		       "the grid with its evidence (compile report, times, descriptors), elites of\n"
+		       "other cells and a strategy prompt, and answers with SEARCH/REPLACE edits\n"
+		       "or a whole file.  A child that fails goes back to it with the evidence\n"
+		       "(--llm-repairs turns); one that verifies gets its params tuned\n"
+		       "(--llm-tune variants).  Strategy prompts live in the archive with their\n"
+		       "statistics, are chosen by a bandit, and the best are rewritten by the LLM\n"
+		       "(`ksearch archive prompts` lists them).  The built-in mutator fills\n"
+		       "every slot the LLM leaves empty, and carries on alone when the endpoint\n"
+		       "fails, pauses or a budget is spent.  The API key comes from the\n"
+		       "environment only: KSEARCH_API_KEY, else OPENAI_API_KEY or\n"
+		       "ANTHROPIC_API_KEY by provider.  Prices for --llm-budget-usd come from\n"
+		       "prompts/prices.json.",
 	.examples =
 		"  ksearch evolve --op gqa                              a few minutes, 100 candidates\n"
 		"  ksearch evolve --op gqa --time 8h --gpus all --log run.jsonl\n"
 		"  ksearch evolve --op gqa --budget 2000 --seed 7 --archive /data/archive\n"
-		"  ksearch evolve --op gqa --fresh                      start over (the old archive is kept aside)\n"
-		"  OPENAI_API_KEY=... ksearch evolve --op gqa --time 8h --llm-url https://api.openai.com/v1 \\\n"
+		"  ksearch evolve --op gqa --fresh                      start over (the old archive is kept "
+		"aside)\n"
+		"  OPENAI_API_KEY=... ksearch evolve --op gqa --time 8h --llm-url https://api.openai.com/v1 "
+		"\\\n"
 		"      --llm-model gpt-5 --llm-budget-usd 20\n"
-		"  ksearch evolve --op gqa --llm-url http://127.0.0.1:8000/v1 --llm-model Qwen/Qwen3-Coder   (vLLM)\n",
+		"  ksearch evolve --op gqa --llm-url http://127.0.0.1:8000/v1 --llm-model Qwen/Qwen3-Coder   "
+		"(vLLM)\n",
 	.exit_codes = "  3  no GPU (the search needs one; `ksearch doctor` says what is missing)\n",
 };
 
@@ -94,11 +98,23 @@ static double parse_duration(const char *text)
 		if (end == p || v < 0)
 			return -1;
 		switch (*end) {
-		case 'h': total += v * 3600; end++; break;
-		case 'm': total += v * 60; end++; break;
-		case 's': total += v; end++; break;
-		case '\0': total += v; break;
-		default: return -1;
+		case 'h':
+			total += v * 3600;
+			end++;
+			break;
+		case 'm':
+			total += v * 60;
+			end++;
+			break;
+		case 's':
+			total += v;
+			end++;
+			break;
+		case '\0':
+			total += v;
+			break;
+		default:
+			return -1;
 		}
 		p = end;
 	}
@@ -131,7 +147,9 @@ static int parse_gpus(const char *text, int **gpus, size_t *n, struct ks_error *
 
 		if (*end || v < 0 || v > 1024) {
 			free(copy);
-			return ks_fail(err, "--gpus %s: expected GPU numbers separated by commas (0,1) or 'all'", text);
+			return ks_fail(err,
+				       "--gpus %s: expected GPU numbers separated by commas (0,1) or 'all'",
+				       text);
 		}
 		for (size_t i = 0; i < *n; i++)
 			if ((*gpus)[i] == v) {
@@ -189,16 +207,25 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		printf(" (%.0f per GPU-hour)", 3600.0 * (double)sum->evaluated / sum->wall_s / (double)lanes);
 	printf("\n");
 	if (sum->evaluated)
-		printf("time: compile %.0f s (summed over processes), GPU evaluation %.0f s, GPUs busy %.0f%% of the wall time\n",
+		printf("time: compile %.0f s (summed over processes), GPU evaluation %.0f s, GPUs busy "
+		       "%.0f%% of the wall time\n",
 		       sum->compile_s, sum->eval_s, 100.0 * sum->gpu_busy_s / (sum->wall_s * (double)lanes));
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
-		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM side can bring "
-				  "nothing more (its budget is spent, or no kernel has verified to start from)\n"
-				: "every param combination of every seed family has been evaluated: the built-in mutator "
-				  "has nothing left to try (an LLM endpoint, --llm-url, brings new kernels)\n");
+		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM "
+				  "side "
+				  "can bring "
+				  "nothing more (its budget is spent, or no kernel has verified to start "
+				  "from)\n"
+				: "every param combination of every seed family has been evaluated: the "
+				  "built-in "
+				  "mutator "
+				  "has nothing left to try (an LLM endpoint, --llm-url, brings new "
+				  "kernels)\n");
 	if (sum->llm_requests || sum->llm_failed)
-		printf("LLM: %llu answers (%llu requests failed), %llu kernels evaluated from them (%llu verified), "
-		       "%llu unusable answers, %llu repair turns, %llu tuned variants, %llu strategies rewritten\n",
+		printf("LLM: %llu answers (%llu requests failed), %llu kernels evaluated from them (%llu "
+		       "verified), "
+		       "%llu unusable answers, %llu repair turns, %llu tuned variants, %llu strategies "
+		       "rewritten\n",
 		       (unsigned long long)sum->llm_requests, (unsigned long long)sum->llm_failed,
 		       (unsigned long long)sum->llm_children, (unsigned long long)sum->llm_ok,
 		       (unsigned long long)sum->answer_errors, (unsigned long long)sum->repairs,
@@ -269,16 +296,23 @@ static int llm_configure(const struct ks_opt *opts, const int *idx, struct llm_s
 	int rc, found = 0;
 
 	ks_llm_config_init(&l->cfg);
-	l->search = (struct ks_search_llm){ .max_repairs = 2, .tune_budget = 8, .rewrite_every = 10,
-					    .population_cap = 12, .move_share = 0.3 };
+	l->search = (struct ks_search_llm){ .max_repairs = 2,
+					    .tune_budget = 8,
+					    .rewrite_every = 10,
+					    .population_cap = 12,
+					    .move_share = 0.3 };
 	if (opts[idx[11]].set)
 		return 0;
-	l->wanted = opts[idx[0]].set || opts[idx[1]].set || (env_url && *env_url) || (env_model && *env_model);
+	l->wanted =
+		opts[idx[0]].set || opts[idx[1]].set || (env_url && *env_url) || (env_model && *env_model);
 	if (!l->wanted) {
 		for (int i = 2; i < 11; i++)
 			if (opts[idx[i]].set)
-				return ks_cli_usage("evolve", "--%s needs an LLM endpoint: give --llm-url and --llm-model "
-						    "(or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)", opts[idx[i]].name);
+				return ks_cli_usage(
+					"evolve",
+					"--%s needs an LLM endpoint: give --llm-url and --llm-model "
+					"(or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)",
+					opts[idx[i]].name);
 		return 0;
 	}
 	if (opts[idx[0]].set)
@@ -348,36 +382,81 @@ int cmd_evolve(int argc, char **argv)
 		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator to search (see `ksearch ops`)", 0, 0, 0, 0 },
 		{ "archive", 0, KS_OPT_VALUE, "DIR", "archive root (default: archive)", 0, 0, 0, 0 },
 		{ "budget", 0, KS_OPT_VALUE, "N", "stop after N evaluations in this run", 0, 0, 0, 0 },
-		{ "time", 0, KS_OPT_VALUE, "DURATION", "stop after this long (8h, 20m, 90s, 1h30m)", 0, 0, 0, 0 },
-		{ "target", 0, KS_OPT_VALUE, "FITNESS", "stop when the best fitness reaches this", 0, 0, 0, 0 },
-		{ "gpus", 0, KS_OPT_VALUE, "LIST|all", "GPUs to use, e.g. 0,1 or all (default 0)", 0, 0, 0, 0 },
-		{ "jobs", 'j', KS_OPT_VALUE, "N", "compile processes (default: CPUs, at most 8)", 0, 0, 0, 0 },
+		{ "time", 0, KS_OPT_VALUE, "DURATION", "stop after this long (8h, 20m, 90s, 1h30m)", 0, 0, 0,
+		  0 },
+		{ "target", 0, KS_OPT_VALUE, "FITNESS", "stop when the best fitness reaches this", 0, 0, 0,
+		  0 },
+		{ "gpus", 0, KS_OPT_VALUE, "LIST|all", "GPUs to use, e.g. 0,1 or all (default 0)", 0, 0, 0,
+		  0 },
+		{ "jobs", 'j', KS_OPT_VALUE, "N", "compile processes (default: CPUs, at most 8)", 0, 0, 0,
+		  0 },
 		{ "seed", 0, KS_OPT_VALUE, "N", "random seed for a new search (default 1)", 0, 0, 0, 0 },
-		{ "explore", 0, KS_OPT_VALUE, "W", "weight of uniform parents over filled cells (default 0.3)", 0, 0, 0, 0 },
-		{ "exploit", 0, KS_OPT_VALUE, "W", "weight of fitness-weighted parents (default 0.5)", 0, 0, 0, 0 },
-		{ "recent", 0, KS_OPT_VALUE, "W", "weight of parents from recently improved cells (default 0.2)", 0, 0, 0, 0 },
+		{ "explore", 0, KS_OPT_VALUE, "W",
+		  "weight of uniform parents over filled cells (default 0.3)", 0, 0, 0, 0 },
+		{ "exploit", 0, KS_OPT_VALUE, "W", "weight of fitness-weighted parents (default 0.5)", 0, 0,
+		  0, 0 },
+		{ "recent", 0, KS_OPT_VALUE, "W",
+		  "weight of parents from recently improved cells (default 0.2)", 0, 0, 0, 0 },
 		{ "log", 0, KS_OPT_VALUE, "FILE", "append JSON-lines events to FILE", 0, 0, 0, 0 },
-		{ "fresh", 0, KS_OPT_FLAG, NULL, "start a new archive; the old one is moved aside, not deleted", 0, 0, 0, 0 },
-		{ "time-cap", 0, KS_OPT_VALUE, "MS", "timing budget per benchmark workload (default 300)", 0, 0, 0, 0 },
-		{ "llm-url", 0, KS_OPT_VALUE, "URL", "LLM endpoint base, up to the version: https://api.openai.com/v1 "
-		  "(env KSEARCH_LLM_URL)", 0, 0, 0, 0 },
-		{ "llm-model", 0, KS_OPT_VALUE, "NAME", "model name as the endpoint knows it (env KSEARCH_LLM_MODEL)", 0, 0, 0, 0 },
-		{ "llm-provider", 0, KS_OPT_VALUE, "openai|anthropic", "the protocol (default openai; env KSEARCH_LLM_PROVIDER)", 0, 0, 0, 0 },
-		{ "llm-concurrency", 0, KS_OPT_VALUE, "N", "LLM requests in flight at once (default 4)", 0, 0, 0, 0 },
+		{ "fresh", 0, KS_OPT_FLAG, NULL,
+		  "start a new archive; the old one is moved aside, not deleted", 0, 0, 0, 0 },
+		{ "time-cap", 0, KS_OPT_VALUE, "MS", "timing budget per benchmark workload (default 300)", 0,
+		  0, 0, 0 },
+		{ "llm-url", 0, KS_OPT_VALUE, "URL",
+		  "LLM endpoint base, up to the version: https://api.openai.com/v1 "
+		  "(env KSEARCH_LLM_URL)",
+		  0, 0, 0, 0 },
+		{ "llm-model", 0, KS_OPT_VALUE, "NAME",
+		  "model name as the endpoint knows it (env KSEARCH_LLM_MODEL)", 0, 0, 0, 0 },
+		{ "llm-provider", 0, KS_OPT_VALUE, "openai|anthropic",
+		  "the protocol (default openai; env KSEARCH_LLM_PROVIDER)", 0, 0, 0, 0 },
+		{ "llm-concurrency", 0, KS_OPT_VALUE, "N", "LLM requests in flight at once (default 4)", 0, 0,
+		  0, 0 },
 		{ "temperature", 0, KS_OPT_VALUE, "T", "sampling temperature (default 0.8)", 0, 0, 0, 0 },
-		{ "max-tokens", 0, KS_OPT_VALUE, "N", "longest answer, in tokens (default 8192)", 0, 0, 0, 0 },
-		{ "llm-budget-tokens", 0, KS_OPT_VALUE, "N", "stop using the LLM after N prompt + completion tokens", 0, 0, 0, 0 },
-		{ "llm-budget-usd", 0, KS_OPT_VALUE, "USD", "stop using the LLM after this cost (prompts/prices.json)", 0, 0, 0, 0 },
-		{ "llm-repairs", 0, KS_OPT_VALUE, "N", "repair turns for a failed LLM child (default 2)", 0, 0, 0, 0 },
-		{ "llm-tune", 0, KS_OPT_VALUE, "N", "param variants tried per new LLM kernel (default 8)", 0, 0, 0, 0 },
-		{ "llm-rewrite-every", 0, KS_OPT_VALUE, "N", "LLM children between strategy rewrites; 0 never (default 10)", 0, 0, 0, 0 },
-		{ "no-llm", 0, KS_OPT_FLAG, NULL, "the built-in mutator only, even with KSEARCH_LLM_URL set", 0, 0, 0, 0 },
+		{ "max-tokens", 0, KS_OPT_VALUE, "N", "longest answer, in tokens (default 8192)", 0, 0, 0,
+		  0 },
+		{ "llm-budget-tokens", 0, KS_OPT_VALUE, "N",
+		  "stop using the LLM after N prompt + completion tokens", 0, 0, 0, 0 },
+		{ "llm-budget-usd", 0, KS_OPT_VALUE, "USD",
+		  "stop using the LLM after this cost (prompts/prices.json)", 0, 0, 0, 0 },
+		{ "llm-repairs", 0, KS_OPT_VALUE, "N", "repair turns for a failed LLM child (default 2)", 0,
+		  0, 0, 0 },
+		{ "llm-tune", 0, KS_OPT_VALUE, "N", "param variants tried per new LLM kernel (default 8)", 0,
+		  0, 0, 0 },
+		{ "llm-rewrite-every", 0, KS_OPT_VALUE, "N",
+		  "LLM children between strategy rewrites; 0 never (default 10)", 0, 0, 0, 0 },
+		{ "no-llm", 0, KS_OPT_FLAG, NULL, "the built-in mutator only, even with KSEARCH_LLM_URL set",
+		  0, 0, 0, 0 },
 		{ 0 },
 	};
-	enum { O_OP, O_ARCHIVE, O_BUDGET, O_TIME, O_TARGET, O_GPUS, O_JOBS, O_SEED, O_EXPLORE, O_EXPLOIT,
-	       O_RECENT, O_LOG, O_FRESH, O_TIME_CAP, O_LLM_URL, O_LLM_MODEL, O_LLM_PROVIDER, O_LLM_CONCURRENCY,
-	       O_TEMPERATURE, O_MAX_TOKENS, O_LLM_BUDGET_TOKENS, O_LLM_BUDGET_USD, O_LLM_REPAIRS, O_LLM_TUNE,
-	       O_LLM_REWRITE_EVERY, O_NO_LLM };
+	enum {
+		O_OP,
+		O_ARCHIVE,
+		O_BUDGET,
+		O_TIME,
+		O_TARGET,
+		O_GPUS,
+		O_JOBS,
+		O_SEED,
+		O_EXPLORE,
+		O_EXPLOIT,
+		O_RECENT,
+		O_LOG,
+		O_FRESH,
+		O_TIME_CAP,
+		O_LLM_URL,
+		O_LLM_MODEL,
+		O_LLM_PROVIDER,
+		O_LLM_CONCURRENCY,
+		O_TEMPERATURE,
+		O_MAX_TOKENS,
+		O_LLM_BUDGET_TOKENS,
+		O_LLM_BUDGET_USD,
+		O_LLM_REPAIRS,
+		O_LLM_TUNE,
+		O_LLM_REWRITE_EVERY,
+		O_NO_LLM
+	};
 	struct ks_search_config cfg = { .seed = 1, .status_every_s = 30 };
 	struct ks_search_summary sum;
 	struct ks_gpu_backend gb = { 0 };
@@ -390,9 +469,9 @@ int cmd_evolve(int argc, char **argv)
 	size_t n_positional, n_families = 0, n_gpus = 0;
 	const char *root;
 	int *gpus = NULL, rc, ret = KS_EXIT_FAILED, time_cap = 0, gb_open = 0;
-	const int llm_opts[] = { O_LLM_URL, O_LLM_MODEL, O_LLM_PROVIDER, O_LLM_CONCURRENCY, O_TEMPERATURE,
-				 O_MAX_TOKENS, O_LLM_BUDGET_TOKENS, O_LLM_BUDGET_USD, O_LLM_REPAIRS, O_LLM_TUNE,
-				 O_LLM_REWRITE_EVERY, O_NO_LLM };
+	const int llm_opts[] = { O_LLM_URL,	O_LLM_MODEL,  O_LLM_PROVIDER,	   O_LLM_CONCURRENCY,
+				 O_TEMPERATURE, O_MAX_TOKENS, O_LLM_BUDGET_TOKENS, O_LLM_BUDGET_USD,
+				 O_LLM_REPAIRS, O_LLM_TUNE,   O_LLM_REWRITE_EVERY, O_NO_LLM };
 	struct llm_setup llm = { 0 };
 	char moved[4200];
 	struct ks_archive_metrics m;
@@ -402,7 +481,8 @@ int cmd_evolve(int argc, char **argv)
 		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
 	root = opts[O_ARCHIVE].set ? opts[O_ARCHIVE].value : "archive";
 	if (n_positional) {
-		ret = ks_cli_usage("evolve", "unexpected argument '%s' (the operator goes in --op NAME)", positional[0]);
+		ret = ks_cli_usage("evolve", "unexpected argument '%s' (the operator goes in --op NAME)",
+				   positional[0]);
 		goto cleanup;
 	}
 	if (!opts[O_OP].set) {
@@ -414,7 +494,8 @@ int cmd_evolve(int argc, char **argv)
 		long long v = strtoll(opts[O_BUDGET].value, &end, 10);
 
 		if (*end || v <= 0) {
-			ret = ks_cli_usage("evolve", "--budget %s: expected a number of evaluations > 0", opts[O_BUDGET].value);
+			ret = ks_cli_usage("evolve", "--budget %s: expected a number of evaluations > 0",
+					   opts[O_BUDGET].value);
 			goto cleanup;
 		}
 		cfg.budget = (uint64_t)v;
@@ -429,8 +510,10 @@ int cmd_evolve(int argc, char **argv)
 
 		cfg.target_fitness = strtod(opts[O_TARGET].value, &end);
 		if (*end || cfg.target_fitness <= 0) {
-			ret = ks_cli_usage("evolve", "--target %s: expected a fitness > 0 (a speedup over the reference)",
-					   opts[O_TARGET].value);
+			ret = ks_cli_usage(
+				"evolve",
+				"--target %s: expected a fitness > 0 (a speedup over the reference)",
+				opts[O_TARGET].value);
 			goto cleanup;
 		}
 	}
@@ -446,7 +529,8 @@ int cmd_evolve(int argc, char **argv)
 
 		cfg.jobs = (int)strtol(opts[O_JOBS].value, &end, 10);
 		if (*end || cfg.jobs < 1 || cfg.jobs > 256) {
-			ret = ks_cli_usage("evolve", "--jobs %s: expected 1 to 256 compile processes", opts[O_JOBS].value);
+			ret = ks_cli_usage("evolve", "--jobs %s: expected 1 to 256 compile processes",
+					   opts[O_JOBS].value);
 			goto cleanup;
 		}
 	}
@@ -455,7 +539,8 @@ int cmd_evolve(int argc, char **argv)
 
 		cfg.seed = strtoull(opts[O_SEED].value, &end, 10);
 		if (*end || !*opts[O_SEED].value) {
-			ret = ks_cli_usage("evolve", "--seed %s: expected a non-negative integer", opts[O_SEED].value);
+			ret = ks_cli_usage("evolve", "--seed %s: expected a non-negative integer",
+					   opts[O_SEED].value);
 			goto cleanup;
 		}
 	}
@@ -470,7 +555,8 @@ int cmd_evolve(int argc, char **argv)
 		goto cleanup;
 	}
 	if (opts[O_TIME_CAP].set && (time_cap = atoi(opts[O_TIME_CAP].value)) <= 0) {
-		ret = ks_cli_usage("evolve", "--time-cap %s: expected milliseconds > 0", opts[O_TIME_CAP].value);
+		ret = ks_cli_usage("evolve", "--time-cap %s: expected milliseconds > 0",
+				   opts[O_TIME_CAP].value);
 		goto cleanup;
 	}
 	if (opts[O_GPUS].set) {
@@ -502,17 +588,20 @@ int cmd_evolve(int argc, char **argv)
 	       op.name, n_families, n_gpus, n_gpus == 1 ? "" : "s");
 	fflush(stdout);
 	if (ks_gpu_backend_open(&gb, &op, gpus, n_gpus, time_cap, &err) < 0) {
-		ks_cli_error("evolve", "%s\n(the search verifies and times kernels on an NVIDIA GPU; "
-			     "`ksearch doctor` says what is missing; `ksearch compile` works without one)", err.msg);
+		ks_cli_error("evolve",
+			     "%s\n(the search verifies and times kernels on an NVIDIA GPU; "
+			     "`ksearch doctor` says what is missing; `ksearch compile` works without one)",
+			     err.msg);
 		ret = 3;
 		goto cleanup;
 	}
 	gb_open = 1;
 	printf("GPU: %s (%s), %d SMs, DRAM %.0f GB/s measured, peaks %s\n", gb.evaluators[0].profile.name,
-	       gb.evaluators[0].profile.arch, gb.evaluators[0].profile.sm_count, gb.evaluators[0].profile.dram_gbps,
-	       gb.evaluators[0].profile.peak_source);
+	       gb.evaluators[0].profile.arch, gb.evaluators[0].profile.sm_count,
+	       gb.evaluators[0].profile.dram_gbps, gb.evaluators[0].profile.peak_source);
 	if (llm.wanted) {
-		if (ks_llm_system_prompt(llm.prompts_dir, &op, &gb.evaluators[0].profile, &llm.system_prompt, &err) < 0 ||
+		if (ks_llm_system_prompt(llm.prompts_dir, &op, &gb.evaluators[0].profile, &llm.system_prompt,
+					 &err) < 0 ||
 		    ks_llm_open(&llm.client, &llm.cfg, &err) < 0) {
 			ks_cli_error("evolve", "%s", err.msg);
 			goto cleanup;
@@ -523,14 +612,15 @@ int cmd_evolve(int argc, char **argv)
 		llm.search.system_prompt = llm.system_prompt;
 		llm.search.concurrency = llm.cfg.concurrency;
 		cfg.llm = &llm.search;
-		printf("LLM: %s at %s (%s), %d in flight, temperature %.2g, up to %d tokens an answer", llm.cfg.model,
-		       llm.cfg.base_url, ks_llm_provider_name(llm.cfg.provider), llm.cfg.concurrency,
-		       llm.cfg.temperature, llm.cfg.max_tokens);
+		printf("LLM: %s at %s (%s), %d in flight, temperature %.2g, up to %d tokens an answer",
+		       llm.cfg.model, llm.cfg.base_url, ks_llm_provider_name(llm.cfg.provider),
+		       llm.cfg.concurrency, llm.cfg.temperature, llm.cfg.max_tokens);
 		if (llm.cfg.budget_tokens)
 			printf(", budget %llu tokens", (unsigned long long)llm.cfg.budget_tokens);
 		if (llm.cfg.budget_usd > 0)
 			printf(", budget $%.2f", llm.cfg.budget_usd);
-		printf("%s; prompts from %s\n", llm.cfg.api_key && *llm.cfg.api_key ? ", key from the environment" : ", no key",
+		printf("%s; prompts from %s\n",
+		       llm.cfg.api_key && *llm.cfg.api_key ? ", key from the environment" : ", no key",
 		       llm.prompts_dir);
 	}
 	if (opts[O_FRESH].set) {
@@ -553,12 +643,14 @@ int cmd_evolve(int argc, char **argv)
 	}
 	if (ks_archive_metrics(ar, &m, &err) == 0 && m.candidates)
 		printf("resuming %s: %llu candidates, %llu/%llu cells filled, best %.3fx (id %llu)\n",
-		       ks_archive_path(ar), (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
-		       (unsigned long long)m.cells, m.best_fitness, (unsigned long long)m.best_id);
+		       ks_archive_path(ar), (unsigned long long)m.candidates,
+		       (unsigned long long)m.cells_filled, (unsigned long long)m.cells, m.best_fitness,
+		       (unsigned long long)m.best_id);
 	else
 		printf("new archive %s\n", ks_archive_path(ar));
 	printf("stops: %s%s%s; Ctrl-C finishes the candidates in flight and stops\n\n",
-	       cfg.budget ? "budget " : "", cfg.time_limit_s > 0 ? "time " : "", cfg.target_fitness > 0 ? "target" : "");
+	       cfg.budget ? "budget " : "", cfg.time_limit_s > 0 ? "time " : "",
+	       cfg.target_fitness > 0 ? "target" : "");
 	fflush(stdout);
 
 	cfg.out = stdout;
@@ -567,7 +659,8 @@ int cmd_evolve(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	if (ks_search_run(ar, &op, families, n_families, &gb.backend, &cfg, &sum, &err) < 0) {
-		ks_cli_error("evolve", "%s (every result so far is in the archive; run the same command to resume)",
+		ks_cli_error("evolve",
+			     "%s (every result so far is in the archive; run the same command to resume)",
 			     err.msg);
 		goto cleanup;
 	}
@@ -576,8 +669,9 @@ int cmd_evolve(int argc, char **argv)
 		struct ks_llm_usage u;
 
 		ks_llm_usage(llm.client, &u);
-		printf("LLM use in this run: %llu requests, %llu prompt + %llu completion tokens", (unsigned long long)u.requests,
-		       (unsigned long long)u.prompt_tokens, (unsigned long long)u.completion_tokens);
+		printf("LLM use in this run: %llu requests, %llu prompt + %llu completion tokens",
+		       (unsigned long long)u.requests, (unsigned long long)u.prompt_tokens,
+		       (unsigned long long)u.completion_tokens);
 		if (llm.cfg.has_price)
 			printf(", $%.4f", u.cost_usd);
 		printf("%s (strategies: ksearch archive prompts --op %s --archive %s)\n",

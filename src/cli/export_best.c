@@ -12,11 +12,11 @@
 
 #include "archive_cli.h"
 #include "cli.h"
-#include "ksearch/archive.h"
-#include "ksearch/candidate.h"
-#include "ksearch/export.h"
-#include "ksearch/op.h"
-#include "ksearch/util.h"
+#include "ksearch/archive/archive.h"
+#include "ksearch/op/candidate.h"
+#include "ksearch/export/export.h"
+#include "ksearch/op/op.h"
+#include "ksearch/base/util.h"
 
 /* A lineage longer than this is a cycle in damaged data, not a search. */
 #define MAX_LINEAGE 100000
@@ -28,20 +28,19 @@ static const char *const cmd = "export-best";
 static const struct ks_help help = {
 	.usage = "ksearch export-best --op NAME [--archive DIR] [--gpu MODEL] [--id ID | --cell I,J,...]\n"
 		 "                           [-o DIR] [--name NAME]",
-	.description =
-		"Write the best kernel of an operator's archive as plain CUDA that needs nothing\n"
-		"from ksearch: NAME.cu (the source with its params fixed as #defines, then a\n"
-		"host launcher NAME_launch() that takes device pointers, sizes, a workspace and\n"
-		"a stream, and NAME_workspace_bytes()), NAME.h (the C interface, with the\n"
-		"arguments, shapes, workspace and stream semantics), NAME.json (the GPU, arch,\n"
-		"timings per workload, fitness, speed-of-light fraction, descriptors, params and\n"
-		"lineage) and README.md.  NAME.cu compiles with `nvcc -c -std=c++17 -arch=ARCH`\n"
-		"as it is; the launcher allocates nothing.\n"
-		"\n"
-		"The best is the ok candidate with the highest fitness.  --id exports another\n"
-		"ok candidate, --cell the elite of a grid cell: one bin index per grid axis, in\n"
-		"the order of the op's grid (the cell column of `ksearch archive ls`), or the\n"
-		"cell number `ksearch archive show` prints.",
+	.description = "Write the best kernel of an operator's archive as plain CUDA that needs nothing\n"
+		       "from ksearch: NAME.cu (the source with its params fixed as #defines, then a\n"
+		       "host launcher NAME_launch() that takes device pointers, sizes, a workspace and\n"
+		       "a stream, and NAME_workspace_bytes()), NAME.h (the C interface, with the\n"
+		       "arguments, shapes, workspace and stream semantics), NAME.json (the GPU, arch,\n"
+		       "timings per workload, fitness, speed-of-light fraction, descriptors, params and\n"
+		       "lineage) and README.md.  NAME.cu compiles with `nvcc -c -std=c++17 -arch=ARCH`\n"
+		       "as it is; the launcher allocates nothing.\n"
+		       "\n"
+		       "The best is the ok candidate with the highest fitness.  --id exports another\n"
+		       "ok candidate, --cell the elite of a grid cell: one bin index per grid axis, in\n"
+		       "the order of the op's grid (the cell column of `ksearch archive ls`), or the\n"
+		       "cell number `ksearch archive show` prints.",
 	.examples =
 		"  ksearch export-best --op gqa\n"
 		"  ksearch export-best --op gqa --cell 1,2,0 -o kernels/gqa --name gqa_decode\n"
@@ -55,7 +54,8 @@ static char *default_name(const char *op)
 	char *name = ks_asprintf("ksearch_%s", op);
 
 	for (char *p = name; *p; p++)
-		if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+		if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9')))
 			*p = '_';
 	return name;
 }
@@ -126,8 +126,10 @@ static int parse_cell(struct ks_archive *ar, const char *text, uint64_t *cell)
 		return 0;
 	}
 	if (n != n_axes) {
-		ks_cli_usage(cmd, "--cell %s: the grid has %zu axes (%s); give one bin index per axis, "
-			     "separated by commas", text, n_axes, grid.buf);
+		ks_cli_usage(cmd,
+			     "--cell %s: the grid has %zu axes (%s); give one bin index per axis, "
+			     "separated by commas",
+			     text, n_axes, grid.buf);
 		goto fail;
 	}
 	*cell = 0;
@@ -135,8 +137,9 @@ static int parse_cell(struct ks_archive *ar, const char *text, uint64_t *cell)
 		size_t bins = axes[i].n_edges - 1;
 
 		if (v[i] >= bins) {
-			ks_cli_usage(cmd, "--cell %s: bin %llu of axis %s does not exist (it has bins 0 to %zu)", text,
-				     v[i], ks_descriptor_name(axes[i].descriptor), bins - 1);
+			ks_cli_usage(cmd,
+				     "--cell %s: bin %llu of axis %s does not exist (it has bins 0 to %zu)",
+				     text, v[i], ks_descriptor_name(axes[i].descriptor), bins - 1);
 			goto fail;
 		}
 		*cell = *cell * bins + v[i];
@@ -184,8 +187,9 @@ static uint64_t cell_elite(struct ks_archive *ar, uint64_t cell, const char *tex
 		}
 		if (n > MAX_CELLS_LISTED)
 			ks_strbuf_addf(&filled, "; and %zu more", n - MAX_CELLS_LISTED);
-		ks_cli_error(cmd, "--cell %s: cell %s of %s is empty; %s%s", text, sb.buf, ks_archive_path(ar),
-			     n ? "the filled cells are: " : "no cell is filled yet", filled.buf);
+		ks_cli_error(cmd, "--cell %s: cell %s of %s is empty; %s%s", text, sb.buf,
+			     ks_archive_path(ar), n ? "the filled cells are: " : "no cell is filled yet",
+			     filled.buf);
 		ks_strbuf_release(&sb);
 		ks_strbuf_release(&filled);
 	}
@@ -228,9 +232,10 @@ static int pick_record(struct ks_archive *ar, const struct ks_opt *id_opt, const
 		struct ks_archive_metrics m;
 
 		if (ks_archive_metrics(ar, &m, &err) == 0 && m.candidates)
-			ks_cli_error(cmd, "%s has no ok candidate yet (%llu evaluated, none verified ok); "
-				     "`ksearch archive ls` shows their verdicts", ks_archive_path(ar),
-				     (unsigned long long)m.candidates);
+			ks_cli_error(cmd,
+				     "%s has no ok candidate yet (%llu evaluated, none verified ok); "
+				     "`ksearch archive ls` shows their verdicts",
+				     ks_archive_path(ar), (unsigned long long)m.candidates);
 		else
 			ks_cli_error(cmd, "%s is empty: nothing to export yet (`ksearch evolve` fills it)",
 				     ks_archive_path(ar));
@@ -260,9 +265,8 @@ static int in_chain(const json_t *chain, json_int_t id)
 	size_t i;
 	json_t *step;
 
-	json_array_foreach(chain, i, step)
-		if (json_integer_value(json_object_get(step, "id")) == id)
-			return 1;
+	json_array_foreach(chain, i,
+			   step) if (json_integer_value(json_object_get(step, "id")) == id) return 1;
 	return 0;
 }
 
@@ -312,14 +316,15 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 
 	ks_params_format(cand, params, buf, sizeof(buf));
 	printf("exported candidate #%llu (%s; %s) to %s/\n", (unsigned long long)ks_record_id(record),
-	       ks_record_str(record, "family", "unknown family"), cand->n_params ? buf : "no params", out_dir);
+	       ks_record_str(record, "family", "unknown family"), cand->n_params ? buf : "no params",
+	       out_dir);
 	printf("  measured on %s (%s): fitness %.3f", ks_record_str(record, "gpu", "an unrecorded GPU"),
 	       ks_record_str(record, "arch", "sm_90a"), ks_record_num(record, "fitness"));
 	if (json_is_number(sol))
 		printf(", %.1f%% of speed of light", 100 * json_number_value(sol));
 	printf("\n\n");
-	printf("  %s/%s.cu    the kernels with their params fixed, and the launcher %s_launch()\n", out_dir, name,
-	       name);
+	printf("  %s/%s.cu    the kernels with their params fixed, and the launcher %s_launch()\n", out_dir,
+	       name, name);
 	printf("  %s/%s.h     the C interface: arguments, shapes, workspace, stream\n", out_dir, name);
 	printf("  %s/%s.json  what was measured where, and the lineage\n", out_dir, name);
 	printf("  %s/README.md\n\n", out_dir);
@@ -331,14 +336,20 @@ int cmd_export_best(int argc, char **argv)
 {
 	struct ks_opt opts[] = {
 		/* the first three as ks_archive_cli_open() expects them */
-		{ "archive", 0, KS_OPT_VALUE, "DIR", "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")", 0, 0, 0, 0 },
+		{ "archive", 0, KS_OPT_VALUE, "DIR",
+		  "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")", 0, 0, 0, 0 },
 		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator (required)", 0, 0, 0, 0 },
-		{ "gpu", 0, KS_OPT_VALUE, "MODEL", "the GPU model or its folder name; needed when DIR holds archives of "
-						   "the op for several", 0, 0, 0, 0 },
+		{ "gpu", 0, KS_OPT_VALUE, "MODEL",
+		  "the GPU model or its folder name; needed when DIR holds archives of "
+		  "the op for several",
+		  0, 0, 0, 0 },
 		{ "id", 0, KS_OPT_VALUE, "ID", "export this ok candidate instead of the best", 0, 0, 0, 0 },
-		{ "cell", 0, KS_OPT_VALUE, "I,J,...", "export the elite of this grid cell instead of the best", 0, 0, 0, 0 },
-		{ "output", 'o', KS_OPT_VALUE, "DIR", "the folder to write (default: export/<op>-<id>)", 0, 0, 0, 0 },
-		{ "name", 0, KS_OPT_VALUE, "NAME", "prefix of the files and functions (default: ksearch_<op>)", 0, 0, 0, 0 },
+		{ "cell", 0, KS_OPT_VALUE, "I,J,...",
+		  "export the elite of this grid cell instead of the best", 0, 0, 0, 0 },
+		{ "output", 'o', KS_OPT_VALUE, "DIR", "the folder to write (default: export/<op>-<id>)", 0, 0,
+		  0, 0 },
+		{ "name", 0, KS_OPT_VALUE, "NAME",
+		  "prefix of the files and functions (default: ksearch_<op>)", 0, 0, 0, 0 },
 		{ 0 },
 	};
 	struct ks_candidate cand;
@@ -357,7 +368,9 @@ int cmd_export_best(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
 	if (n_pos) {
-		ks_cli_usage(cmd, "takes no arguments (got '%s'; the candidate is chosen with --id or --cell)", pos[0]);
+		ks_cli_usage(cmd,
+			     "takes no arguments (got '%s'; the candidate is chosen with --id or --cell)",
+			     pos[0]);
 		goto cleanup;
 	}
 	if (!opts[1].set) {
@@ -370,7 +383,9 @@ int cmd_export_best(int argc, char **argv)
 	}
 	name = opts[6].set ? ks_strdup(opts[6].value) : default_name(opts[1].value);
 	if (!ks_is_identifier(name)) {
-		ks_cli_usage(cmd, "--name '%s': expected a C identifier (it prefixes the files and functions)", name);
+		ks_cli_usage(cmd,
+			     "--name '%s': expected a C identifier (it prefixes the files and functions)",
+			     name);
 		goto cleanup;
 	}
 	ret = KS_EXIT_FAILED;
@@ -416,8 +431,9 @@ int cmd_export_best(int argc, char **argv)
 		ks_cli_error(cmd, "%s: following its parents: %s", label, err.msg);
 		goto cleanup;
 	}
-	out_dir = opts[5].set ? ks_strdup(opts[5].value)
-			      : ks_asprintf("export/%s-%llu", op.key, (unsigned long long)ks_record_id(record));
+	out_dir = opts[5].set
+			  ? ks_strdup(opts[5].value)
+			  : ks_asprintf("export/%s-%llu", op.key, (unsigned long long)ks_record_id(record));
 	if (ks_export_write(&op, &cand, params, record, lineage, out_dir, name, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ksearch/compiler.h"
-#include "ksearch/worker.h"
+#include "ksearch/compile/compiler.h"
+#include "ksearch/evaluate/worker.h"
 
 int cmd_internal_worker(int argc, char **argv)
 {

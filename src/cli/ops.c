@@ -7,20 +7,18 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ksearch/op.h"
-#include "ksearch/util.h"
+#include "ksearch/op/op.h"
+#include "ksearch/base/util.h"
 
 static const struct ks_help help = {
 	.usage = "ksearch ops [--op NAME] [--json]",
-	.description =
-		"List the operators ksearch can search: each with its definition name, a\n"
-		"one-line summary, its benchmark workloads (timed), its check workloads\n"
-		"(correctness only) and its seed kernels.  Operators are folders holding an\n"
-		"op.json; they are found in $KSEARCH_OPERATORS, ./operators, and beside the\n"
-		"ksearch binary.  An operator whose op.json is broken is listed with the error.",
-	.examples =
-		"  ksearch ops\n"
-		"  ksearch ops --op gqa --json\n",
+	.description = "List the operators ksearch can search: each with its definition name, a\n"
+		       "one-line summary, its benchmark workloads (timed), its check workloads\n"
+		       "(correctness only) and its seed kernels.  Operators are folders holding an\n"
+		       "op.json; they are found in $KSEARCH_OPERATORS, ./operators, and beside the\n"
+		       "ksearch binary.  An operator whose op.json is broken is listed with the error.",
+	.examples = "  ksearch ops\n"
+		    "  ksearch ops --op gqa --json\n",
 	.exit_codes = "  3  at least one operator failed to load (its error is printed)\n",
 };
 
@@ -86,8 +84,8 @@ static json_t *op_json(const struct ks_op *op)
 
 	for (size_t i = 0; i < op->n_seeds; i++)
 		json_array_append_new(seeds, json_string(op->seed_paths[i]));
-	return json_pack("{s:s, s:s, s:s?, s:s, s:o, s:o, s:o}", "op", op->key, "name", op->name,
-			 "summary", op->summary, "folder", op->dir, "workloads",
+	return json_pack("{s:s, s:s, s:s?, s:s, s:o, s:o, s:o}", "op", op->key, "name", op->name, "summary",
+			 op->summary, "folder", op->dir, "workloads",
 			 workloads_json(op, op->workloads, op->n_workloads), "check_workloads",
 			 workloads_json(op, op->check_workloads, op->n_check_workloads), "seeds", seeds);
 }
@@ -135,7 +133,8 @@ int cmd_ops(int argc, char **argv)
 	}
 	ks_op_dirs(&dirs, &count, &err);
 	if (!count) {
-		ks_cli_error("ops", "no operators found (looked in $KSEARCH_OPERATORS, ./operators and beside the binary)");
+		ks_cli_error("ops", "no operators found (looked in $KSEARCH_OPERATORS, ./operators and "
+				    "beside the binary)");
 		ret = KS_EXIT_FAILED;
 		goto cleanup;
 	}

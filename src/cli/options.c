@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ksearch/cuda.h"
-#include "ksearch/util.h"
+#include "ksearch/evaluate/cuda.h"
+#include "ksearch/base/util.h"
 
 void ks_cli_error(const char *cmd, const char *fmt, ...)
 {
@@ -43,7 +43,8 @@ void ks_print_help(const char *cmd, const struct ks_opt *opts, const struct ks_h
 		if (o->kind == KS_OPT_FLAG)
 			snprintf(left, sizeof(left), "--%s", o->name);
 		else
-			snprintf(left, sizeof(left), "--%s %s", o->name, o->value_name ? o->value_name : "VALUE");
+			snprintf(left, sizeof(left), "--%s %s", o->name,
+				 o->value_name ? o->value_name : "VALUE");
 		if (o->short_name) {
 			char with_short[80];
 
@@ -111,8 +112,8 @@ static void take_value(struct ks_opt *o, const char *value)
 	}
 }
 
-int ks_opts_parse(const char *cmd, struct ks_opt *opts, const struct ks_help *help, int argc,
-		  char **argv, const char ***positional, size_t *n_positional)
+int ks_opts_parse(const char *cmd, struct ks_opt *opts, const struct ks_help *help, int argc, char **argv,
+		  const char ***positional, size_t *n_positional)
 {
 	int only_positional = 0;
 

@@ -8,14 +8,13 @@
 #include <stdlib.h>
 
 #include "cli.h"
-#include "ksearch/cuda.h"
-#include "ksearch/nvrtc.h"
+#include "ksearch/evaluate/cuda.h"
+#include "ksearch/compile/nvrtc.h"
 
 static const struct ks_help help = {
 	.usage = "ksearch version",
-	.description =
-		"Print the version of ksearch, of the NVRTC it compiles with, of the\n"
-		"libraries built into it, and whether an NVIDIA driver was found.",
+	.description = "Print the version of ksearch, of the NVRTC it compiles with, of the\n"
+		       "libraries built into it, and whether an NVIDIA driver was found.",
 	.examples = "  ksearch version\n",
 };
 
@@ -44,7 +43,7 @@ int cmd_version(int argc, char **argv)
 		printf("driver  CUDA %d.%d (libcuda.so.1 found)\n", driver / 1000, driver % 1000 / 10);
 	else
 		printf("driver  not found: %s\n", err.msg);
-	printf("libs    jansson %s, lmdb %s, %s\n", JANSSON_VERSION,
-	       mdb_version(NULL, NULL, NULL), curl_version());
+	printf("libs    jansson %s, lmdb %s, %s\n", JANSSON_VERSION, mdb_version(NULL, NULL, NULL),
+	       curl_version());
 	return KS_EXIT_OK;
 }

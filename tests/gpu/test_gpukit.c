@@ -16,10 +16,10 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "ksearch/compare.h"
-#include "ksearch/cuda.h"
-#include "ksearch/gpukit.h"
-#include "ksearch/util.h"
+#include "ksearch/evaluate/compare.h"
+#include "ksearch/evaluate/cuda.h"
+#include "ksearch/evaluate/gpukit.h"
+#include "ksearch/base/util.h"
 
 static const struct ks_cuda *cu;
 static struct ks_gpukit *kit;
@@ -28,22 +28,21 @@ static struct ks_error err;
 #define MIB ((size_t)1 << 20)
 
 /* A ks_ call that must succeed; on failure the test stops with its message. */
-#define OK(call)                                                                             \
-	do {                                                                                 \
-		err.msg[0] = '\0';                                                           \
-		if ((call))                                                                  \
-			fail_msg("%s failed: %s", #call, err.msg);                           \
+#define OK(call)                                                                                             \
+	do {                                                                                                 \
+		err.msg[0] = '\0';                                                                           \
+		if ((call))                                                                                  \
+			fail_msg("%s failed: %s", #call, err.msg);                                           \
 	} while (0)
 
-#define CU_OK(call)                                                                          \
-	do {                                                                                 \
-		CUresult rc_ = (call);                                                       \
-		if (rc_ != CUDA_SUCCESS)                                                     \
-			fail_msg("%s failed: %s", #call, ks_cuda_strerror(rc_));             \
+#define CU_OK(call)                                                                                          \
+	do {                                                                                                 \
+		CUresult rc_ = (call);                                                                       \
+		if (rc_ != CUDA_SUCCESS)                                                                     \
+			fail_msg("%s failed: %s", #call, ks_cuda_strerror(rc_));                             \
 	} while (0)
 
-static const enum ks_dtype float_dtypes[] = { KS_DTYPE_BFLOAT16, KS_DTYPE_FLOAT16,
-					      KS_DTYPE_FLOAT32 };
+static const enum ks_dtype float_dtypes[] = { KS_DTYPE_BFLOAT16, KS_DTYPE_FLOAT16, KS_DTYPE_FLOAT32 };
 
 static CUdeviceptr dev_alloc(size_t bytes)
 {
@@ -156,7 +155,8 @@ static void uniform_stays_in_low_high(void **state)
 	(void)state;
 	for (size_t d = 0; d < sizeof(float_dtypes) / sizeof(float_dtypes[0]); d++) {
 		for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
-			const struct ks_generator gen = { .kind = KS_GEN_UNIFORM, .a = ranges[r][0],
+			const struct ks_generator gen = { .kind = KS_GEN_UNIFORM,
+							  .a = ranges[r][0],
 							  .b = ranges[r][1] };
 			double low = ranges[r][0], high = ranges[r][1];
 			void *host = generate(float_dtypes[d], n, &gen, NULL, 99);
@@ -174,8 +174,7 @@ static void uniform_stays_in_low_high(void **state)
 			/* 0.1 and 0.2 are in no float format: the bounds must hold all the same. */
 			printf("  uniform[%g, %g) %-8s: min %.9g max %.9g (want >= %g, < %g), "
 			       "mean %.5f (want %g +- %g)\n",
-			       low, high, ks_dtype_name(float_dtypes[d]), lo, hi, low, high, mean, want,
-			       tol);
+			       low, high, ks_dtype_name(float_dtypes[d]), lo, hi, low, high, mean, want, tol);
 			assert_true(lo >= low);
 			assert_true(hi < high);
 			assert_true(hi > high - 0.02 * (high - low));
@@ -218,7 +217,7 @@ static void const_is_exact_and_writes_only_numel(void **state)
 		       cases[c].value, ks_dtype_name(cases[c].dtype), (long long)wrong, (long long)n,
 		       cases[c].want, 8 * size,
 		       host[n * size] == 0xff && host[(n + 8) * size - 1] == 0xff ? "untouched"
-										: "OVERWRITTEN");
+										  : "OVERWRITTEN");
 		assert_int_equal(wrong, 0);
 		for (size_t b = (size_t)n * size; b < (size_t)(n + 8) * size; b++)
 			assert_int_equal(host[b], 0xff);
@@ -274,8 +273,7 @@ static void float_generators_refuse_integer_tensors(void **state)
 	CUdeviceptr dst = dev_alloc(64);
 
 	(void)state;
-	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, 16, &normal, NULL, 1, &err),
-			 -1);
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, 16, &normal, NULL, 1, &err), -1);
 	printf("  normal into int32: %s\n", err.msg);
 	assert_contains(err.msg, "floating-point");
 	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT64, 4, &half, NULL, 1, &err), -1);
@@ -306,7 +304,8 @@ static void indptr_random_lengths_sum_to_total_and_respect_min(void **state)
 	(void)state;
 	ks_env_init(&axes);
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		const struct ks_generator gen = { .kind = KS_GEN_INDPTR, .expr = "num_kv_indices",
+		const struct ks_generator gen = { .kind = KS_GEN_INDPTR,
+						  .expr = "num_kv_indices",
 						  .min = cases[c].min };
 		int64_t requests = cases[c].requests, n = requests + 1;
 		int32_t *a, *b, *other;
@@ -324,9 +323,8 @@ static void indptr_random_lengths_sum_to_total_and_respect_min(void **state)
 		}
 		printf("  indptr of %lld requests, total %lld, min %lld: last %d, lengths %d..%d, "
 		       "same seed %s, other seed %s\n",
-		       (long long)requests, (long long)cases[c].total, (long long)cases[c].min,
-		       a[requests], shortest, longest,
-		       memcmp(a, b, (size_t)n * 4) ? "DIFFERENT" : "identical",
+		       (long long)requests, (long long)cases[c].total, (long long)cases[c].min, a[requests],
+		       shortest, longest, memcmp(a, b, (size_t)n * 4) ? "DIFFERENT" : "identical",
 		       memcmp(a, other, (size_t)n * 4) ? "different" : "IDENTICAL");
 		check_indptr(a, requests, cases[c].total, cases[c].min);
 		check_indptr(other, requests, cases[c].total, cases[c].min);
@@ -345,8 +343,9 @@ static void indptr_random_lengths_sum_to_total_and_respect_min(void **state)
 static void indptr_explicit_lengths_are_honoured(void **state)
 {
 	int64_t lengths[3] = { 1, 67, 333 };
-	struct ks_generator gen = { .kind = KS_GEN_INDPTR, .expr = "num_kv_indices", .min = 1,
-				    .lengths = lengths, .n_lengths = 3 };
+	struct ks_generator gen = {
+		.kind = KS_GEN_INDPTR, .expr = "num_kv_indices", .min = 1, .lengths = lengths, .n_lengths = 3
+	};
 	const int32_t want[4] = { 0, 1, 68, 401 };
 	CUdeviceptr dst = dev_alloc(64);
 	struct ks_env axes;
@@ -356,8 +355,8 @@ static void indptr_explicit_lengths_are_honoured(void **state)
 	ks_env_init(&axes);
 	OK(ks_env_set(&axes, "num_kv_indices", 401, &err));
 	got = generate(KS_DTYPE_INT32, 4, &gen, &axes, 3);
-	printf("  lengths [1, 67, 333]: indptr [%d, %d, %d, %d] (want [0, 1, 68, 401])\n", got[0],
-	       got[1], got[2], got[3]);
+	printf("  lengths [1, 67, 333]: indptr [%d, %d, %d, %d] (want [0, 1, 68, 401])\n", got[0], got[1],
+	       got[2], got[3]);
 	assert_memory_equal(got, want, sizeof(want));
 	free(got);
 
@@ -423,8 +422,7 @@ static void page_permutation_is_distinct_and_in_range(void **state)
 	assert_true(descents > n / 3 && descents < 2 * n / 3);
 	assert_true(full_descents > n / 3 && full_descents < 2 * n / 3);
 
-	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, n + 1, &all, &axes, 1, &err),
-			 -1);
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, n + 1, &all, &axes, 1, &err), -1);
 	printf("  %lld pages from a pool of %lld: %s\n", (long long)n + 1, (long long)n, err.msg);
 	assert_contains(err.msg, "smaller");
 	free(a);
@@ -463,16 +461,16 @@ static void checksum_is_stable_and_sees_any_change(void **state)
 {
 	const struct ks_generator gen = { .kind = KS_GEN_UNIFORM, .a = -1, .b = 1 };
 	const size_t bytes = 64 * MIB + 5;
-	const size_t offsets[] = { 0, 1, 7, 8, 255, 4096, 1234567, 32 * MIB, 64 * MIB - 1, 64 * MIB,
-				   bytes - 1 };
+	const size_t offsets[] = {
+		0, 1, 7, 8, 255, 4096, 1234567, 32 * MIB, 64 * MIB - 1, 64 * MIB, bytes - 1
+	};
 	CUdeviceptr buf = dev_alloc(bytes + 3);
 	unsigned char *host = ks_malloc(bytes + 3);
 	uint64_t base, again, changed, restored, swapped, odd;
 	int misses = 0;
 
 	(void)state;
-	OK(ks_gpukit_generate(kit, buf, KS_DTYPE_FLOAT32, (int64_t)(bytes + 3) / 4, &gen, NULL, 4,
-			      &err));
+	OK(ks_gpukit_generate(kit, buf, KS_DTYPE_FLOAT32, (int64_t)(bytes + 3) / 4, &gen, NULL, 4, &err));
 	download(host, buf, bytes + 3);
 	OK(ks_gpukit_checksum(kit, buf, bytes, &base, &err));
 	OK(ks_gpukit_checksum(kit, buf, bytes, &again, &err));
@@ -580,7 +578,8 @@ static void scalar_draws_follow_their_generator(void **state)
 	assert_true(ks_gpukit_scalar(&normal, 5) == ks_gpukit_scalar(&normal, 5));
 	assert_true(ks_gpukit_scalar(&normal, 5) != ks_gpukit_scalar(&normal, 6));
 	for (int i = 0; i < n; i++) {
-		double v = ks_gpukit_scalar(&normal, (uint64_t)i), u = ks_gpukit_scalar(&uniform, (uint64_t)i);
+		double v = ks_gpukit_scalar(&normal, (uint64_t)i),
+		       u = ks_gpukit_scalar(&uniform, (uint64_t)i);
 
 		sum += v;
 		sum2 += v * v;
@@ -590,7 +589,8 @@ static void scalar_draws_follow_their_generator(void **state)
 	mean = sum / n;
 	std = sqrt(sum2 / n - mean * mean);
 	printf("  scalar normal(1, 3) over %d seeds: mean %.4f (1 +- 0.05), std %.4f (3 +- 0.05); "
-	       "uniform[2, 5): %.6f..%.6f\n", n, mean, std, lo, hi);
+	       "uniform[2, 5): %.6f..%.6f\n",
+	       n, mean, std, lo, hi);
 	assert_true(fabs(mean - 1) < 0.05);
 	assert_true(fabs(std - 3) < 0.05);
 	assert_true(lo >= 2 && hi < 5);
@@ -627,8 +627,8 @@ static void print_profile(const struct ks_device_profile *p)
 	       p->total_mem / MIB, p->max_smem_per_block_optin / 1024, p->max_smem_per_sm / 1024,
 	       p->regs_per_sm, p->max_threads_per_sm);
 	printf("  profile: DRAM %.0f GB/s measured (want 500..10000); peaks fp32 %.1f, bf16 %.1f "
-	       "TFLOP/s (%s)\n", p->dram_gbps, p->peak_fp32_tflops, p->peak_bf16_tflops,
-	       p->peak_source);
+	       "TFLOP/s (%s)\n",
+	       p->dram_gbps, p->peak_fp32_tflops, p->peak_bf16_tflops, p->peak_source);
 }
 
 static void profile_is_sane_and_its_cache_round_trips(void **state)

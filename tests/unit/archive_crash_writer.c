@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ksearch/archive.h"
+#include "ksearch/archive/archive.h"
 
 static double launch_edges[] = { 1, 2, 3, 9 };
 static double smem_edges[] = { 0, 1, 16384, 49153, 102401 };
@@ -49,8 +49,9 @@ static json_t *synthetic_record(unsigned *seed, uint64_t last_id)
 
 int main(int argc, char **argv)
 {
-	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE, .grid = grid, .n_grid = 2,
-					   .map_size = 128 << 10 };
+	struct ks_archive_options opts = {
+		.flags = KS_ARCHIVE_CREATE, .grid = grid, .n_grid = 2, .map_size = 128 << 10
+	};
 	struct ks_archive *ar;
 	struct ks_error err;
 	unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid() << 16;

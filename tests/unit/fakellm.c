@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "fakellm.h"
-#include "ksearch/util.h"
+#include "ksearch/base/util.h"
 #include "testlib.h"
 
 double now_s(void)
@@ -78,8 +78,8 @@ void fake_start(struct fake *f, const char *script_json)
 	if (f->pid == 0) {
 		if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0)
 			_exit(126);
-		execlp("python3", "python3", fake, "--port", "0", "--port-file", port_file,
-		       "--script", script, "--record", f->record, (char *)NULL);
+		execlp("python3", "python3", fake, "--port", "0", "--port-file", port_file, "--script",
+		       script, "--record", f->record, (char *)NULL);
 		_exit(127);
 	}
 	for (;;) {
@@ -147,4 +147,3 @@ json_t *fake_records(const struct fake *f, size_t expect)
 		sleep_s(0.01);
 	}
 }
-

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "ksearch/answer.h"
-#include "ksearch/util.h"
+#include "ksearch/llm/answer.h"
+#include "ksearch/base/util.h"
 #include "testlib.h"
 
 static const char parent[] =
@@ -58,7 +58,8 @@ static char *extract_ok(const char *answer, const char *par, struct ks_answer_in
 	return out;
 }
 
-static void extract_fails(const char *answer, const char *par, const char *reason, struct ks_answer_info *info)
+static void extract_fails(const char *answer, const char *par, const char *reason,
+			  struct ks_answer_info *info)
 {
 	struct ks_error err = { { 0 } };
 	char *out = (char *)0x1;
@@ -97,7 +98,9 @@ static void test_whole_file_in_cuda_fence(void **state)
 
 static void test_whole_file_every_code_language(void **state)
 {
-	static const char *const langs[] = { "", "cu", "cpp", "c++", "CUDA", "cuda title=\"k.cu\"", "cxx", "c" };
+	static const char *const langs[] = {
+		"", "cu", "cpp", "c++", "CUDA", "cuda title=\"k.cu\"", "cxx", "c"
+	};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(langs) / sizeof(langs[0]); i++) {
@@ -127,12 +130,14 @@ static void test_whole_file_last_candidate_block_wins(void **state)
 {
 	struct ks_answer_info info;
 	char *longer = ks_asprintf("%s// a long draft comment that makes this block the longest one by far\n"
-				   "// ... and longer still ...\n", parent);
-	char *answer = ks_asprintf("First, the parent for reference:\n```cuda\n%s```\n"
-				   "The launch plan as JSON:\n```json\n{\"grid\": [1]}\n```\n"
-				   "The final version:\n```cuda\n%s```\n"
-				   "The helper I changed:\n```cuda\n__device__ float twice(float v) { return v + v; }\n```\n",
-				   longer, kernel_v2);
+				   "// ... and longer still ...\n",
+				   parent);
+	char *answer = ks_asprintf(
+		"First, the parent for reference:\n```cuda\n%s```\n"
+		"The launch plan as JSON:\n```json\n{\"grid\": [1]}\n```\n"
+		"The final version:\n```cuda\n%s```\n"
+		"The helper I changed:\n```cuda\n__device__ float twice(float v) { return v + v; }\n```\n",
+		longer, kernel_v2);
 	char *out;
 
 	(void)state;
@@ -321,15 +326,17 @@ static void test_edit_whitespace_tolerant(void **state)
 			     "\tint i = blockIdx.x * BLOCK + threadIdx.x;\n"
 			     "\n"
 			     "=======\n"
-			     "extern \"C\" __global__ void __launch_bounds__(BLOCK) scale(const float *x, float *y, int n)\n"
+			     "extern \"C\" __global__ void __launch_bounds__(BLOCK) scale(const float *x, "
+			     "float *y, int n)\n"
 			     "{\n"
 			     "    const int i = blockIdx.x * BLOCK + threadIdx.x;\n"
 			     ">>>>>>> REPLACE\n";
-	char *expected = test_replace(parent,
-				      "#include <cuda_bf16.h>\n\nextern \"C\" __global__ void scale(const float *x, "
-				      "float *y, int n)\n{\n    int i",
-				      "extern \"C\" __global__ void __launch_bounds__(BLOCK) scale(const float *x, "
-				      "float *y, int n)\n{\n    const int i");
+	char *expected =
+		test_replace(parent,
+			     "#include <cuda_bf16.h>\n\nextern \"C\" __global__ void scale(const float *x, "
+			     "float *y, int n)\n{\n    int i",
+			     "extern \"C\" __global__ void __launch_bounds__(BLOCK) scale(const float *x, "
+			     "float *y, int n)\n{\n    const int i");
 	char *out;
 
 	(void)state;
@@ -395,7 +402,8 @@ static void test_edit_not_found(void **state)
 			     ">>>>>>> REPLACE\n";
 
 	(void)state;
-	extract_fails(answer, parent, "edit 2: SEARCH text not found in the parent as changed by edit 1", &info);
+	extract_fails(answer, parent, "edit 2: SEARCH text not found in the parent as changed by edit 1",
+		      &info);
 	assert_int_equal(info.form, KS_ANSWER_EDITS);
 	assert_int_equal(info.failed_edit, 2);
 	assert_int_equal(info.n_edits, 2);
@@ -444,7 +452,8 @@ static void test_edit_unterminated(void **state)
 	assert_int_equal(info.form, KS_ANSWER_EDITS);
 	assert_int_equal(info.failed_edit, 1);
 	extract_fails("<<<<<<< SEARCH\n    if (i < n)\n", parent, "has no `=======`", NULL);
-	extract_fails("<<<<<<< SEARCH\n    if (i < n)\n=======\nx\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n",
+	extract_fails("<<<<<<< SEARCH\n    if (i < n)\n=======\nx\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> "
+		      "REPLACE\n",
 		      parent, "edit 1: unterminated edit block", NULL);
 	extract_fails("<<<<<<< SEARCH\n    if (i < n)\n>>>>>>> REPLACE\n", parent,
 		      "edit 1: unterminated edit block", NULL);
@@ -472,8 +481,8 @@ static void test_edit_empty_search(void **state)
 	extract_fails("<<<<<<< SEARCH\n=======\n#include <cuda_fp16.h>\n>>>>>>> REPLACE\n", parent,
 		      "edit 1: empty SEARCH section", &info);
 	assert_int_equal(info.failed_edit, 1);
-	extract_fails("<<<<<<< SEARCH\n   \n\t\n=======\nx\n>>>>>>> REPLACE\n", parent, "edit 1: empty SEARCH section",
-		      NULL);
+	extract_fails("<<<<<<< SEARCH\n   \n\t\n=======\nx\n>>>>>>> REPLACE\n", parent,
+		      "edit 1: empty SEARCH section", NULL);
 }
 
 static void test_edit_stray_replace_marker(void **state)
@@ -489,7 +498,8 @@ static void test_edit_marker_variants(void **state)
 	char *out;
 
 	(void)state;
-	out = extract_ok("  <<<<< search  \nb();\n\t=========\nc();\n>>>>>>>>> Replace\n", "a();\nb();\n", NULL);
+	out = extract_ok("  <<<<< search  \nb();\n\t=========\nc();\n>>>>>>>>> Replace\n", "a();\nb();\n",
+			 NULL);
 	assert_string_equal(out, "a();\nc();\n");
 	free(out);
 	/* four is not a marker: this is no edit, and no code */
@@ -500,11 +510,12 @@ static void test_edit_marker_variants(void **state)
 static void test_edits_win_over_whole_file_block(void **state)
 {
 	struct ks_answer_info info;
-	char *answer = ks_asprintf("The change:\n```cuda\n"
-				   "<<<<<<< SEARCH\n        y[i] = 2.0f * x[i];\n=======\n        y[i] = -x[i];\n"
-				   ">>>>>>> REPLACE\n```\n"
-				   "And the whole file for convenience:\n```cuda\n%s```\n",
-				   kernel_v2);
+	char *answer =
+		ks_asprintf("The change:\n```cuda\n"
+			    "<<<<<<< SEARCH\n        y[i] = 2.0f * x[i];\n=======\n        y[i] = -x[i];\n"
+			    ">>>>>>> REPLACE\n```\n"
+			    "And the whole file for convenience:\n```cuda\n%s```\n",
+			    kernel_v2);
 	char *expected = test_replace(parent, "2.0f * x[i]", "-x[i]");
 	char *out;
 
@@ -538,13 +549,13 @@ static void test_edit_crlf(void **state)
 
 	(void)state;
 	/* CRLF answer, LF parent: an exact match */
-	out = extract_ok("<<<<<<< SEARCH\r\nb();\r\n=======\r\nx();\r\n>>>>>>> REPLACE\r\n", "a();\nb();\nc();\n",
-			 NULL);
+	out = extract_ok("<<<<<<< SEARCH\r\nb();\r\n=======\r\nx();\r\n>>>>>>> REPLACE\r\n",
+			 "a();\nb();\nc();\n", NULL);
 	assert_string_equal(out, "a();\nx();\nc();\n");
 	free(out);
 	/* LF answer, CRLF parent: the new lines follow the parent's endings */
-	out = extract_ok("<<<<<<< SEARCH\nb();\n=======\nx();\ny();\n>>>>>>> REPLACE\n", "a();\r\nb();\r\nc();\r\n",
-			 NULL);
+	out = extract_ok("<<<<<<< SEARCH\nb();\n=======\nx();\ny();\n>>>>>>> REPLACE\n",
+			 "a();\r\nb();\r\nc();\r\n", NULL);
 	assert_string_equal(out, "a();\r\nx();\r\ny();\r\nc();\r\n");
 	free(out);
 }
@@ -555,7 +566,8 @@ static void test_edit_unchanged_flag(void **state)
 	char *out;
 
 	(void)state;
-	out = extract_ok("<<<<<<< SEARCH\n    if (i < n)\n=======\n    if (i < n)\n>>>>>>> REPLACE\n", parent, &info);
+	out = extract_ok("<<<<<<< SEARCH\n    if (i < n)\n=======\n    if (i < n)\n>>>>>>> REPLACE\n", parent,
+			 &info);
 	assert_string_equal(out, parent);
 	assert_true(info.unchanged);
 	free(out);
@@ -646,9 +658,26 @@ static void test_repetitive_input_stays_linear(void **state)
 static void test_random_replies_never_crash(void **state)
 {
 	static const char *const pieces[] = {
-		"<<<<<<< SEARCH\n", "=======\n", ">>>>>>> REPLACE\n", "```cuda\n", "```\n", "~~~\n", "```json\n",
-		"/* ksearch {} */\n", "    if (i < n)\n", "        y[i] = 2.0f * x[i];\n", "}\n", "\n", "  \t \n",
-		"\r\n", "text ", "{", "/*", "<<<<<<<", "``", "#include <cuda_bf16.h>\n",
+		"<<<<<<< SEARCH\n",
+		"=======\n",
+		">>>>>>> REPLACE\n",
+		"```cuda\n",
+		"```\n",
+		"~~~\n",
+		"```json\n",
+		"/* ksearch {} */\n",
+		"    if (i < n)\n",
+		"        y[i] = 2.0f * x[i];\n",
+		"}\n",
+		"\n",
+		"  \t \n",
+		"\r\n",
+		"text ",
+		"{",
+		"/*",
+		"<<<<<<<",
+		"``",
+		"#include <cuda_bf16.h>\n",
 	};
 	unsigned seed = 12345;
 
@@ -683,9 +712,10 @@ static void test_error_messages_are_printable(void **state)
 	char *out = NULL;
 
 	(void)state;
-	assert_int_equal(ks_answer_extract("<<<<<<< SEARCH\n\x01\xff\xfe bad \x1b[31m\n=======\nx\n>>>>>>> REPLACE\n",
-					   parent, &out, NULL, &err),
-			 -1);
+	assert_int_equal(
+		ks_answer_extract("<<<<<<< SEARCH\n\x01\xff\xfe bad \x1b[31m\n=======\nx\n>>>>>>> REPLACE\n",
+				  parent, &out, NULL, &err),
+		-1);
 	for (const char *p = err.msg; *p; p++)
 		assert_true((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f);
 }

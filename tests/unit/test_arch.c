@@ -15,7 +15,7 @@
 
 #include <string.h>
 
-#include "ksearch/arch.h"
+#include "ksearch/compile/arch.h"
 
 struct occupancy_case {
 	const char *arch;
@@ -65,22 +65,20 @@ static void test_occupancy_matches_cuda_occupancy_h(void **state)
 		if (ks_arch_limits(c->arch, &lim, &err))
 			fail_msg("%s", err.msg);
 		if (ks_occupancy_compute(&lim, c->threads, c->regs, c->smem, &occ, &err))
-			fail_msg("%s %d threads %d regs %zu smem: %s", c->arch, c->threads,
-				 c->regs, c->smem, err.msg);
-		if (occ.blocks_per_sm != c->blocks || occ.active_warps != c->warps ||
-		    occ.limit != c->limit)
+			fail_msg("%s %d threads %d regs %zu smem: %s", c->arch, c->threads, c->regs, c->smem,
+				 err.msg);
+		if (occ.blocks_per_sm != c->blocks || occ.active_warps != c->warps || occ.limit != c->limit)
 			fail_msg("%s %d threads %d regs %zu smem: got %d blocks %d warps (%s), "
 				 "expected %d blocks %d warps (%s)",
-				 c->arch, c->threads, c->regs, c->smem, occ.blocks_per_sm,
-				 occ.active_warps, ks_occupancy_limit_name(occ.limit), c->blocks,
-				 c->warps, ks_occupancy_limit_name(c->limit));
+				 c->arch, c->threads, c->regs, c->smem, occ.blocks_per_sm, occ.active_warps,
+				 ks_occupancy_limit_name(occ.limit), c->blocks, c->warps,
+				 ks_occupancy_limit_name(c->limit));
 		assert_true(occ.fraction > 0.0 && occ.fraction <= 1.0);
 		assert_true(occ.fraction == (double)c->warps / lim.max_warps_per_sm);
 	}
 }
 
-static void expect_failure(const char *arch, int threads, int regs, size_t smem,
-			   const char *const *words)
+static void expect_failure(const char *arch, int threads, int regs, size_t smem, const char *const *words)
 {
 	struct ks_arch_limits lim;
 	struct ks_occupancy occ;

@@ -13,8 +13,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "ksearch/archive.h"
-#include "ksearch/util.h"
+#include "ksearch/archive/archive.h"
+#include "ksearch/base/util.h"
 
 /* launches: [1,2) [2,3) [3,9); smem_bytes: [0,1) [1,16384) [16384,49153) -> 9 cells */
 static double launch_edges[] = { 1, 2, 3, 9 };
@@ -26,8 +26,10 @@ static struct ks_grid_axis grid[] = {
 
 static struct ks_archive *open_new(const char *root, size_t map_size)
 {
-	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE | KS_ARCHIVE_NOSYNC, .grid = grid,
-					   .n_grid = 2, .map_size = map_size };
+	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE | KS_ARCHIVE_NOSYNC,
+					   .grid = grid,
+					   .n_grid = 2,
+					   .map_size = map_size };
 	struct ks_archive *ar;
 	struct ks_error err;
 
@@ -365,12 +367,12 @@ static void test_foreach_orders_filters_and_limits(void **state)
 	struct order o;
 
 	(void)state;
-	insert(ar, make_record("ok", 1.0, 1, 0, 1), "a", NULL);            /* 1 */
-	insert(ar, make_record("wrong", 0, 1, 0, 1), "b", NULL);           /* 2 */
-	insert(ar, make_record("ok", 3.0, 2, 0, 1), "c", NULL);            /* 3 */
-	insert(ar, make_record("compile_error", 0, 1, 0, 1), "d", NULL);   /* 4 */
-	insert(ar, make_record("ok", 2.0, 3, 0, 1), "e", NULL);            /* 5 */
-	insert(ar, make_record("wrong", 0, 1, 0, 2), "f", NULL);           /* 6 */
+	insert(ar, make_record("ok", 1.0, 1, 0, 1), "a", NULL);		 /* 1 */
+	insert(ar, make_record("wrong", 0, 1, 0, 1), "b", NULL);	 /* 2 */
+	insert(ar, make_record("ok", 3.0, 2, 0, 1), "c", NULL);		 /* 3 */
+	insert(ar, make_record("compile_error", 0, 1, 0, 1), "d", NULL); /* 4 */
+	insert(ar, make_record("ok", 2.0, 3, 0, 1), "e", NULL);		 /* 5 */
+	insert(ar, make_record("wrong", 0, 1, 0, 2), "f", NULL);	 /* 6 */
 
 	memset(&o, 0, sizeof(o));
 	assert_int_equal(ks_archive_foreach(ar, &q, collect, &o, &err), 0);
@@ -495,7 +497,8 @@ static void test_schema_version_mismatch_names_the_version(void **state)
 	(void)state;
 	ks_archive_close(open_new(root, 0));
 	set_schema_version(root, "7");
-	assert_open_fails(root, KS_ARCHIVE_READONLY, "archive schema version 7, but this ksearch reads version 1");
+	assert_open_fails(root, KS_ARCHIVE_READONLY,
+			  "archive schema version 7, but this ksearch reads version 1");
 	assert_open_fails(root, KS_ARCHIVE_CREATE, "schema version 7");
 	set_schema_version(root, "banana");
 	assert_open_fails(root, KS_ARCHIVE_READONLY, "not a ksearch archive (schema version 'banana')");
@@ -667,8 +670,8 @@ static json_t *make_prompt(uint64_t id, const char *name, uint64_t parent, int u
 
 	return json_pack("{s:I, s:s, s:s, s:s, s:o, s:i, s:b,"
 			 " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:o, s:n}}",
-			 "id", (json_int_t)id, "name", name, "text", "# advice\n\nuse wide loads\n",
-			 "origin", parent ? "improve" : "seed", "parent", parent_id, "created_at", 0, "active", 1,
+			 "id", (json_int_t)id, "name", name, "text", "# advice\n\nuse wide loads\n", "origin",
+			 parent ? "improve" : "seed", "parent", parent_id, "created_at", 0, "active", 1,
 			 "stats", "uses", uses, "answers", uses, "answer_errors", 0, "children", uses, "ok",
 			 uses / 2, "improvements", uses / 3, "best_fitness", 1.5, "best_child", child_id,
 			 "last_error");
@@ -717,15 +720,15 @@ static void fill_lineage(struct ks_archive *ar)
 {
 	json_t *rec;
 
-	insert(ar, make_record("ok", 1.0, 2, 0, 1), "seed source", NULL);   /* 1 */
-	rec = make_record("ok", 2.0, 2, 0, 8);                                /* 2 */
+	insert(ar, make_record("ok", 1.0, 2, 0, 1), "seed source", NULL); /* 1 */
+	rec = make_record("ok", 2.0, 2, 0, 8);				  /* 2 */
 	json_array_append_new(json_object_get(rec, "parents"), json_integer(1));
 	insert(ar, rec, "seed source", NULL);
-	rec = make_record("wrong", 0, 2, 0, 16);                              /* 3 */
+	rec = make_record("wrong", 0, 2, 0, 16); /* 3 */
 	json_array_append_new(json_object_get(rec, "parents"), json_integer(2));
 	json_object_set_new(rec, "evidence", json_string("output[3]: got 1 expected 2"));
 	insert(ar, rec, "seed source", NULL);
-	rec = make_record("ok", 3.0, 1, 100, 8);                              /* 4 */
+	rec = make_record("ok", 3.0, 1, 100, 8); /* 4 */
 	json_array_append_new(json_object_get(rec, "parents"), json_integer(2));
 	insert(ar, rec, "llm source \"quoted\"\n\ttabbed\n", NULL);
 }
@@ -799,7 +802,9 @@ static void test_export_import_round_trip(void **state)
 	text = export_text(ar, KS_ARCHIVE_EXPORT_ELITES);
 	doc = json_loads(text, 0, NULL);
 	assert_int_equal(json_array_size(json_object_get(doc, "candidates")), 2);
-	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(doc, "candidates"), 0), "id")), 2);
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_array_get(json_object_get(doc, "candidates"), 0), "id")),
+			 2);
 	assert_true(json_is_true(json_object_get(doc, "elites_only")));
 	assert_int_equal(json_object_size(json_object_get(doc, "sources")), 2);
 	/* into a non-empty archive they get new ids; parents outside the file are dropped */
@@ -809,11 +814,12 @@ static void test_export_import_round_trip(void **state)
 	free(text);
 
 	/* a hand-written document with inline sources */
-	doc = json_loads("{\"format\": \"ksearch-archive\", \"version\": 1, \"op\": \"testop\", \"gpu\": \"x\","
-			 " \"candidates\": [{\"id\": 5, \"verdict\": \"ok\", \"fitness\": 7.5, \"params\": {\"A\": 1},"
-			 " \"descriptors\": {\"launches\": 1, \"smem_bytes\": 0}, \"source\": \"new text\"},"
-			 " {\"id\": 9, \"verdict\": \"crash\", \"parents\": [5], \"source\": \"new text\"}]}",
-			 0, NULL);
+	doc = json_loads(
+		"{\"format\": \"ksearch-archive\", \"version\": 1, \"op\": \"testop\", \"gpu\": \"x\","
+		" \"candidates\": [{\"id\": 5, \"verdict\": \"ok\", \"fitness\": 7.5, \"params\": {\"A\": 1},"
+		" \"descriptors\": {\"launches\": 1, \"smem_bytes\": 0}, \"source\": \"new text\"},"
+		" {\"id\": 9, \"verdict\": \"crash\", \"parents\": [5], \"source\": \"new text\"}]}",
+		0, NULL);
 	assert_non_null(doc);
 	assert_int_equal(ks_archive_import(ar, doc, &result, &err), 0);
 	assert_int_equal(result.imported, 2);
@@ -873,17 +879,23 @@ static void test_malformed_import_leaves_archive_unchanged(void **state)
 			      "export format version 2, but this ksearch reads version 1");
 	assert_import_refused(ar, HEAD "\"candidates\": {}}", "candidates: expected a list");
 	/* the bad record is the last: the good ones before it must not be written */
-	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD ", {\"id\": 2, \"verdict\": \"fine\", \"source\": \"b\"}]}",
-			      "candidates[1] (id 2): verdict: unknown verdict 'fine'");
+	assert_import_refused(
+		ar, HEAD "\"candidates\": [" GOOD ", {\"id\": 2, \"verdict\": \"fine\", \"source\": \"b\"}]}",
+		"candidates[1] (id 2): verdict: unknown verdict 'fine'");
 	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD ", " GOOD "]}", "id 1 appears twice");
-	assert_import_refused(ar, HEAD "\"candidates\": [{\"id\": 3, \"verdict\": \"crash\", \"source_hash\": "
-			      "\"0000000000000000000000000000000000000000000000000000000000000000\"}]}",
+	assert_import_refused(ar,
+			      HEAD "\"candidates\": [{\"id\": 3, \"verdict\": \"crash\", \"source_hash\": "
+				   "\"0000000000000000000000000000000000000000000000000000000000000000\"}]}",
 			      "is not in \"sources\"");
-	assert_import_refused(ar, HEAD "\"candidates\": [], \"sources\": {\"0000000000000000000000000000000000000000000000000000000000000000\": \"text\"}}",
-			      "the text's SHA-256 is");
+	assert_import_refused(
+		ar,
+		HEAD "\"candidates\": [], \"sources\": "
+		     "{\"0000000000000000000000000000000000000000000000000000000000000000\": \"text\"}}",
+		"the text's SHA-256 is");
 	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD "], \"prompts\": {\"1\": {}}}",
 			      "prompts: expected a list of prompt objects, got an object");
-	assert_import_refused(ar, HEAD "\"candidates\": [{\"id\": 1, \"verdict\": \"ok\", \"source\": \"a\"}]}",
+	assert_import_refused(ar,
+			      HEAD "\"candidates\": [{\"id\": 1, \"verdict\": \"ok\", \"source\": \"a\"}]}",
 			      "an ok candidate needs its fitness");
 	assert_verify_clean(ar);
 	ks_archive_close(ar);
@@ -1172,14 +1184,20 @@ static void test_bad_prompt_fails_the_import_and_changes_nothing(void **state)
 	put_prompt(ar, make_prompt(1, "vector_loads", 0, 4, 2));
 #define PROMPT(id) "{\"id\": " #id ", \"name\": \"p\", \"text\": \"t\", \"stats\": {}}"
 	/* the good candidate and the good prompt before the bad one must not be written */
-	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD "], \"prompts\": [" PROMPT(2) ", "
-			      "{\"id\": 3, \"name\": \"p\", \"stats\": {}}]}",
+	assert_import_refused(ar,
+			      HEAD
+			      "\"candidates\": [" GOOD
+			      "], \"prompts\": [" PROMPT(2) ", "
+							    "{\"id\": 3, \"name\": \"p\", \"stats\": {}}]}",
 			      "prompts[1] (id 3): text: expected a string, got nothing");
-	assert_import_refused(ar, HEAD "\"candidates\": [" GOOD "], \"prompts\": [" PROMPT(2) ", "
-			      "{\"id\": 3, \"name\": 7, \"text\": \"t\", \"stats\": {}}]}",
+	assert_import_refused(ar,
+			      HEAD "\"candidates\": [" GOOD "], \"prompts\": [" PROMPT(
+				      2) ", "
+					 "{\"id\": 3, \"name\": 7, \"text\": \"t\", \"stats\": {}}]}",
 			      "prompts[1] (id 3): name: expected a string, got an integer");
-	assert_import_refused(ar, HEAD "\"candidates\": [], \"prompts\": [{\"id\": 2, \"name\": \"p\", "
-			      "\"text\": \"t\", \"stats\": []}]}",
+	assert_import_refused(ar,
+			      HEAD "\"candidates\": [], \"prompts\": [{\"id\": 2, \"name\": \"p\", "
+				   "\"text\": \"t\", \"stats\": []}]}",
 			      "prompts[0] (id 2): stats: expected an object, got a list");
 	assert_import_refused(ar, HEAD "\"candidates\": [], \"prompts\": [{\"id\": 0, \"name\": \"p\"}]}",
 			      "prompts[0].id: expected an integer >= 1");

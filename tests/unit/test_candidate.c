@@ -4,9 +4,9 @@
  */
 #include "testlib.h"
 
-#include "ksearch/build.h"
-#include "ksearch/candidate.h"
-#include "ksearch/op.h"
+#include "ksearch/compile/build.h"
+#include "ksearch/op/candidate.h"
+#include "ksearch/op/op.h"
 
 static const char op_json[] =
 	"{\"name\": \"scale_h256\",\n"
@@ -14,7 +14,8 @@ static const char op_json[] =
 	" \"inputs\": {\"x\": {\"shape\": [\"rows\", \"hidden\"], \"dtype\": \"float32\"},\n"
 	"            \"alpha\": {\"shape\": null, \"dtype\": \"float32\"}},\n"
 	" \"outputs\": {\"y\": {\"shape\": [\"rows\", \"hidden\"], \"dtype\": \"float32\"}},\n"
-	" \"ksearch\": {\"generators\": {\"x\": {\"kind\": \"normal\"}, \"alpha\": {\"kind\": \"const\", \"value\": 2}},\n"
+	" \"ksearch\": {\"generators\": {\"x\": {\"kind\": \"normal\"}, \"alpha\": {\"kind\": \"const\", "
+	"\"value\": 2}},\n"
 	"   \"workloads\": [{\"id\": \"r1000\", \"axes\": {\"rows\": 1000}}],\n"
 	"   \"check_workloads\": [{\"id\": \"r3\", \"axes\": {\"rows\": 3}}],\n"
 	"   \"tolerances\": {\"y\": {\"atol\": 0, \"rtol\": 0}},\n"
@@ -28,10 +29,12 @@ static const char good[] =
 	"{ \"params\": {\"THREADS\": [128, 256], \"UNROLL\": [1, 2, 4]},\n"
 	"  \"scratch\": {\"partial\": [\"float32\", \"rows\"]},\n"
 	"  \"launch\": [\n"
-	"    {\"kernel\": \"scale\", \"grid\": [\"cdiv(rows*hidden, THREADS*UNROLL)\"], \"block\": [\"THREADS\"],\n"
+	"    {\"kernel\": \"scale\", \"grid\": [\"cdiv(rows*hidden, THREADS*UNROLL)\"], \"block\": "
+	"[\"THREADS\"],\n"
 	"     \"smem\": \"THREADS*4\", \"args\": [\"x\", \"alpha\", \"y\", \"rows\", \"partial\"]} ] }\n"
 	"*/\n"
-	"extern \"C\" __global__ void scale(const float *x, float alpha, float *y, int rows, float *partial)\n"
+	"extern \"C\" __global__ void scale(const float *x, float alpha, float *y, int rows, float "
+	"*partial)\n"
 	"{\n"
 	"\textern __shared__ float buf[];\n"
 	"\tint base = (blockIdx.x * THREADS + threadIdx.x) * UNROLL;\n"
@@ -197,7 +200,8 @@ static void test_plan_errors_name_launch_and_workload(void **state)
 {
 	struct fixture *f = *state;
 	static const struct broken cases[] = {
-		{ "\"block\": [\"THREADS\"]", "\"block\": [\"THREADS*8\"]", "block.x: \"THREADS*8\" = 2048", 0 },
+		{ "\"block\": [\"THREADS\"]", "\"block\": [\"THREADS*8\"]", "block.x: \"THREADS*8\" = 2048",
+		  0 },
 		{ "\"block\": [\"THREADS\"]", "\"block\": [\"THREADS\", 8]", "2048 threads per block", 0 },
 		{ "cdiv(rows*hidden, THREADS*UNROLL)", "rows*hidden/(UNROLL-UNROLL)", "division by zero", 0 },
 		{ "cdiv(rows*hidden, THREADS*UNROLL)", "rows - rows", "outside CUDA's range", 0 },
@@ -281,7 +285,8 @@ static void test_build_refuses_and_reports(void **state)
 
 		if (strstr(src, "calls++")) {
 			/* the counter needs its declaration too */
-			char *with_decl = test_replace(src, "extern \"C\" __global__", "__device__ int calls;\nextern \"C\" __global__");
+			char *with_decl = test_replace(src, "extern \"C\" __global__",
+						       "__device__ int calls;\nextern \"C\" __global__");
 
 			free(src);
 			src = with_decl;

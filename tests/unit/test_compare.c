@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "ksearch/compare.h"
+#include "ksearch/evaluate/compare.h"
 
 static double bf16(uint16_t bits)
 {
@@ -26,9 +26,9 @@ static void bfloat16_decodes_exactly(void **state)
 	assert_true(bf16(0xc000) == -2.0);
 	assert_true(bf16(0x3fc0) == 1.5);
 	assert_true(bf16(0x4049) == 3.140625);
-	assert_true(bf16(0x7f7f) == ldexp(255.0, 120)); /* largest finite: (2 - 2^-7) x 2^127 */
-	assert_true(bf16(0x0080) == ldexp(1.0, -126));  /* smallest normal */
-	assert_true(bf16(0x0001) == ldexp(1.0, -133));  /* smallest subnormal */
+	assert_true(bf16(0x7f7f) == ldexp(255.0, 120));	 /* largest finite: (2 - 2^-7) x 2^127 */
+	assert_true(bf16(0x0080) == ldexp(1.0, -126));	 /* smallest normal */
+	assert_true(bf16(0x0001) == ldexp(1.0, -133));	 /* smallest subnormal */
 	assert_true(bf16(0x007f) == ldexp(127.0, -133)); /* largest subnormal */
 	assert_true(bf16(0x0000) == 0.0 && !signbit(bf16(0x0000)));
 	assert_true(bf16(0x8000) == 0.0 && signbit(bf16(0x8000)));
@@ -45,9 +45,9 @@ static void float16_decodes_exactly(void **state)
 	assert_true(f16(0x3c00) == 1.0);
 	assert_true(f16(0xc000) == -2.0);
 	assert_true(f16(0x3555) == 0.333251953125);
-	assert_true(f16(0x7bff) == 65504.0);            /* largest finite */
-	assert_true(f16(0x0400) == ldexp(1.0, -14));    /* smallest normal */
-	assert_true(f16(0x0001) == ldexp(1.0, -24));    /* smallest subnormal */
+	assert_true(f16(0x7bff) == 65504.0);		/* largest finite */
+	assert_true(f16(0x0400) == ldexp(1.0, -14));	/* smallest normal */
+	assert_true(f16(0x0001) == ldexp(1.0, -24));	/* smallest subnormal */
 	assert_true(f16(0x03ff) == ldexp(1023.0, -24)); /* largest subnormal */
 	assert_true(f16(0x8001) == -ldexp(1.0, -24));
 	assert_true(f16(0x8000) == 0.0 && signbit(f16(0x8000)));
@@ -185,7 +185,7 @@ static void report_keeps_the_first_mismatches_in_order(void **state)
 		ref[i] = got[i] = (float)i;
 	for (int i = 10; i < 100; i += 5)
 		got[i] += 0.25f; /* 18 mismatches */
-	got[97] = 200.0f;        /* the worst one, not among the first kept */
+	got[97] = 200.0f;	 /* the worst one, not among the first kept */
 	assert_int_equal(ks_compare(KS_DTYPE_FLOAT32, got, ref, 100, 0.1, 0.0, &report), 0);
 	assert_int_equal(report.checked, 100);
 	assert_int_equal(report.mismatches, 19);
@@ -287,7 +287,7 @@ static void describe_truncates_safely(void **state)
 	memset(text, 'x', sizeof(text));
 	ks_compare_describe(&report, "a_rather_long_output_name", text, 16);
 	assert_int_equal(strlen(text), 15);
-	assert_int_equal(text[16], 'x'); /* nothing written past size */
+	assert_int_equal(text[16], 'x');	    /* nothing written past size */
 	ks_compare_describe(&report, "o", text, 0); /* size 0 writes nothing */
 	assert_int_equal(text[0], 'o');
 }

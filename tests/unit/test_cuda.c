@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ksearch/cuda.h"
+#include "ksearch/evaluate/cuda.h"
 
 static int have_gpu(void)
 {
@@ -34,10 +34,13 @@ static void assert_contains(const char *haystack, const char *needle)
 
 static void test_gpu_arch_names_nvrtc_target(void **state)
 {
-	static const struct { int major, minor; const char *arch; } cases[] = {
-		{ 7, 0, "sm_70" }, { 7, 5, "sm_75" }, { 8, 0, "sm_80" }, { 8, 6, "sm_86" },
-		{ 8, 9, "sm_89" }, { 9, 0, "sm_90a" }, { 10, 0, "sm_100a" }, { 10, 3, "sm_103" },
-		{ 12, 0, "sm_120" },
+	static const struct {
+		int major, minor;
+		const char *arch;
+	} cases[] = {
+		{ 7, 0, "sm_70" },    { 7, 5, "sm_75" },   { 8, 0, "sm_80" },
+		{ 8, 6, "sm_86" },    { 8, 9, "sm_89" },   { 9, 0, "sm_90a" },
+		{ 10, 0, "sm_100a" }, { 10, 3, "sm_103" }, { 12, 0, "sm_120" },
 	};
 	struct ks_gpu_info gpu;
 	char buf[16];
@@ -156,11 +159,10 @@ static void test_with_gpu_device_zero_is_sane(void **state)
 	print_message("GPU 0: %s, cc %d.%d, %d SMs, %zu MiB, L2 %d KiB, smem optin %d, "
 		      "smem/SM %d, regs/SM %d, threads/SM %d, blocks/SM %d, clock %d kHz, "
 		      "mem clock %d kHz, bus %d bits, %s, driver %d\n",
-		      info.name, info.cc_major, info.cc_minor, info.sm_count,
-		      info.total_mem >> 20, info.l2_bytes >> 10, info.max_smem_per_block_optin,
-		      info.max_smem_per_sm, info.regs_per_sm, info.max_threads_per_sm,
-		      info.max_blocks_per_sm, info.clock_khz, info.mem_clock_khz,
-		      info.mem_bus_width, info.uuid, version);
+		      info.name, info.cc_major, info.cc_minor, info.sm_count, info.total_mem >> 20,
+		      info.l2_bytes >> 10, info.max_smem_per_block_optin, info.max_smem_per_sm,
+		      info.regs_per_sm, info.max_threads_per_sm, info.max_blocks_per_sm, info.clock_khz,
+		      info.mem_clock_khz, info.mem_bus_width, info.uuid, version);
 	assert_int_equal(info.ordinal, 0);
 	assert_true(info.name[0] != '\0');
 	assert_true(info.cc_major >= 7);
@@ -193,30 +195,30 @@ static void test_with_gpu_device_zero_is_sane(void **state)
 }
 
 /* A kernel written as PTX for the oldest target, so any driver JITs it. */
-static const char store_ptx[] =
-	".version 6.0\n"
-	".target sm_70\n"
-	".address_size 64\n"
-	".visible .entry store(.param .u64 out, .param .u32 value)\n"
-	"{\n"
-	"	.reg .b32 %r<4>;\n"
-	"	.reg .b64 %rd<5>;\n"
-	"	ld.param.u64 %rd1, [out];\n"
-	"	ld.param.u32 %r1, [value];\n"
-	"	cvta.to.global.u64 %rd2, %rd1;\n"
-	"	mov.u32 %r2, %tid.x;\n"
-	"	mul.wide.u32 %rd3, %r2, 4;\n"
-	"	add.s64 %rd4, %rd2, %rd3;\n"
-	"	add.u32 %r3, %r1, %r2;\n"
-	"	st.global.u32 [%rd4], %r3;\n"
-	"	ret;\n"
-	"}\n";
+static const char store_ptx[] = ".version 6.0\n"
+				".target sm_70\n"
+				".address_size 64\n"
+				".visible .entry store(.param .u64 out, .param .u32 value)\n"
+				"{\n"
+				"	.reg .b32 %r<4>;\n"
+				"	.reg .b64 %rd<5>;\n"
+				"	ld.param.u64 %rd1, [out];\n"
+				"	ld.param.u32 %r1, [value];\n"
+				"	cvta.to.global.u64 %rd2, %rd1;\n"
+				"	mov.u32 %r2, %tid.x;\n"
+				"	mul.wide.u32 %rd3, %r2, 4;\n"
+				"	add.s64 %rd4, %rd2, %rd3;\n"
+				"	add.u32 %r3, %r1, %r2;\n"
+				"	st.global.u32 [%rd4], %r3;\n"
+				"	ret;\n"
+				"}\n";
 
-#define CU_OK(call) do { \
-	CUresult rc_ = (call); \
-	if (rc_ != CUDA_SUCCESS) \
-		fail_msg("%s: %s", #call, ks_cuda_strerror(rc_)); \
-} while (0)
+#define CU_OK(call)                                                                                          \
+	do {                                                                                                 \
+		CUresult rc_ = (call);                                                                       \
+		if (rc_ != CUDA_SUCCESS)                                                                     \
+			fail_msg("%s: %s", #call, ks_cuda_strerror(rc_));                                    \
+	} while (0)
 
 static void test_with_gpu_table_runs_a_kernel(void **state)
 {

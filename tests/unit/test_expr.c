@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ksearch/expr.h"
+#include "ksearch/op/expr.h"
 
 struct fixture {
 	struct ks_env env;
@@ -26,12 +26,9 @@ static int setup(void **state)
 	if (!f)
 		return -1;
 	ks_env_init(&f->env);
-	if (ks_env_set(&f->env, "TILE", 64, &f->err) ||
-	    ks_env_set(&f->env, "B", 4, &f->err) ||
-	    ks_env_set(&f->env, "HQ", 32, &f->err) ||
-	    ks_env_set(&f->env, "num_kv_indices", 1000, &f->err) ||
-	    ks_env_set(&f->env, "a", 7, &f->err) ||
-	    ks_env_set(&f->env, "b", 3, &f->err) ||
+	if (ks_env_set(&f->env, "TILE", 64, &f->err) || ks_env_set(&f->env, "B", 4, &f->err) ||
+	    ks_env_set(&f->env, "HQ", 32, &f->err) || ks_env_set(&f->env, "num_kv_indices", 1000, &f->err) ||
+	    ks_env_set(&f->env, "a", 7, &f->err) || ks_env_set(&f->env, "b", 3, &f->err) ||
 	    ks_env_set(&f->env, "big", INT64_MAX, &f->err) ||
 	    ks_env_set(&f->env, "small", INT64_MIN, &f->err))
 		return -1;
@@ -65,8 +62,7 @@ static void eval_fails(struct fixture *f, const char *src, const char *want)
 
 	f->err.msg[0] = '\0';
 	if (ks_expr_eval(src, &f->env, &v, &f->err) == 0)
-		fail_msg("\"%s\" evaluated to %lld but should fail with \"%s\"",
-			 src, (long long)v, want);
+		fail_msg("\"%s\" evaluated to %lld but should fail with \"%s\"", src, (long long)v, want);
 	assert_int_equal(v, 777); /* out untouched on failure */
 	if (!strstr(f->err.msg, want))
 		fail_msg("\"%s\": message \"%s\" lacks \"%s\"", src, f->err.msg, want);
@@ -92,10 +88,10 @@ static void test_precedence_and_associativity(void **state)
 
 	assert_int_equal(eval_ok(f, "1+2*3"), 7);
 	assert_int_equal(eval_ok(f, "2*3+1"), 7);
-	assert_int_equal(eval_ok(f, "10-4-3"), 3);        /* left to right */
+	assert_int_equal(eval_ok(f, "10-4-3"), 3); /* left to right */
 	assert_int_equal(eval_ok(f, "100/10/5"), 2);
-	assert_int_equal(eval_ok(f, "2*3%4"), 2);         /* (2*3)%4 */
-	assert_int_equal(eval_ok(f, "7+10%4*2"), 11);     /* 7 + ((10%4)*2) */
+	assert_int_equal(eval_ok(f, "2*3%4"), 2);     /* (2*3)%4 */
+	assert_int_equal(eval_ok(f, "7+10%4*2"), 11); /* 7 + ((10%4)*2) */
 	assert_int_equal(eval_ok(f, "TILE*HQ/B-a"), 64 * 32 / 4 - 7);
 }
 
@@ -145,7 +141,7 @@ static void test_functions(void **state)
 	assert_int_equal(eval_ok(f, "cdiv(9, 3)"), 3);
 	assert_int_equal(eval_ok(f, "cdiv(0, 5)"), 0);
 	assert_int_equal(eval_ok(f, "cdiv(1, 5)"), 1);
-	assert_int_equal(eval_ok(f, "cdiv(-7, 2)"), -3);  /* ceil(-3.5) */
+	assert_int_equal(eval_ok(f, "cdiv(-7, 2)"), -3); /* ceil(-3.5) */
 	assert_int_equal(eval_ok(f, "cdiv(big, 1)"), INT64_MAX);
 	assert_int_equal(eval_ok(f, "cdiv(big, 2)"), INT64_MAX / 2 + 1);
 	assert_int_equal(eval_ok(f, "cdiv(small, 2)"), INT64_MIN / 2);
@@ -171,7 +167,8 @@ static void test_unknown_name_lists_known_names(void **state)
 {
 	struct fixture *f = *state;
 
-	eval_fails(f, "TILE*D*4", "unknown name 'D' (known: B, HQ, TILE, a, b, big, "
+	eval_fails(f, "TILE*D*4",
+		   "unknown name 'D' (known: B, HQ, TILE, a, b, big, "
 		   "num_kv_indices, small) at column 6");
 	eval_fails(f, "tile", "unknown name 'tile'"); /* names are case-sensitive */
 
@@ -221,8 +218,10 @@ static void test_every_overflow_fails(void **state)
 	eval_fails(f, "small / -1", "-9223372036854775808 / -1 overflows int64");
 	eval_fails(f, "-small", "-(-9223372036854775808) overflows int64 at column 1");
 	eval_fails(f, "--9223372036854775808", "-(-9223372036854775808) overflows int64");
-	eval_fails(f, "9223372036854775808", "integer literal 9223372036854775808 does not fit in int64 at column 1");
-	eval_fails(f, "1 + -9223372036854775809", "integer literal -9223372036854775809 does not fit in int64 at column 6");
+	eval_fails(f, "9223372036854775808",
+		   "integer literal 9223372036854775808 does not fit in int64 at column 1");
+	eval_fails(f, "1 + -9223372036854775809",
+		   "integer literal -9223372036854775809 does not fit in int64 at column 6");
 	eval_fails(f, "99999999999999999999999999", "does not fit in int64");
 	eval_fails(f, "(9223372036854775808)", "does not fit in int64");
 	/* An overflowing intermediate is an error even if the final result would fit. */
@@ -238,7 +237,8 @@ static void test_syntax_errors(void **state)
 	eval_fails(f, "   \t\n", "empty expression");
 	eval_fails(f, "1 +", "expected a number, a name or '(', found the end of the expression at column 4");
 	eval_fails(f, "* 2", "expected a number, a name or '(', found '*' at column 1");
-	eval_fails(f, "(1 + 2", "expected ')' to close the '(' at column 1, found the end of the expression at column 7");
+	eval_fails(f, "(1 + 2",
+		   "expected ')' to close the '(' at column 1, found the end of the expression at column 7");
 	eval_fails(f, "1 + 2)", "unexpected ')' without a matching '(' at column 6");
 	eval_fails(f, "min(a b)", "expected ',' or ')' in the arguments of min(), found 'b' at column 7");
 	eval_fails(f, "min(a,)", "found ')' at column 7");
@@ -248,7 +248,10 @@ static void test_syntax_errors(void **state)
 	eval_fails(f, "a\x01", "unexpected byte 0x01 after a complete expression");
 	eval_fails(f, "a + 1.5", "unexpected '.' after a complete expression");
 	eval_fails(f, "TILE B", "unexpected 'B' after a complete expression at column 6");
-	eval_fails(f, "a +\n* b", "in \"a + * b\": expected a number, a name or '(', found '*' at column 5"); /* newline quoted as space */
+	eval_fails(
+		f, "a +\n* b",
+		"in \"a + * b\": expected a number, a name or '(', found '*' at column 5"); /* newline quoted
+											       as space */
 }
 
 static void test_trailing_garbage_fails(void **state)
@@ -394,8 +397,8 @@ static void test_names_in_order_of_appearance(void **state)
 
 	(void)state;
 	/* Values are unknown: division by a name that may be 0 is not an error here. */
-	assert_int_equal(ks_expr_names("cdiv(num_kv_indices, TILE) * B + x/(y-y) + TILE",
-				       collect, &s, &err), 0);
+	assert_int_equal(ks_expr_names("cdiv(num_kv_indices, TILE) * B + x/(y-y) + TILE", collect, &s, &err),
+			 0);
 	assert_int_equal(s.n, 7);
 	assert_string_equal(s.names[0], "num_kv_indices");
 	assert_string_equal(s.names[1], "TILE");

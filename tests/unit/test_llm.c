@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ksearch/llm.h"
-#include "ksearch/util.h"
+#include "ksearch/llm/llm.h"
+#include "ksearch/base/util.h"
 #include "fakellm.h"
 #include "testlib.h"
 
@@ -299,8 +299,9 @@ static void test_submit_refuses_malformed_requests(void **state)
 
 static void test_openai_request_schema(void **state)
 {
-	struct ks_llm_request repair = { .system = "sys", .user = "first", .assistant = "earlier",
-					 .followup = "fix it" };
+	struct ks_llm_request repair = {
+		.system = "sys", .user = "first", .assistant = "earlier", .followup = "fix it"
+	};
 	struct ks_llm_config cfg;
 	struct ks_llm_response resp;
 	struct ks_llm *llm;
@@ -361,8 +362,7 @@ static void test_openai_request_schema(void **state)
 			    "system");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 0), "content")),
 			    "You write CUDA kernels.");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 1), "role")),
-			    "user");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 1), "role")), "user");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 1), "content")),
 			    "Make it faster.");
 
@@ -372,8 +372,7 @@ static void test_openai_request_schema(void **state)
 			    "assistant");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 2), "content")),
 			    "earlier");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 3), "role")),
-			    "user");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 3), "role")), "user");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 3), "content")),
 			    "fix it");
 	json_decref(recs);
@@ -412,14 +411,12 @@ static void test_anthropic_request_schema(void **state)
 	body = json_object_get(rec, "body");
 	assert_int_equal(json_object_size(body), 5);
 	assert_string_equal(json_string_value(json_object_get(body, "model")), "fake-model");
-	assert_string_equal(json_string_value(json_object_get(body, "system")),
-			    "You write CUDA kernels.");
+	assert_string_equal(json_string_value(json_object_get(body, "system")), "You write CUDA kernels.");
 	assert_int_equal(json_integer_value(json_object_get(body, "max_tokens")), 1234);
 	assert_true(json_real_value(json_object_get(body, "temperature")) == 0.5);
 	messages = json_object_get(body, "messages");
 	assert_int_equal(json_array_size(messages), 1);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 0), "role")),
-			    "user");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 0), "role")), "user");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 0), "content")),
 			    "Make it faster.");
 	json_decref(recs);
@@ -565,8 +562,8 @@ static void test_retry_after_is_honoured(void **state)
 	/* an HTTP-date two seconds ahead (whole seconds: at least one to wait) */
 	when = time(NULL) + 2;
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", gmtime(&when));
-	snprintf(script, sizeof(script),
-		 "[{\"status\": 503, \"retry_after\": \"%s\"}, {\"reply\": \"ok\"}]", date);
+	snprintf(script, sizeof(script), "[{\"status\": 503, \"retry_after\": \"%s\"}, {\"reply\": \"ok\"}]",
+		 date);
 	fake_start(&fake, script);
 	config_for(&cfg, fake.port, KS_LLM_ANTHROPIC);
 	cfg.max_retries = 1;
@@ -607,8 +604,8 @@ static void test_backoff_stays_within_bounds(void **state)
 		double gap = record_time(recs, i) - record_time(recs, i - 1);
 
 		if (gap < 0.1 || gap > 0.25 + 0.3)
-			fail_msg("retry %zu came %.3f s after the previous attempt (backoff 0.1..0.25 s)",
-				 i, gap);
+			fail_msg("retry %zu came %.3f s after the previous attempt (backoff 0.1..0.25 s)", i,
+				 gap);
 	}
 	json_decref(recs);
 	ks_llm_config_release(&cfg);
@@ -836,8 +833,8 @@ static void test_pause_after_consecutive_failures(void **state)
  */
 struct leak_case {
 	const char *name;
-	int steps;          /* script steps it consumes (documentation of leak_script) */
-	const char *model;  /* NULL: fake-model */
+	int steps;	   /* script steps it consumes (documentation of leak_script) */
+	const char *model; /* NULL: fake-model */
 	int closed_port;
 	double total_timeout_s;
 	int max_retries;
@@ -845,7 +842,7 @@ struct leak_case {
 	uint64_t budget_tokens;
 	int ok;
 	long status;
-	int echoed;         /* the server echoed the key: "<redacted>" must show */
+	int echoed; /* the server echoed the key: "<redacted>" must show */
 };
 
 static const struct leak_case leak_cases[] = {
@@ -909,8 +906,8 @@ static void check_leaks(enum ks_llm_provider provider)
 		assert_response_keyless(&resp);
 		if (resp.ok != c->ok || resp.http_status != c->status)
 			fail_msg("%s (%s): ok %d, HTTP %ld; expected ok %d, HTTP %ld (%s)", c->name,
-				 ks_llm_provider_name(provider), resp.ok, resp.http_status, c->ok,
-				 c->status, resp.error ? resp.error : "");
+				 ks_llm_provider_name(provider), resp.ok, resp.http_status, c->ok, c->status,
+				 resp.error ? resp.error : "");
 		if (c->echoed)
 			assert_contains(resp.ok ? resp.text : resp.error, "<redacted>");
 		if (!resp.ok)
@@ -933,9 +930,10 @@ static void check_leaks(enum ks_llm_provider provider)
 	/* every request the fake saw: all but the refused connection */
 	recs = fake_records(&fake, 15);
 	assert_int_equal(json_array_size(recs), 15);
-	json_array_foreach(recs, i, rec) {
-		const char *auth = rec_header(rec, provider == KS_LLM_ANTHROPIC ? "x-api-key"
-									   : "authorization");
+	json_array_foreach(recs, i, rec)
+	{
+		const char *auth =
+			rec_header(rec, provider == KS_LLM_ANTHROPIC ? "x-api-key" : "authorization");
 
 		char *sent;
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ksearch/nvrtc.h"
+#include "ksearch/compile/nvrtc.h"
 
 static const char tile_source[] =
 	"/* ksearch\n"
@@ -31,9 +31,8 @@ static const char tile_source[] =
 	"\t\tout[i] = buf[(TILE - 1) - threadIdx.x % TILE] * SCALE;\n"
 	"}\n";
 
-static int compile(const char *source, const char *name, const char *arch,
-		   const struct ks_define *defines, size_t n_defines,
-		   struct ks_compile_result *out, struct ks_error *err)
+static int compile(const char *source, const char *name, const char *arch, const struct ks_define *defines,
+		   size_t n_defines, struct ks_compile_result *out, struct ks_error *err)
 {
 	struct ks_compile_request req = { source, name, arch, defines, n_defines, 0 };
 
@@ -92,9 +91,7 @@ static void test_error_points_at_users_line(void **state)
 	struct ks_error err = { "" };
 
 	(void)state;
-	assert_int_equal(compile(source, "operators/gqa/seeds/bad.cu", "sm_90a", NULL, 0, &res,
-				 &err),
-			 -1);
+	assert_int_equal(compile(source, "operators/gqa/seeds/bad.cu", "sm_90a", NULL, 0, &res, &err), -1);
 	assert_true(!strncmp(err.msg, "compilation failed:\n", 20));
 	assert_non_null(strstr(err.msg, "operators/gqa/seeds/bad.cu(7): error"));
 	assert_non_null(strstr(err.msg, "undefined_thing"));
@@ -115,11 +112,9 @@ static void test_huge_log_is_trimmed_from_first_error(void **state)
 
 	(void)state;
 	assert_non_null(source);
-	used += (size_t)snprintf(source + used, size - used,
-				 "extern \"C\" __global__ void k(float *o)\n{\n");
+	used += (size_t)snprintf(source + used, size - used, "extern \"C\" __global__ void k(float *o)\n{\n");
 	for (int i = 0; i < 300; i++)
-		used += (size_t)snprintf(source + used, size - used,
-					 "\to[%d] = missing_%d;\n", i, i);
+		used += (size_t)snprintf(source + used, size - used, "\to[%d] = missing_%d;\n", i, i);
 	snprintf(source + used, size - used, "}\n");
 	assert_int_equal(compile(source, "big.cu", "sm_80", NULL, 0, &res, &err), -1);
 	assert_true(strlen(res.log) > KS_ERROR_MAX);

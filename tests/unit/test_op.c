@@ -4,7 +4,7 @@
  */
 #include "testlib.h"
 
-#include "ksearch/op.h"
+#include "ksearch/op/op.h"
 
 /* A small valid operator: y = x + b over rows. */
 static const char base_op[] =
@@ -20,14 +20,16 @@ static const char base_op[] =
 	"  \"ksearch\": {\n"
 	"    \"summary\": \"test op\",\n"
 	"    \"derived_axes\": {\"len_ptr\": \"rows + 1\"},\n"
-	"    \"generators\": {\"x\": {\"kind\": \"normal\"}, \"ptr\": {\"kind\": \"indptr\", \"total\": \"n_idx\"},\n"
+	"    \"generators\": {\"x\": {\"kind\": \"normal\"}, \"ptr\": {\"kind\": \"indptr\", \"total\": "
+	"\"n_idx\"},\n"
 	"                   \"idx\": {\"kind\": \"page_permutation\", \"pool\": \"2*n_idx\"},\n"
 	"                   \"scale\": {\"kind\": \"const\", \"value\": 0.5}},\n"
 	"    \"workloads\": [{\"id\": \"r4\", \"axes\": {\"rows\": 4, \"n_idx\": 10}},\n"
 	"                  {\"id\": \"r8\", \"axes\": {\"rows\": 8, \"n_idx\": 100}}],\n"
 	"    \"check_workloads\": [{\"id\": \"r1\", \"axes\": {\"rows\": 1, \"n_idx\": 3}},\n"
 	"                        {\"id\": \"r3\", \"axes\": {\"rows\": 3, \"n_idx\": 6},\n"
-	"                         \"generators\": {\"ptr\": {\"kind\": \"indptr\", \"total\": \"n_idx\", \"lengths\": [1, 2, 3]}}}],\n"
+	"                         \"generators\": {\"ptr\": {\"kind\": \"indptr\", \"total\": \"n_idx\", "
+	"\"lengths\": [1, 2, 3]}}}],\n"
 	"    \"tolerances\": {\"y\": {\"atol\": 0.01, \"rtol\": 0.01}},\n"
 	"    \"min_bytes\": \"rows*hidden*4\", \"flops\": \"rows*hidden\",\n"
 	"    \"grid\": [{\"descriptor\": \"occupancy\", \"edges\": [0, 0.5, 1.01]},\n"
@@ -89,15 +91,16 @@ static const struct broken broken_ops[] = {
 	{ "\"rows + 1\"", "\"rowz + 1\"", "unknown axis 'rowz'" },
 	{ "\"lengths\": [1, 2, 3]", "\"lengths\": [1, 2, 4]", "lengths sum to 7" },
 	{ "\"id\": \"r8\"", "\"id\": \"r4\"", "\"r4\" is used twice" },
-	{ "\"tolerances\": {\"y\": {\"atol\": 0.01, \"rtol\": 0.01}}", "\"tolerances\": {}", "output y has no tolerance" },
+	{ "\"tolerances\": {\"y\": {\"atol\": 0.01, \"rtol\": 0.01}}", "\"tolerances\": {}",
+	  "output y has no tolerance" },
 	{ "[0, 0.5, 1.01]", "[0, 0.5, 0.4]", "not ascending" },
 	{ "\"descriptor\": \"occupancy\"", "\"descriptor\": \"ocupancy\"", "unknown descriptor 'ocupancy'" },
 	{ "\"kind\": \"normal\"", "\"kind\": \"gaussian\"", "unknown generator 'gaussian'" },
 	{ "\"min_bytes\": \"rows*hidden*4\"", "\"min_bytes\": \"rows*hidden/0\"", "division by zero" },
 	{ "\"pool\": \"2*n_idx\"", "\"pool\": \"n_idx - 1\"", "smaller than the" },
 	{ "\"type\": \"const\", \"value\": 64", "\"type\": \"const\"", "needs an integer value" },
-	{ "\"scale\": {\"kind\": \"const\", \"value\": 0.5}", "\"scale\": {\"kind\": \"page_permutation\", \"pool\": \"4\"}",
-	  "needs a 1-D int32 input" },
+	{ "\"scale\": {\"kind\": \"const\", \"value\": 0.5}",
+	  "\"scale\": {\"kind\": \"page_permutation\", \"pool\": \"4\"}", "needs a 1-D int32 input" },
 };
 
 static void test_broken_ops_get_clear_errors(void **state)

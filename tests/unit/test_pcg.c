@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ksearch/pcg.h"
+#include "ksearch/base/pcg.h"
 
 /*
  * Output of pcg32-demo (seed 42u, stream 54u, 5 rounds) as published in
@@ -143,7 +143,10 @@ static void test_bounded_small_bounds_in_range_and_uniform(void **state)
 	 * with a fixed seed the test is deterministic, the limits only say
 	 * how far from uniform is too far.
 	 */
-	static const struct { uint32_t bound; double limit; } cases[] = {
+	static const struct {
+		uint32_t bound;
+		double limit;
+	} cases[] = {
 		{ 2, 10.83 }, { 3, 13.82 }, { 6, 20.52 }, { 7, 22.46 }, { 10, 27.88 },
 	};
 	enum { DRAWS = 100000 };

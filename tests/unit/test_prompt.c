@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ksearch/prompt.h"
-#include "ksearch/util.h"
+#include "ksearch/llm/prompt.h"
+#include "ksearch/base/util.h"
 #include "testlib.h"
 
 static char *render_ok(const char *tpl, const struct ks_prompt_vars *vars)
@@ -108,7 +108,8 @@ static void test_unknown_placeholder_is_named(void **state)
 		     "line 2: unknown placeholder {{parent_source}} (values given: none)");
 	ks_prompt_vars_set(&vars, "parent_source", "x");
 	ks_prompt_vars_set(&vars, "strategy", "y");
-	render_fails("{{parent_sorce}}", &vars, "line 1: unknown placeholder {{parent_sorce}} (did you mean "
+	render_fails("{{parent_sorce}}", &vars,
+		     "line 1: unknown placeholder {{parent_sorce}} (did you mean "
 		     "{{parent_source}}?)");
 	render_fails("{{strategy}}\n\n{{elites}}", &vars,
 		     "line 3: unknown placeholder {{elites}} (values given: parent_source, strategy)");
@@ -194,8 +195,8 @@ static void test_load_missing_file(void **state)
 
 static void test_load_refuses_unsafe_names(void **state)
 {
-	static const char *const names[] = { "", "/etc/passwd", "../secret", "a/../b", "a//b", ".", "x/", "a b",
-					     "strategies/..", "name\n" };
+	static const char *const names[] = { "",  "/etc/passwd", "../secret", "a/../b",	       "a//b",
+					     ".", "x/",		 "a b",	      "strategies/..", "name\n" };
 	struct ks_error err = { { 0 } };
 	char *text = (char *)0x1;
 
@@ -273,21 +274,36 @@ static void test_render_output_limit(void **state)
 /* ---- the shipped prompts/ ---- */
 
 static const char *const system_vars[] = {
-	"op_name", "op_definition", "op_workloads", "op_tolerances", "gpu_name", "arch", "sm_count",
-	"max_threads_per_block", "regs_per_sm", "max_regs_per_thread", "smem_per_sm", "max_smem_per_block",
-	"l2_bytes", "dram_gbs", NULL,
+	"op_name",	"op_definition",
+	"op_workloads", "op_tolerances",
+	"gpu_name",	"arch",
+	"sm_count",	"max_threads_per_block",
+	"regs_per_sm",	"max_regs_per_thread",
+	"smem_per_sm",	"max_smem_per_block",
+	"l2_bytes",	"dram_gbs",
+	NULL,
 };
 static const char *const mutate_vars[] = {
-	"target", "strategy", "parent_fitness", "parent_sol", "parent_params", "parent_verdict",
-	"parent_evidence", "parent_timings", "parent_descriptors", "parent_source", "elites",
-	"recent_attempts", NULL,
+	"target",
+	"strategy",
+	"parent_fitness",
+	"parent_sol",
+	"parent_params",
+	"parent_verdict",
+	"parent_evidence",
+	"parent_timings",
+	"parent_descriptors",
+	"parent_source",
+	"elites",
+	"recent_attempts",
+	NULL,
 };
 static const char *const repair_vars[] = {
 	"attempt", "max_attempts", "child_verdict", "child_evidence", "child_params", "child_source", NULL,
 };
 static const char *const rewrite_vars[] = {
-	"operation", "strategy_name", "strategy_text", "strategy_stats", "best_fitness", "best_sol",
-	"best_params", "best_descriptors", "best_timings", "best_source", NULL,
+	"operation",   "strategy_name",	   "strategy_text", "strategy_stats", "best_fitness", "best_sol",
+	"best_params", "best_descriptors", "best_timings",  "best_source",    NULL,
 };
 
 static char *prompts_dir(void)

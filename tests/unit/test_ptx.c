@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ksearch/ptx.h"
+#include "ksearch/compile/ptx.h"
 
 static char *read_fixture(const char *name)
 {
@@ -61,15 +61,12 @@ static void check_kernels(const char *fixture, const struct expected_kernel *ker
 
 		if (ks_ptx_kernel_descriptors(ptx, kernels[i].name, &d, &err))
 			fail_msg("%s: %s", kernels[i].name, err.msg);
-		if (d.tensor_cores != kernels[i].tensor_cores ||
-		    d.async_copy != kernels[i].async_copy ||
+		if (d.tensor_cores != kernels[i].tensor_cores || d.async_copy != kernels[i].async_copy ||
 		    d.widest_load_bytes != kernels[i].widest_load_bytes)
-			fail_msg("%s/%s: got %s/%s/%d, expected %s/%s/%d", fixture,
-				 kernels[i].name, ks_tensor_cores_name(d.tensor_cores),
-				 ks_async_copy_name(d.async_copy), d.widest_load_bytes,
-				 ks_tensor_cores_name(kernels[i].tensor_cores),
-				 ks_async_copy_name(kernels[i].async_copy),
-				 kernels[i].widest_load_bytes);
+			fail_msg("%s/%s: got %s/%s/%d, expected %s/%s/%d", fixture, kernels[i].name,
+				 ks_tensor_cores_name(d.tensor_cores), ks_async_copy_name(d.async_copy),
+				 d.widest_load_bytes, ks_tensor_cores_name(kernels[i].tensor_cores),
+				 ks_async_copy_name(kernels[i].async_copy), kernels[i].widest_load_bytes);
 	}
 	free(ptx);
 }
@@ -87,8 +84,8 @@ static void check_globals(const char *fixture, const char *const *expected, size
 	for (size_t i = 0; i < count && i < n; i++)
 		assert_string_equal(names[i], expected[i]);
 	if (count != n)
-		fail_msg("%s: %zu mutable globals found, expected %zu (first extra: %s)",
-			 fixture, count, n, count > n ? names[n] : expected[count]);
+		fail_msg("%s: %zu mutable globals found, expected %zu (first extra: %s)", fixture, count, n,
+			 count > n ? names[n] : expected[count]);
 	ks_ptx_names_free(names, count);
 	free(ptx);
 }
@@ -96,11 +93,11 @@ static void check_globals(const char *fixture, const char *const *expected, size
 static void test_sm80_loads_cp_async_and_mma(void **state)
 {
 	static const struct expected_kernel kernels[] = {
-		{ "vec4", KS_TC_NONE, KS_ASYNC_NONE, 16 },       /* ld.global.nc.v4.f32 */
+		{ "vec4", KS_TC_NONE, KS_ASYNC_NONE, 16 }, /* ld.global.nc.v4.f32 */
 		{ "scalar", KS_TC_NONE, KS_ASYNC_NONE, 4 },
 		{ "cpasync", KS_TC_NONE, KS_ASYNC_CP_ASYNC, 16 }, /* cp.async.cg ..., 16 */
-		{ "mma_caller", KS_TC_MMA, KS_ASYNC_NONE, 4 },   /* mma.sync in a .func */
-		{ "half2load", KS_TC_NONE, KS_ASYNC_NONE, 4 },   /* ld.global.nc.b32 */
+		{ "mma_caller", KS_TC_MMA, KS_ASYNC_NONE, 4 },	  /* mma.sync in a .func */
+		{ "half2load", KS_TC_NONE, KS_ASYNC_NONE, 4 },	  /* ld.global.nc.b32 */
 		{ "wmma_kernel", KS_TC_MMA, KS_ASYNC_NONE, 0 },
 	};
 
@@ -187,10 +184,10 @@ static void test_has_entry(void **state)
 	(void)state;
 	assert_int_equal(ks_ptx_has_entry(ptx, "direct_caller"), 1);
 	assert_int_equal(ks_ptx_has_entry(ptx, "empty_kernel"), 1);
-	assert_int_equal(ks_ptx_has_entry(ptx, "helper_a"), 0);  /* a .func */
-	assert_int_equal(ks_ptx_has_entry(ptx, "ghost"), 0);     /* in a comment */
+	assert_int_equal(ks_ptx_has_entry(ptx, "helper_a"), 0);	 /* a .func */
+	assert_int_equal(ks_ptx_has_entry(ptx, "ghost"), 0);	 /* in a comment */
 	assert_int_equal(ks_ptx_has_entry(ptx, "ghost_too"), 0); /* in a comment */
-	assert_int_equal(ks_ptx_has_entry(ptx, "direct"), 0);    /* a prefix */
+	assert_int_equal(ks_ptx_has_entry(ptx, "direct"), 0);	 /* a prefix */
 	free(ptx);
 }
 

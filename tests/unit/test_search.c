@@ -9,10 +9,10 @@
 #include <pthread.h>
 
 #include "fakellm.h"
-#include "ksearch/archive.h"
-#include "ksearch/llm.h"
-#include "ksearch/search.h"
-#include "ksearch/util.h"
+#include "ksearch/archive/archive.h"
+#include "ksearch/llm/llm.h"
+#include "ksearch/search/search.h"
+#include "ksearch/base/util.h"
 
 /* distinctive, so that a leak anywhere is found by strstr */
 #define KEY "sk-ksearch-SEARCH-TEST-91c4e7a2"
@@ -29,14 +29,14 @@ static const char op_json[] =
 	"   \"grid\": [{\"descriptor\": \"occupancy\", \"edges\": [0, 0.25, 0.5, 0.75, 1.01]},\n"
 	"            {\"descriptor\": \"registers\", \"edges\": [0, 32, 64, 128, 256]}]}}\n";
 
-static const char seed_a[] =
-	"/* ksearch {\"params\": {\"A\": [1, 2, 3, 4, 5, 6], \"B\": [1, 2, 3, 4]},\n"
-	"  \"launch\": [{\"kernel\": \"a\", \"grid\": [\"n\"], \"block\": [\"32*A\"], \"args\": [\"x\", \"y\", \"n\"]}]} */\n"
-	"extern \"C\" __global__ void a(const float *x, float *y, int n) {}\n";
-static const char seed_b[] =
-	"/* ksearch {\"params\": {\"C\": [1, 2, 3, 4, 5, 6, 7, 8]},\n"
-	"  \"launch\": [{\"kernel\": \"b\", \"grid\": [\"n\"], \"block\": [\"64\"], \"args\": [\"x\", \"y\", \"n\"]}]} */\n"
-	"extern \"C\" __global__ void b(const float *x, float *y, int n) {}\n";
+static const char seed_a[] = "/* ksearch {\"params\": {\"A\": [1, 2, 3, 4, 5, 6], \"B\": [1, 2, 3, 4]},\n"
+			     "  \"launch\": [{\"kernel\": \"a\", \"grid\": [\"n\"], \"block\": [\"32*A\"], "
+			     "\"args\": [\"x\", \"y\", \"n\"]}]} */\n"
+			     "extern \"C\" __global__ void a(const float *x, float *y, int n) {}\n";
+static const char seed_b[] = "/* ksearch {\"params\": {\"C\": [1, 2, 3, 4, 5, 6, 7, 8]},\n"
+			     "  \"launch\": [{\"kernel\": \"b\", \"grid\": [\"n\"], \"block\": [\"64\"], "
+			     "\"args\": [\"x\", \"y\", \"n\"]}]} */\n"
+			     "extern \"C\" __global__ void b(const float *x, float *y, int n) {}\n";
 
 /* ---- a deterministic backend: results are functions of (family, params) ---- */
 
@@ -44,7 +44,7 @@ struct toy {
 	pthread_mutex_t lock;
 	int builds, evaluations;
 	int fail_internal_at; /* evaluation number that fails ksearch itself, or 0 */
-	int eval_us;          /* extra time per evaluation, so LLM answers arrive during a run */
+	int eval_us;	      /* extra time per evaluation, so LLM answers arrive during a run */
 };
 
 static uint64_t toy_hash(const struct ks_family *f, const int64_t *params)
@@ -78,8 +78,8 @@ static int toy_build(void *ctx, const struct ks_family *f, const int64_t *params
 	return 0;
 }
 
-static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const int64_t *params,
-			void *built, json_t **record, struct ks_error *err)
+static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const int64_t *params, void *built,
+			json_t **record, struct ks_error *err)
 {
 	struct toy *t = ctx;
 	uint64_t h = toy_hash(f, params);
@@ -100,9 +100,9 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 		return 0;
 	}
 	*record = json_pack("{s:s, s:s, s:f, s:f, s:{s:f, s:f, s:f}}", "verdict", "ok", "evidence", "",
-			    "fitness", fitness, "sol_fraction", fitness / 10,
-			    "descriptors", "occupancy", (double)(h % 97) / 97.0,
-			    "registers", (double)(16 + (h >> 8) % 200), "launches", 1.0);
+			    "fitness", fitness, "sol_fraction", fitness / 10, "descriptors", "occupancy",
+			    (double)(h % 97) / 97.0, "registers", (double)(16 + (h >> 8) % 200), "launches",
+			    1.0);
 	return 0;
 }
 
@@ -132,7 +132,8 @@ static int setup(void **state)
 	assert_int_equal(mkdir(path, 0755), 0);
 	test_write(f->dir, "seeds/a.cu", seed_a);
 	test_write(f->dir, "seeds/b.cu", seed_b);
-	if (ks_op_load(f->dir, &f->op, &err) < 0 || ks_families_load(&f->op, &f->families, &f->n_families, &err) < 0)
+	if (ks_op_load(f->dir, &f->op, &err) < 0 ||
+	    ks_families_load(&f->op, &f->families, &f->n_families, &err) < 0)
 		fail_msg("%s", err.msg);
 	*state = f;
 	return 0;
@@ -152,7 +153,8 @@ static int teardown(void **state)
 static struct ks_archive *open_archive(struct fixture *f, const char *name)
 {
 	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE | KS_ARCHIVE_NOSYNC,
-					   .grid = f->op.grid, .n_grid = f->op.n_grid };
+					   .grid = f->op.grid,
+					   .n_grid = f->op.n_grid };
 	struct ks_archive *ar;
 	struct ks_error err;
 	char root[4200];
@@ -169,13 +171,20 @@ static struct ks_archive *open_archive(struct fixture *f, const char *name)
  * insertion order (from the JSON log).  *log, when asked for, gets the log.
  */
 static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uint64_t budget, double target,
-		      const struct ks_search_llm *llm, struct toy *toy, int expect_rc, struct ks_search_summary *sum,
-		      struct ks_error *err, char **log)
+		      const struct ks_search_llm *llm, struct toy *toy, int expect_rc,
+		      struct ks_search_summary *sum, struct ks_error *err, char **log)
 {
-	struct ks_backend backend = { .ctx = toy, .lanes = 2, .build = toy_build, .evaluate = toy_evaluate,
-				      .discard = toy_discard };
-	struct ks_search_config cfg = { .seed = seed, .budget = budget, .target_fitness = target, .jobs = 3,
-					.explore = 0.3, .exploit = 0.5, .recent = 0.2, .llm = llm };
+	struct ks_backend backend = {
+		.ctx = toy, .lanes = 2, .build = toy_build, .evaluate = toy_evaluate, .discard = toy_discard
+	};
+	struct ks_search_config cfg = { .seed = seed,
+					.budget = budget,
+					.target_fitness = target,
+					.jobs = 3,
+					.explore = 0.3,
+					.exploit = 0.5,
+					.recent = 0.2,
+					.llm = llm };
 	struct ks_archive *ar = open_archive(f, archive);
 	char *log_text = NULL, log_path[4200] = "";
 	size_t log_size = 0;
@@ -247,7 +256,8 @@ static void test_same_seed_same_choices(void **state)
 	char *c = run(f, "det3", 8, 30, 0, &t3, 0, &sum, &err);
 
 	if (count_lines(a) != 30)
-		fail_msg("%d lines, %llu evaluated:\n%s", count_lines(a), (unsigned long long)sum.evaluated, a);
+		fail_msg("%d lines, %llu evaluated:\n%s", count_lines(a), (unsigned long long)sum.evaluated,
+			 a);
 	assert_string_equal(sum.stop_reason, "budget");
 	assert_string_equal(a, b);
 	assert_string_not_equal(a, c); /* the seed matters */
@@ -278,8 +288,10 @@ static void test_resume_continues_the_same_sequence(void **state)
 	strcpy(joined, first);
 	strcat(joined, second);
 	if (strcmp(joined, whole))
-		fail_msg("a search stopped after 11 and resumed for 15 chose differently from one run of 26:\n"
-			 "--- stopped and resumed:\n%s--- one run:\n%s", joined, whole);
+		fail_msg(
+			"a search stopped after 11 and resumed for 15 chose differently from one run of 26:\n"
+			"--- stopped and resumed:\n%s--- one run:\n%s",
+			joined, whole);
 	free(whole);
 	free(first);
 	free(second);
@@ -320,8 +332,8 @@ static void test_no_duplicates_and_failures_cost_one_evaluation(void **state)
 static void test_target_stops_and_internal_failure_is_reported(void **state)
 {
 	struct fixture *f = *state;
-	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER }, bad = { .lock = PTHREAD_MUTEX_INITIALIZER,
-								     .fail_internal_at = 5 };
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER },
+		   bad = { .lock = PTHREAD_MUTEX_INITIALIZER, .fail_internal_at = 5 };
 	struct ks_search_summary sum;
 	struct ks_error err;
 	char *out = run(f, "target", 5, 100, 2.0, &t, 0, &sum, &err);
@@ -365,10 +377,16 @@ static void llm_up_with(struct llm_env *e, enum ks_llm_provider provider, const 
 		fail_msg("%s", err.msg);
 	ks_llm_config_release(&cfg);
 	snprintf(e->prompts, sizeof(e->prompts), "%s/prompts", source_root());
-	e->llm = (struct ks_search_llm){ .client = e->client, .model = "fake-model", .prompts_dir = e->prompts,
+	e->llm = (struct ks_search_llm){ .client = e->client,
+					 .model = "fake-model",
+					 .prompts_dir = e->prompts,
 					 .system_prompt = "You write CUDA kernels for the toy operator.",
-					 .concurrency = concurrency, .max_repairs = 2, .tune_budget = 3,
-					 .rewrite_every = 3, .population_cap = 6, .move_share = 0.3 };
+					 .concurrency = concurrency,
+					 .max_repairs = 2,
+					 .tune_budget = 3,
+					 .rewrite_every = 3,
+					 .population_cap = 6,
+					 .move_share = 0.3 };
 }
 
 static void llm_up(struct llm_env *e, const char *script, int concurrency, uint64_t budget_tokens)
@@ -420,8 +438,8 @@ static int64_t stat_sum(const json_t *prompts, const char *name)
 	size_t i;
 	json_t *p;
 
-	json_array_foreach(prompts, i, p)
-		total += json_integer_value(json_object_get(json_object_get(p, "stats"), name));
+	json_array_foreach(prompts, i, p) total +=
+		json_integer_value(json_object_get(json_object_get(p, "stats"), name));
 	return total;
 }
 
@@ -453,12 +471,16 @@ static void test_llm_children_verify_and_strategies_learn(void **state)
 
 	/* LLM children are in the archive with their prompt, usage and a family of their own */
 	records = all_records(f, "llm");
-	json_array_foreach(records, i, r) {
+	json_array_foreach(records, i, r)
+	{
 		if (strcmp(json_string_value(json_object_get(r, "mutation")), "llm"))
 			continue;
 		assert_true(json_integer_value(json_object_get(r, "prompt_id")) > 0);
-		assert_true(json_integer_value(json_object_get(json_object_get(r, "llm"), "prompt_tokens")) > 0);
-		assert_string_equal(json_string_value(json_object_get(json_object_get(r, "llm"), "answer_form")), "edits");
+		assert_true(json_integer_value(json_object_get(json_object_get(r, "llm"), "prompt_tokens")) >
+			    0);
+		assert_string_equal(
+			json_string_value(json_object_get(json_object_get(r, "llm"), "answer_form")),
+			"edits");
 		assert_true(!strncmp(json_string_value(json_object_get(r, "family")), "llm-", 4));
 		assert_int_equal(json_array_size(json_object_get(r, "parents")), 1);
 		llm_ok += !strcmp(json_string_value(json_object_get(r, "verdict")), "ok");
@@ -490,23 +512,25 @@ static void test_llm_children_verify_and_strategies_learn(void **state)
 	assert_true(stat_sum(prompts, "answers") > 0);
 	assert_true(stat_sum(prompts, "children") >= (int64_t)sum.llm_children);
 	assert_true(stat_sum(prompts, "ok") > 0);
-	json_array_foreach(prompts, i, p)
-		if (strcmp(json_string_value(json_object_get(p, "origin")), "seed")) {
-			assert_true(json_integer_value(json_object_get(p, "parent")) > 0);
-			assert_contains(json_string_value(json_object_get(p, "text")), "Rewritten by fake-llm");
-			rewritten++;
-		}
+	json_array_foreach(prompts, i, p) if (strcmp(json_string_value(json_object_get(p, "origin")), "seed"))
+	{
+		assert_true(json_integer_value(json_object_get(p, "parent")) > 0);
+		assert_contains(json_string_value(json_object_get(p, "text")), "Rewritten by fake-llm");
+		rewritten++;
+	}
 	assert_true(rewritten > 0);
 
 	/* what the LLM was sent: the system prompt, then the parent's source and a strategy */
 	reqs = fake_records(&e.fake, sum.llm_requests);
 	r = json_object_get(json_array_get(reqs, 0), "body");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "messages"), 0),
-							      "content")),
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(json_object_get(r, "messages"), 0), "content")),
 			    "You write CUDA kernels for the toy operator.");
-	assert_contains(json_string_value(json_object_get(json_array_get(json_object_get(r, "messages"), 1), "content")),
+	assert_contains(json_string_value(json_object_get(json_array_get(json_object_get(r, "messages"), 1),
+							  "content")),
 			"/* ksearch");
-	assert_contains(json_string_value(json_object_get(json_array_get(json_object_get(r, "messages"), 1), "content")),
+	assert_contains(json_string_value(json_object_get(json_array_get(json_object_get(r, "messages"), 1),
+							  "content")),
 			"## The strategy to follow this time");
 
 	/* a later run without the LLM resumes with the LLM's families */
@@ -540,16 +564,17 @@ static void test_llm_faults_are_survived_and_recorded(void **state)
 	       "[{\"status\": 429, \"retry_after\": 1}, {\"status\": 500}, {\"malformed\": true},"
 	       " {\"truncated\": true}, {\"no_code\": true},"
 	       " {\"edit\": {\"search\": \"no such line\", \"replace\": \"x\"}},"
-	       " {\"reply\": \"Here:\\n```cuda\\n/* ksearch {\\\"launch\\\": 7} */\\nextern \\\"C\\\" __global__ void k() {}\\n```\\n\"},"
+	       " {\"reply\": \"Here:\\n```cuda\\n/* ksearch {\\\"launch\\\": 7} */\\nextern \\\"C\\\" "
+	       "__global__ void k() {}\\n```\\n\"},"
 	       " {\"edit_params\": \"auto\"}]",
 	       1, 0);
 	choices = run_with(f, "faults", 6, 60, 0, &e.llm, &t, 0, &sum, &err, &log);
 	assert_string_equal(sum.stop_reason, "budget");
 	assert_int_equal(sum.evaluated, 60);
-	assert_true(sum.llm_failed >= 2);      /* malformed and truncated bodies are not retried */
-	assert_true(sum.answer_errors >= 2);   /* no code; an edit that does not apply */
+	assert_true(sum.llm_failed >= 2);    /* malformed and truncated bodies are not retried */
+	assert_true(sum.answer_errors >= 2); /* no code; an edit that does not apply */
 	assert_true(sum.repairs >= 2);
-	assert_true(sum.llm_ok > 0);           /* and it goes on to verified LLM kernels */
+	assert_true(sum.llm_ok > 0); /* and it goes on to verified LLM kernels */
 	assert_contains(log, "\"event\":\"llm_error\"");
 	assert_contains(log, "\"event\":\"answer_error\"");
 	assert_contains(log, "no code block and no SEARCH/REPLACE edits");
@@ -557,21 +582,24 @@ static void test_llm_faults_are_survived_and_recorded(void **state)
 
 	/* the unusable kernel is in the archive as a contract error of the LLM's */
 	records = all_records(f, "faults");
-	json_array_foreach(records, i, r)
-		if (!strcmp(json_string_value(json_object_get(r, "verdict")), "contract_error") &&
-		    json_object_get(r, "llm"))
-			contract++;
+	json_array_foreach(records, i, r) if (!strcmp(json_string_value(json_object_get(r, "verdict")),
+						      "contract_error") &&
+					      json_object_get(r, "llm")) contract++;
 	assert_true(contract > 0);
 
 	/* repair turns carry the earlier answer and the evidence */
 	reqs = fake_records(&e.fake, 8);
-	json_array_foreach(reqs, i, r) {
+	json_array_foreach(reqs, i, r)
+	{
 		json_t *msgs = json_object_get(json_object_get(r, "body"), "messages");
 
 		if (json_array_size(msgs) == 4) {
-			assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, 2), "role")), "assistant");
-			assert_contains(json_string_value(json_object_get(json_array_get(msgs, 3), "content")),
-					"This is repair attempt");
+			assert_string_equal(
+				json_string_value(json_object_get(json_array_get(msgs, 2), "role")),
+				"assistant");
+			assert_contains(
+				json_string_value(json_object_get(json_array_get(msgs, 3), "content")),
+				"This is repair attempt");
 			repair_turns++;
 		}
 	}

@@ -8,10 +8,10 @@
 
 #include <math.h>
 
-#include "ksearch/archive.h"
-#include "ksearch/llm_context.h"
-#include "ksearch/strategy.h"
-#include "ksearch/util.h"
+#include "ksearch/archive/archive.h"
+#include "ksearch/llm/llm_context.h"
+#include "ksearch/llm/strategy.h"
+#include "ksearch/base/util.h"
 
 static char *prompts_dir(void)
 {
@@ -75,7 +75,8 @@ static void test_seeded_once_from_prompts_and_reloaded(void **state)
 	if (ks_strategies_load(f->ar, "/nonexistent", &again, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_int_equal(again.n, 8);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(again.items[2].obj, "stats"), "uses")), 3);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(again.items[2].obj, "stats"), "uses")), 3);
 	assert_int_equal(again.next_id, 9);
 	ks_strategies_release(&pop);
 	ks_strategies_release(&again);
@@ -106,16 +107,19 @@ static void test_bandit_tries_each_then_follows_reward(void **state)
 	ks_strategy_child(&pop.items[4], 79, 0, 0, 0);
 	assert_int_equal(ks_strategy_pick(&pop, 0.5)->id, 5);
 	assert_true(fabs(ks_strategy_reward(&pop.items[4]) - (2 + 0.25 * 2) / 10.0) < 1e-9);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(pop.items[4].obj, "stats"), "best_child")),
-			 78);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(pop.items[4].obj, "stats"), "children")),
-			 3);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(pop.items[4].obj, "stats"), "best_child")),
+		78);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(pop.items[4].obj, "stats"), "children")),
+		3);
 	/* a retired strategy is never picked */
 	json_object_set_new(pop.items[4].obj, "active", json_false());
 	assert_int_not_equal(ks_strategy_pick(&pop, 0.5)->id, 5);
 	ks_strategy_answer_error(&pop.items[0], "no code block");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(pop.items[0].obj, "stats"), "last_error")),
-			    "no code block");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(pop.items[0].obj, "stats"), "last_error")),
+		"no code block");
 	ks_strategies_release(&pop);
 	free(dir);
 }
@@ -135,8 +139,8 @@ static void test_rewrites_are_added_and_the_cap_retires_the_weakest(void **state
 		ks_strategy_count(&pop.items[i], "uses", 4);
 	for (size_t i = 1; i < pop.n; i++)
 		ks_strategy_child(&pop.items[i], 100 + i, 1, 1, 1.0); /* all but the first have rewards */
-	if (ks_strategy_add(f->ar, &pop, "vector_loads.simplify", "Load 16 bytes a thread.", "simplify", 8, 42, 8, 3,
-			    &added, &err) < 0)
+	if (ks_strategy_add(f->ar, &pop, "vector_loads.simplify", "Load 16 bytes a thread.", "simplify", 8,
+			    42, 8, 3, &added, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_int_equal(added->id, 9);
 	assert_int_equal(pop.n, 9);
@@ -160,13 +164,16 @@ static void test_strategy_extract(void **state)
 	char *text = NULL;
 
 	(void)state;
-	assert_int_equal(ks_llm_strategy_extract("I changed X.\n\n<strategy>\n# New\n\nDo Y.\n</strategy>\n", &text,
-						 &err), 0);
+	assert_int_equal(ks_llm_strategy_extract("I changed X.\n\n<strategy>\n# New\n\nDo Y.\n</strategy>\n",
+						 &text, &err),
+			 0);
 	assert_string_equal(text, "# New\n\nDo Y.");
 	free(text);
 	/* the last pair wins: a model quoting the template first */
 	assert_int_equal(ks_llm_strategy_extract("<strategy>\n(the new strategy)\n</strategy>\nso:\n"
-						 "  <strategy>  \nreal\n</strategy>", &text, &err), 0);
+						 "  <strategy>  \nreal\n</strategy>",
+						 &text, &err),
+			 0);
 	assert_string_equal(text, "real");
 	free(text);
 	assert_int_equal(ks_llm_strategy_extract("no tags at all", &text, &err), -1);
@@ -181,19 +188,28 @@ static void test_strategy_extract(void **state)
 static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)
 {
 	json_t *parent = json_loads(
-		"{\"id\": 5, \"family\": \"split_kv\", \"verdict\": \"ok\", \"fitness\": 3.5, \"sol_fraction\": 0.42,"
+		"{\"id\": 5, \"family\": \"split_kv\", \"verdict\": \"ok\", \"fitness\": 3.5, "
+		"\"sol_fraction\": 0.42,"
 		" \"params\": {\"SPLITS\": 8, \"WARPS\": 4}, \"evidence\": \"\","
 		" \"descriptors\": {\"occupancy\": 0.25, \"launches\": 2},"
-		" \"kernels\": [{\"kernel\": \"partial\", \"registers\": 168, \"static_smem\": 8320, \"dynamic_smem\": 0,"
+		" \"kernels\": [{\"kernel\": \"partial\", \"registers\": 168, \"static_smem\": 8320, "
+		"\"dynamic_smem\": 0,"
 		"   \"stack_bytes\": 0, \"spill_stores\": 0, \"threads\": 128, \"occupancy\": 0.19,"
 		"   \"tensor_cores\": \"none\", \"async_copy\": \"none\", \"widest_load_bytes\": 16}],"
-		" \"workloads\": [{\"id\": \"b16_kv8636\", \"median_us\": 20.5, \"p10_us\": 20.1, \"p90_us\": 21.0,"
-		"   \"ref_median_us\": 400.0, \"floor_us\": 8.0, \"sol_fraction\": 0.39}]}", 0, NULL);
-	json_t *elites = json_loads("[{\"id\": 9, \"family\": \"mma_tiles\", \"fitness\": 4.25, \"sol_fraction\": 0.5,"
-				    " \"params\": {\"STAGES\": 2}, \"descriptors\": {\"occupancy\": 0.5}}]", 0, NULL);
-	struct ks_llm_mutate_input in = { .target = "Improve the parent.", .strategy = "STRATEGY-TEXT",
-					  .parent = parent, .parent_source = "/* ksearch {} */\nPARENT-SOURCE\n",
-					  .elites = elites, .recent_attempts = NULL };
+		" \"workloads\": [{\"id\": \"b16_kv8636\", \"median_us\": 20.5, \"p10_us\": 20.1, "
+		"\"p90_us\": 21.0,"
+		"   \"ref_median_us\": 400.0, \"floor_us\": 8.0, \"sol_fraction\": 0.39}]}",
+		0, NULL);
+	json_t *elites =
+		json_loads("[{\"id\": 9, \"family\": \"mma_tiles\", \"fitness\": 4.25, \"sol_fraction\": 0.5,"
+			   " \"params\": {\"STAGES\": 2}, \"descriptors\": {\"occupancy\": 0.5}}]",
+			   0, NULL);
+	struct ks_llm_mutate_input in = { .target = "Improve the parent.",
+					  .strategy = "STRATEGY-TEXT",
+					  .parent = parent,
+					  .parent_source = "/* ksearch {} */\nPARENT-SOURCE\n",
+					  .elites = elites,
+					  .recent_attempts = NULL };
 	struct ks_error err;
 	char *dir = prompts_dir(), *out = NULL;
 
@@ -227,9 +243,14 @@ static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)
 
 static void test_system_prompt_states_the_operator_and_the_gpu(void **state)
 {
-	struct ks_device_profile gpu = { .name = "NVIDIA H200", .arch = "sm_90a", .sm_count = 132,
-					 .l2_bytes = 52428800, .max_smem_per_block_optin = 232448,
-					 .max_smem_per_sm = 233472, .regs_per_sm = 65536, .dram_gbps = 3920 };
+	struct ks_device_profile gpu = { .name = "NVIDIA H200",
+					 .arch = "sm_90a",
+					 .sm_count = 132,
+					 .l2_bytes = 52428800,
+					 .max_smem_per_block_optin = 232448,
+					 .max_smem_per_sm = 233472,
+					 .regs_per_sm = 65536,
+					 .dram_gbps = 3920 };
 	struct ks_op op = { 0 };
 	struct ks_error err;
 	char *dir = prompts_dir(), *out = NULL;
@@ -240,7 +261,7 @@ static void test_system_prompt_states_the_operator_and_the_gpu(void **state)
 	if (ks_llm_system_prompt(dir, &op, &gpu, &out, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_contains(out, "# The operator: gqa_paged_decode_h32_kv4_d128_ps1");
-	assert_contains(out, "\"kv_indptr\"");           /* the definition, as JSON */
+	assert_contains(out, "\"kv_indptr\"");		 /* the definition, as JSON */
 	assert_null(strstr(out, "\"check_workloads\"")); /* without ksearch's own block */
 	assert_contains(out, "- benchmark b64_kv46287: num_qo_heads=32 ");
 	assert_contains(out, " batch_size=64 num_kv_indices=46287 ");
@@ -262,8 +283,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_seeded_once_from_prompts_and_reloaded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bandit_tries_each_then_follows_reward, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rewrites_are_added_and_the_cap_retires_the_weakest, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_rewrites_are_added_and_the_cap_retires_the_weakest,
+						setup, teardown),
 		cmocka_unit_test(test_strategy_extract),
 		cmocka_unit_test(test_mutate_and_repair_prompts_carry_the_evidence),
 		cmocka_unit_test(test_system_prompt_states_the_operator_and_the_gpu),

@@ -62,10 +62,10 @@ static inline char *test_replace(const char *text, const char *from, const char 
 }
 
 /* assert that haystack contains needle, printing both when it does not */
-#define assert_contains(haystack, needle)                                                    \
-	do {                                                                                 \
-		if (!strstr((haystack), (needle)))                                           \
-			fail_msg("expected \"%s\" in: %s", (needle), (haystack));             \
+#define assert_contains(haystack, needle)                                                                    \
+	do {                                                                                                 \
+		if (!strstr((haystack), (needle)))                                                           \
+			fail_msg("expected \"%s\" in: %s", (needle), (haystack));                            \
 	} while (0)
 
 #endif

@@ -1,0 +1,332 @@
+/*
+ * archive.h - the MAP-Elites archive: every candidate ever evaluated, the
+ * grid of elites, the quality-diversity metrics, and the run's state, in
+ * one LMDB environment per (operator, GPU model) at
+ * <root>/<op key>/<gpu slug>/ (archive/README.md has the on-disk format).
+ *
+ * Promises:
+ *  - One write transaction per result: a process killed at any moment
+ *    leaves an archive where every insert that returned 0 is present and
+ *    the counters, indexes and grid agree (ks_archive_verify() checks it).
+ *  - Readers never block the writer and see a consistent snapshot; open
+ *    them with KS_ARCHIVE_READONLY from any number of other processes.
+ *  - The map grows by itself when full; stale reader slots of killed
+ *    processes are cleared on open.
+ *  - A damaged file is an error that says so (wrong schema version, not
+ *    an LMDB file, truncated), not a crash.  LMDB does not checksum its
+ *    pages: damage inside a page can go unnoticed until it is read.
+ *  - Coverage, QD-score and best fitness are kept incrementally, so
+ *    ks_archive_metrics() reads one small value, never the records.
+ *
+ * Rules for callers:
+ *  - One writer per archive (the coordinator).  LMDB serialises writers,
+ *    so a second one is safe but waits.
+ *  - A struct ks_archive is used by one thread at a time.
+ *  - Do not carry an open archive across fork(): close it first, or
+ *    start children before opening, or exec in the child.
+ *
+ * Records are JSON objects (the fields are listed in archive/README.md).
+ * Every json_t a function returns is a new reference the caller
+ * decrefs; every json_t it takes is borrowed.  Strings and arrays it
+ * returns are the caller's to free.
+ */
+#ifndef KSEARCH_ARCHIVE_H
+#define KSEARCH_ARCHIVE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ksearch/base/error.h"
+#include "ksearch/op/op.h"
+#include "ksearch/op/verdict.h"
+
+/* The version of the on-disk layout this build reads and writes. */
+#define KS_ARCHIVE_SCHEMA_VERSION 1
+/* The version of the JSON export format. */
+#define KS_ARCHIVE_EXPORT_VERSION 1
+
+struct ks_archive;
+
+/*
+ * jansson flags to print a record with: reals in a record have 15
+ * significant digits (the archive rounds them on insert), and print
+ * exactly so, without "0.32000000000000001" noise.
+ */
+#define KS_ARCHIVE_RECORD_JSON (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
+enum ks_archive_flags {
+	KS_ARCHIVE_READONLY = 1 << 0, /* inspection: never writes, never blocks the writer */
+	KS_ARCHIVE_CREATE = 1 << 1,   /* create the archive when it does not exist */
+	/*
+	 * Skip the fsync at each commit.  A killed process still leaves a
+	 * consistent archive; a power loss may not.  For benchmarks and tests.
+	 */
+	KS_ARCHIVE_NOSYNC = 1 << 2,
+};
+
+struct ks_archive_options {
+	unsigned flags; /* enum ks_archive_flags */
+	/*
+	 * The operator's grid.  Required to create an archive; when given for
+	 * an existing one it must equal the stored grid (the bins define the
+	 * cells).  Readers leave it NULL and get the stored grid.
+	 */
+	const struct ks_grid_axis *grid;
+	size_t n_grid;
+	/*
+	 * New archives only: an elite adds (fitness - qd_offset) to the
+	 * QD-score.  It must not exceed any fitness an ok candidate can have
+	 * (fitness is a speedup, >= 0; the default 0 is right), which is what
+	 * makes the score grow whenever a cell is filled or improved.
+	 */
+	double qd_offset;
+	/*
+	 * The map size to start with, in bytes (it grows when full); 0 for
+	 * 64 MiB on a new archive and what the file holds on an existing one.
+	 */
+	size_t map_size;
+};
+
+/* "NVIDIA H200" -> "nvidia-h200": the folder name of a GPU model. Caller frees. */
+char *ks_archive_gpu_slug(const char *gpu_model);
+
+/* <root>/<op key>/<gpu slug>. Caller frees. */
+char *ks_archive_dir(const char *root, const char *op_key, const char *gpu_model);
+
+/*
+ * Open the archive of (op_key, gpu_model) under root.  gpu_model may be
+ * the model name or its slug when the archive exists already.  Fails
+ * with a message naming the folder when there is no archive (without
+ * KS_ARCHIVE_CREATE), when its schema version is not ours (naming the
+ * version found), when its files are damaged, or when the grid differs.
+ */
+int ks_archive_open(struct ks_archive **out, const char *root, const char *op_key, const char *gpu_model,
+		    const struct ks_archive_options *opts, struct ks_error *err);
+/* Close and free; NULL is fine. */
+void ks_archive_close(struct ks_archive *ar);
+
+/* What the archive was created for. Borrowed; valid until close. */
+const char *ks_archive_op(const struct ks_archive *ar);
+const char *ks_archive_gpu(const struct ks_archive *ar);
+const char *ks_archive_path(const struct ks_archive *ar);
+const struct ks_grid_axis *ks_archive_grid(const struct ks_archive *ar, size_t *n_axes);
+/* Number of cells: the product of the axes' bin counts. */
+uint64_t ks_archive_cells(const struct ks_archive *ar);
+
+/* An archive found under a root folder. */
+struct ks_archive_env {
+	char *op;	/* op key (folder name) */
+	char *gpu_slug; /* folder name */
+	char *path;
+};
+
+/* Every <op>/<gpu>/data.mdb under root, sorted; none is not an error. */
+int ks_archive_list_envs(const char *root, struct ks_archive_env **envs, size_t *n, struct ks_error *err);
+void ks_archive_envs_free(struct ks_archive_env *envs, size_t n);
+
+/* Inserting results */
+
+enum ks_archive_outcome {
+	KS_ARCHIVE_NEW_CELL,	 /* filled an empty cell */
+	KS_ARCHIVE_IMPROVED,	 /* beat the cell's elite, which it replaced */
+	KS_ARCHIVE_NOT_ADDED,	 /* the cell's elite is at least as good */
+	KS_ARCHIVE_NOT_ELIGIBLE, /* verdict not ok: stored, never an elite */
+	KS_ARCHIVE_OUTSIDE_GRID, /* ok, but a descriptor is missing or outside the edges */
+};
+
+const char *ks_archive_outcome_name(enum ks_archive_outcome outcome);
+
+struct ks_archive_insert_result {
+	uint64_t id;
+	enum ks_archive_outcome outcome;
+	int64_t cell;		 /* the cell it falls in, or -1 */
+	uint64_t replaced_id;	 /* IMPROVED: the elite it replaced */
+	double replaced_fitness; /* IMPROVED: and its fitness */
+	int new_source;		 /* its source text was not in the archive before */
+	char why[256];		 /* OUTSIDE_GRID: which descriptor, and the edges */
+};
+
+/*
+ * Store one evaluated candidate in one transaction: the record (fields in
+ * archive/README.md; "verdict" required, "fitness" and "descriptors"
+ * required for ok), its source text (stored once per content hash), the
+ * indexes, the grid and the metrics.  The archive assigns the id (from 1)
+ * and sets "id", "source_hash", "op", "gpu" and, when absent, "created".
+ * A record that breaks the format fails with the field named, and nothing
+ * is written.
+ */
+int ks_archive_insert(struct ks_archive *ar, const json_t *record, const char *source,
+		      struct ks_archive_insert_result *result, struct ks_error *err);
+
+/*
+ * Was (source, params) evaluated already?  Sets *id to the first record
+ * with that source text and those params (params compared as canonical
+ * JSON, key order ignored; NULL means {}), or to 0 when none.
+ */
+int ks_archive_lookup_candidate(struct ks_archive *ar, const char *source, const json_t *params, uint64_t *id,
+				struct ks_error *err);
+
+/* Reading records */
+
+/*
+ * The record with this id, and (if source is not NULL) its source text.
+ * *record is NULL (and *source too) when there is no such id.
+ */
+int ks_archive_get(struct ks_archive *ar, uint64_t id, json_t **record, char **source, struct ks_error *err);
+
+/* The best ok candidate so far (highest fitness, first found on ties); NULL when none. */
+int ks_archive_best(struct ks_archive *ar, json_t **record, char **source, struct ks_error *err);
+
+enum ks_archive_sort {
+	KS_ARCHIVE_SORT_FITNESS, /* best first, then by id */
+	KS_ARCHIVE_SORT_TIME,	 /* newest first */
+	KS_ARCHIVE_SORT_ID,	 /* oldest first */
+};
+
+struct ks_archive_query {
+	int verdict; /* an enum ks_verdict, or -1 for every verdict */
+	enum ks_archive_sort sort;
+	uint64_t limit; /* 0 for no limit */
+};
+
+/*
+ * Call fn on each record the query selects, in order, from one snapshot;
+ * the record is borrowed for the call.  fn returns nonzero to stop.
+ * Reads only the records it passes to fn (indexes give the order).
+ */
+int ks_archive_foreach(struct ks_archive *ar, const struct ks_archive_query *query,
+		       int (*fn)(const json_t *record, void *ctx), void *ctx, struct ks_error *err);
+
+/* The grid and the quality-diversity metrics */
+
+struct ks_archive_elite {
+	uint64_t cell;
+	uint64_t id;
+	double fitness;
+};
+
+/* Every filled cell, in cell order; free *elites. */
+int ks_archive_elites(struct ks_archive *ar, struct ks_archive_elite **elites, size_t *n,
+		      struct ks_error *err);
+
+/*
+ * The cell of a descriptors object: 0 and *cell set when it falls in the
+ * grid; 1 with why filled when a descriptor is missing or outside.
+ */
+int ks_archive_cell_of(const struct ks_archive *ar, const json_t *descriptors, uint64_t *cell, char *why,
+		       size_t why_size);
+/* The bin index along each axis of a cell (coords has n_axes entries). */
+void ks_archive_cell_coords(const struct ks_archive *ar, uint64_t cell, size_t *coords);
+
+struct ks_archive_metrics {
+	uint64_t candidates; /* every record */
+	uint64_t by_verdict[KS_VERDICT_COUNT];
+	uint64_t next_id;
+	uint64_t sources;      /* distinct source texts */
+	uint64_t source_bytes; /* their total length */
+	uint64_t cells;
+	uint64_t cells_filled;
+	double coverage; /* cells_filled / cells */
+	double qd_score; /* sum over elites of (fitness - qd_offset) */
+	double qd_offset;
+	double best_fitness; /* over every ok candidate; 0 when none */
+	uint64_t best_id;    /* 0 when none */
+};
+
+int ks_archive_metrics(struct ks_archive *ar, struct ks_archive_metrics *metrics, struct ks_error *err);
+
+/* One point of the metrics' history, recorded whenever one of them changes. */
+struct ks_archive_qd_point {
+	uint64_t evals; /* candidates in the archive at that moment */
+	double best_fitness;
+	double coverage;
+	double qd_score;
+	uint64_t cells_filled;
+};
+
+/*
+ * Oldest first; free *points.  With max_points 0, every point; else at
+ * most max_points (at least 2), spread evenly over the evaluations on a
+ * log scale, the first and the last always among them (reads only those).
+ */
+int ks_archive_history(struct ks_archive *ar, size_t max_points, struct ks_archive_qd_point **points,
+		       size_t *n, struct ks_error *err);
+
+/* Run state, prompts and the compile cache: small stores for later features */
+
+/* Caller-owned key/value state (RNG state, config ...). Keys up to 400 bytes. */
+int ks_archive_state_put(struct ks_archive *ar, const char *key, const void *data, size_t size,
+			 struct ks_error *err);
+/* *data is NULL (and *size 0) when the key is absent; caller frees *data. */
+int ks_archive_state_get(struct ks_archive *ar, const char *key, void **data, size_t *size,
+			 struct ks_error *err);
+
+/*
+ * Prompts by id: the strategy prompts (strategy.h has their fields), one
+ * JSON object each, whose "id" is its key (verify checks it).
+ */
+int ks_archive_prompt_put(struct ks_archive *ar, uint64_t id, const json_t *prompt, struct ks_error *err);
+/* *prompt is NULL when there is no such id. */
+int ks_archive_prompt_get(struct ks_archive *ar, uint64_t id, json_t **prompt, struct ks_error *err);
+/*
+ * Every stored prompt, in id order, from one snapshot: *prompts is a new
+ * array (empty when there are none).  A stored value that is not a JSON
+ * object fails, naming its id.
+ */
+int ks_archive_prompts(struct ks_archive *ar, json_t **prompts, struct ks_error *err);
+
+/* The compile cache: key (hex of the compile hash) -> blob. */
+int ks_archive_cache_put(struct ks_archive *ar, const char *key, const void *data, size_t size,
+			 struct ks_error *err);
+int ks_archive_cache_get(struct ks_archive *ar, const char *key, void **data, size_t *size,
+			 struct ks_error *err);
+
+/* Export, import and verification (archive_json.c) */
+
+enum ks_archive_export_flags {
+	KS_ARCHIVE_EXPORT_ELITES = 1 << 0, /* only the elites (and their sources) */
+};
+
+/* Write the archive (one snapshot) as the JSON export format to out. */
+int ks_archive_export(struct ks_archive *ar, FILE *out, unsigned flags, struct ks_error *err);
+
+struct ks_archive_import_result {
+	uint64_t imported;
+	uint64_t skipped; /* already present: same source and params */
+	int ids_kept;	  /* the archive was empty, so the file's ids were kept */
+	uint64_t prompts_imported;
+	uint64_t prompts_skipped; /* the archive holds a prompt with that id already */
+};
+
+/*
+ * Add the candidates and prompts of an export document: anything wrong
+ * with the document (named by field) leaves the archive unchanged.  Into
+ * an empty archive the ids are kept; otherwise records get new ids,
+ * parents are renumbered, and a record whose (source, params) the archive
+ * holds already is skipped.  Elites are placed with the archive's own
+ * grid.  Prompts keep their ids, and one whose id the archive holds
+ * already is skipped; they are written in the same transaction as the
+ * last candidates.
+ */
+int ks_archive_import(struct ks_archive *ar, const json_t *doc, struct ks_archive_import_result *result,
+		      struct ks_error *err);
+
+/* Read an export file's header fields without importing: op, gpu, grid. */
+int ks_archive_export_header(const json_t *doc, const char **op, const char **gpu, struct ks_grid_axis **grid,
+			     size_t *n_grid, struct ks_error *err);
+void ks_grid_axes_free(struct ks_grid_axis *grid, size_t n);
+
+/*
+ * Check the archive's integrity from one snapshot: every record parses
+ * and names a stored source, every source matches its hash, the indexes
+ * and the grid agree with the records, the counters and metrics match a
+ * recount.  *problems lists what is wrong (empty when nothing is); free
+ * it with ks_archive_problems_free().  Returns -1 only when it could not
+ * check.
+ */
+int ks_archive_verify(struct ks_archive *ar, char ***problems, size_t *n_problems, struct ks_error *err);
+void ks_archive_problems_free(char **problems, size_t n);
+
+#endif

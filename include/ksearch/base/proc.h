@@ -1,0 +1,55 @@
+/*
+ * proc.h - child processes ksearch starts: GPU workers and compilers.
+ *
+ * Children are exec'd (never a bare fork of a process that may hold an
+ * LMDB environment or a CUDA context): ks_child_spawn() runs the ksearch
+ * binary itself with a hidden subcommand ("__worker", "__compile"), its
+ * stdin and stdout connected to pipes for the framed protocol (frame.h),
+ * its stderr shared with ours.  Limits (address space, CPU time) are set
+ * in the child before exec; the wall-clock deadline is the caller's to
+ * enforce with ks_frame_read() and ks_child_kill().
+ */
+#ifndef KSEARCH_PROC_H
+#define KSEARCH_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "ksearch/base/error.h"
+
+struct ks_child {
+	pid_t pid;	/* 0 when not running */
+	int to_child;	/* write end of the child's stdin */
+	int from_child; /* read end of the child's stdout */
+};
+
+struct ks_child_limits {
+	size_t address_space; /* bytes; 0: no limit */
+	unsigned cpu_seconds; /* 0: no limit */
+};
+
+/*
+ * The program children run: by default the running executable
+ * (/proc/self/exe).  Tests that link the library into another program
+ * point it at the ksearch binary.
+ */
+void ks_child_set_program(const char *path);
+const char *ks_child_program(void);
+
+/* Start `<program> args...` (args NULL-terminated, without argv[0]). */
+int ks_child_spawn(struct ks_child *child, const char *const *args, const struct ks_child_limits *limits,
+		   struct ks_error *err);
+
+/* SIGKILL the child (if running), close the pipes, reap it. */
+void ks_child_kill(struct ks_child *child);
+
+/*
+ * Close our end of its stdin and reap it, waiting up to timeout_ms before
+ * killing it.  *status gets the wait status (may be NULL).
+ */
+void ks_child_finish(struct ks_child *child, int timeout_ms, int *status);
+
+/* "exited with code 3", "killed by signal 9 (Killed)" */
+void ks_child_describe_status(int status, char *buf, size_t size);
+
+#endif

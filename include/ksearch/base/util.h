@@ -1,0 +1,60 @@
+/*
+ * util.h - small helpers every module uses: allocation that cannot return
+ * NULL (running out of memory aborts with a message, as git's xmalloc
+ * does: no caller could do better), strings, paths and files.
+ */
+#ifndef KSEARCH_UTIL_H
+#define KSEARCH_UTIL_H
+
+#include <stddef.h>
+
+#include "ksearch/base/error.h"
+
+void *ks_malloc(size_t size);
+void *ks_calloc(size_t count, size_t size);
+void *ks_realloc(void *ptr, size_t size);
+char *ks_strdup(const char *s);
+char *ks_strndup(const char *s, size_t n);
+char *ks_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A growing NUL-terminated string; buf is never NULL after init. */
+struct ks_strbuf {
+	char *buf;
+	size_t len;
+	size_t alloc;
+};
+
+void ks_strbuf_init(struct ks_strbuf *sb);
+void ks_strbuf_release(struct ks_strbuf *sb);
+void ks_strbuf_add(struct ks_strbuf *sb, const char *data, size_t len);
+void ks_strbuf_adds(struct ks_strbuf *sb, const char *s);
+void ks_strbuf_addf(struct ks_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hand the buffer to the caller (who frees it) and reset sb. */
+char *ks_strbuf_detach(struct ks_strbuf *sb);
+
+/* "a" + "b" -> "a/b" (no doubled slash). Caller frees. */
+char *ks_path_join(const char *dir, const char *name);
+/* The last path component, pointing into path. Trailing slashes ignored. */
+const char *ks_basename(const char *path);
+/* The folder holding the running executable, or NULL. Caller frees. */
+char *ks_exe_dir(void);
+
+/* Read a whole file, NUL-terminated; *size excludes the NUL. */
+int ks_read_file(const char *path, char **data, size_t *size, struct ks_error *err);
+
+/* [A-Za-z_][A-Za-z0-9_]* */
+int ks_is_identifier(const char *s);
+
+/* Levenshtein distance, for "did you mean" suggestions. */
+size_t ks_edit_distance(const char *a, const char *b);
+/* Whether b is a plausible intended spelling of a. */
+int ks_is_close(const char *a, const char *b);
+
+/* qsort comparators for arrays of char *. */
+int ks_strcmp_ptr(const void *a, const void *b);
+int ks_strcmp_basename_ptr(const void *a, const void *b);
+
+/* 1-based line number of offset in text. */
+int ks_line_of(const char *text, size_t offset);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * build.h - from a candidate, an op and a choice of params to a checked
+ * module: compile with NVRTC, apply the contract's static checks, and
+ * measure what can be measured without a GPU.
+ *
+ * ks_build() is the one path every candidate takes before it may reach a
+ * GPU.  Its verdict is KS_VERDICT_OK or the first failure met, in order:
+ *   contract_error  a launch plan that cannot be resolved for some
+ *                   workload (bad expression, out-of-range grid or block)
+ *   compile_error   NVRTC's log, with the user's line numbers
+ *   contract_error  a launch naming a kernel the source does not define
+ *   refused         a mutable __device__ global; a launch needing more
+ *                   registers, threads or shared memory than the
+ *                   architecture has
+ * and err->msg holds the evidence.  The report gives, per launch, ptxas's
+ * resources, the PTX descriptors and the theoretical occupancy, and for
+ * the candidate the MAP-Elites descriptors (enum ks_descriptor).
+ */
+#ifndef KSEARCH_BUILD_H
+#define KSEARCH_BUILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ksearch/compile/arch.h"
+#include "ksearch/op/candidate.h"
+#include "ksearch/base/error.h"
+#include "ksearch/compile/nvrtc.h"
+#include "ksearch/op/op.h"
+#include "ksearch/compile/ptx.h"
+#include "ksearch/op/verdict.h"
+
+struct ks_launch_report {
+	const char *kernel; /* borrowed from the candidate */
+	struct ks_kernel_resources res;
+	struct ks_ptx_descriptors desc;
+	int64_t threads;      /* per block (largest over benchmark workloads) */
+	int64_t dynamic_smem; /* bytes (largest over benchmark workloads) */
+	int64_t smem;	      /* static + dynamic */
+	struct ks_occupancy occupancy;
+};
+
+struct ks_build {
+	enum ks_verdict verdict;
+	struct ks_arch_limits limits;
+	struct ks_compile_result compiled;
+	struct ks_launch_report *launches; /* n_launches, valid when verdict is ok */
+	size_t n_launches;
+	double descriptors[KS_DESC_COUNT];
+};
+
+enum ks_build_flags {
+	/* compile in a killable child process (compiler.h) instead of in-process */
+	KS_BUILD_ISOLATED = 1 << 0,
+};
+
+/*
+ * Build cand (bound to op) with params for arch.  Returns 0 when a verdict
+ * was reached (ok or not: see out->verdict and err) and -1 when ksearch
+ * itself could not work (NVRTC missing, unknown architecture).
+ */
+int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params, const char *arch,
+	     unsigned flags, struct ks_build *out, struct ks_error *err);
+void ks_build_release(struct ks_build *build);
+
+/* The grid cell index of each grid axis for these descriptors (-1: outside the edges). */
+void ks_build_cell(const struct ks_op *op, const double *descriptors, int *cell);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * compiler.h - NVRTC in a killable child process.
+ *
+ * A candidate can make the compiler hang or eat memory (deep templates,
+ * huge unrolls).  ks_compile_isolated() runs ks_nvrtc_compile() in a child
+ * ("ksearch __compile") under an address-space limit and a wall-clock
+ * deadline, so such a candidate costs one compile_error, not the search.
+ * The result is the same struct ks_compile_result as an in-process compile.
+ */
+#ifndef KSEARCH_COMPILER_H
+#define KSEARCH_COMPILER_H
+
+#include "ksearch/base/error.h"
+#include "ksearch/compile/nvrtc.h"
+
+struct ks_compile_limits {
+	int timeout_ms;	     /* wall clock; default 120 s */
+	size_t memory_bytes; /* address space; default 8 GiB */
+};
+
+/*
+ * Like ks_nvrtc_compile(): -1 with out->log set is the candidate's compile
+ * error (a timeout or a killed compiler counts as one, with a log saying
+ * so); -1 with out->log NULL is ksearch's own failure (no NVRTC, cannot
+ * start a process).
+ */
+int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_compile_limits *limits,
+			struct ks_compile_result *out, struct ks_error *err);
+
+/* The child's side: read one request on in_fd, answer on out_fd. Returns an exit code. */
+int ks_compile_child_main(int in_fd, int out_fd);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * eval.h - the coordinator's side of GPU evaluation.
+ *
+ * A struct ks_evaluator owns one GPU worker process (worker.h) and turns a
+ * built candidate into a verdict with evidence and timings.  It enforces
+ * the worker's announced deadlines: a worker that does not answer in time
+ * (a kernel that hangs) is killed and the verdict is "timeout"; a worker
+ * that dies is a "crash".  Either way the next job gets a fresh worker.
+ * Inputs are seeded from a secret drawn from the OS at open time, so no
+ * candidate can know them.
+ */
+#ifndef KSEARCH_EVAL_H
+#define KSEARCH_EVAL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ksearch/compile/build.h"
+#include "ksearch/op/candidate.h"
+#include "ksearch/base/error.h"
+#include "ksearch/evaluate/gpukit.h"
+#include "ksearch/op/op.h"
+#include "ksearch/base/proc.h"
+#include "ksearch/op/verdict.h"
+
+struct ks_evaluator {
+	int gpu;
+	struct ks_child worker; /* pid 0 while none runs */
+	struct ks_device_profile profile;
+	json_t *profile_json;
+	uint64_t secret;
+	uint64_t jobs;
+	int restarts; /* workers started after the first */
+};
+
+struct ks_eval_options {
+	const char *const *workloads; /* benchmark workload ids to time; NULL/0: all */
+	size_t n_workloads;
+	int time_cap_ms;	/* per workload; 0: the worker's default */
+	int startup_timeout_ms; /* for a worker's hello; 0: 180 s */
+};
+
+/*
+ * The outcome of one evaluation.  result is the worker's JSON answer
+ * ({"verdict", "evidence", "workloads": [...], "fitness", "sol_fraction",
+ * "launches", "verify_s", "time_s"}), owned by the struct; verdict and
+ * evidence are copied out for convenience.
+ */
+struct ks_eval_result {
+	enum ks_verdict verdict;
+	char evidence[KS_ERROR_MAX];
+	double fitness;
+	double sol_fraction;
+	double wall_s;
+	json_t *result;
+};
+
+/* Start the worker for GPU gpu and wait for it to say hello. */
+int ks_evaluator_open(struct ks_evaluator *ev, int gpu, const struct ks_eval_options *opts,
+		      struct ks_error *err);
+void ks_evaluator_close(struct ks_evaluator *ev);
+
+/*
+ * Evaluate a candidate that built ok (build->verdict == KS_VERDICT_OK).
+ * Returns 0 with a verdict in *res, or -1 when ksearch itself failed (the
+ * worker cannot start, the evaluator hit an internal error).
+ */
+int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const struct ks_candidate *cand,
+		     const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
+		     struct ks_eval_result *res, struct ks_error *err);
+void ks_eval_result_release(struct ks_eval_result *res);
+
+#endif

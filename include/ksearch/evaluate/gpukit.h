@@ -1,0 +1,84 @@
+/*
+ * gpukit.h - trusted device-side tools the evaluator stands on.
+ *
+ * Everything here runs ksearch's own kernels, never a candidate's: input
+ * generation on the GPU from an op's generator vocabulary, poisoning
+ * buffers, checksumming them, flushing the L2, and characterising the
+ * device (DRAM bandwidth from a copy kernel, L2 size, SMs, peak rates).
+ * The kit's kernels are compiled once with NVRTC for the device.
+ *
+ * A kit owns a retained primary context of one device (made current on the
+ * calling thread by ks_gpukit_open()), one stream, and a flush buffer;
+ * ks_gpukit_close() releases them.  All work is queued on the kit's stream;
+ * functions that return data to the host synchronize it.
+ */
+#ifndef KSEARCH_GPUKIT_H
+#define KSEARCH_GPUKIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ksearch/evaluate/cuda.h"
+#include "ksearch/base/error.h"
+#include "ksearch/op/op.h"
+
+struct ks_device_profile {
+	char name[256]; /* "NVIDIA H200" */
+	char slug[64];	/* "nvidia-h200": for file names */
+	char arch[16];	/* "sm_90a" */
+	int cc_major, cc_minor;
+	int sm_count;
+	int l2_bytes;
+	size_t total_mem;
+	int max_smem_per_block_optin;
+	int max_smem_per_sm;
+	int regs_per_sm;
+	int max_threads_per_sm;
+	double dram_gbps;	 /* measured: (bytes read + written) / time of a large copy */
+	double peak_fp32_tflops; /* non-tensor fp32 */
+	double peak_bf16_tflops; /* dense bf16 tensor core */
+	char peak_source[128];	 /* where the peaks come from ("table: ..." or "measured") */
+};
+
+struct ks_gpukit;
+
+/* Open device ordinal: retain its primary context, make it current, build the kit's kernels. */
+int ks_gpukit_open(struct ks_gpukit **kit, const struct ks_cuda *cu, int ordinal, struct ks_error *err);
+void ks_gpukit_close(struct ks_gpukit *kit);
+
+CUstream ks_gpukit_stream(const struct ks_gpukit *kit);
+const struct ks_cuda *ks_gpukit_cuda(const struct ks_gpukit *kit);
+
+/*
+ * The device's profile.  Measured once per GPU model and cached as JSON in
+ * cache_dir/<slug>.json (cache_dir is created if missing; NULL: do not
+ * cache); *cached says whether it came from the cache.
+ */
+int ks_gpukit_profile(struct ks_gpukit *kit, const char *cache_dir, struct ks_device_profile *out,
+		      int *cached, struct ks_error *err);
+
+/*
+ * Fill numel elements of dtype at dst from generator gen, resolving its
+ * expressions (indptr total, page pool) in axes.  Same seed, same values.
+ * normal/uniform/const are generated on the device (counter-based, so any
+ * size is fast); indptr and page_permutation on the host with PCG32 and
+ * copied up.
+ */
+int ks_gpukit_generate(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtype, int64_t numel,
+		       const struct ks_generator *gen, const struct ks_env *axes, uint64_t seed,
+		       struct ks_error *err);
+
+/* Host-side value of a scalar input (const: its value; normal/uniform: one draw from seed). */
+double ks_gpukit_scalar(const struct ks_generator *gen, uint64_t seed);
+
+/* Set every byte to 0xFF (a NaN in every float dtype), asynchronously. */
+int ks_gpukit_poison(struct ks_gpukit *kit, CUdeviceptr dst, size_t bytes, struct ks_error *err);
+
+/* A 64-bit checksum of bytes at src (order-sensitive); synchronizes. */
+int ks_gpukit_checksum(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes, uint64_t *sum,
+		       struct ks_error *err);
+
+/* Evict the L2 by writing a buffer larger than it, asynchronously on the kit's stream. */
+int ks_gpukit_flush_l2(struct ks_gpukit *kit, struct ks_error *err);
+
+#endif

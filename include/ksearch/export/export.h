@@ -1,0 +1,81 @@
+/*
+ * export.h - a candidate as plain CUDA that needs nothing from ksearch
+ * (what `ksearch export-best` writes).
+ *
+ * ks_export_write() fills a folder with
+ *   <name>.cu    the candidate's source with its params fixed as #defines,
+ *                then a host launcher: <name>_launch() runs the launch plan
+ *                of the ksearch block with the CUDA runtime API (device
+ *                pointers, sizes, a caller's workspace, a stream), and
+ *                <name>_workspace_bytes() says how much workspace it needs;
+ *   <name>.h     their C prototypes, with the arguments, shapes, workspace
+ *                and stream semantics explained;
+ *   <name>.json  what was measured where (GPU, arch, timings per workload,
+ *                fitness, speed-of-light fraction, descriptors, lineage),
+ *                the params and the op definition;
+ *   README.md    how to build and call it.
+ * The .cu compiles with `nvcc -c -std=c++17 -arch=<arch>` as it is.
+ *
+ * The launcher's contract, which the generated comments repeat:
+ *  - arguments: the op's inputs in op.json order (tensors as const device
+ *    pointers, scalars by value in their dtype), its outputs (device
+ *    pointers), one int per var axis, the workspace and its size, the
+ *    stream;
+ *  - it evaluates every grid, block, shared-memory and scratch expression
+ *    in int64_t as ksearch does (cdiv, min, max; a divisor that depends on
+ *    a size is checked), checks the CUDA launch limits, and launches the
+ *    kernels in order on the stream without synchronising;
+ *  - it allocates nothing: scratch buffers live in the caller's workspace,
+ *    each at a 256-byte aligned offset;
+ *  - it returns the first error (cudaErrorInvalidValue for a missing or
+ *    short workspace, cudaErrorInvalidConfiguration for sizes that give a
+ *    launch outside the CUDA limits, else what the runtime reports).
+ *
+ * Nothing here touches a GPU: exporting works on any machine.
+ */
+#ifndef KSEARCH_EXPORT_H
+#define KSEARCH_EXPORT_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "ksearch/op/candidate.h"
+#include "ksearch/base/error.h"
+#include "ksearch/op/op.h"
+
+/* Alignment of each scratch buffer inside the workspace, in bytes. */
+#define KS_EXPORT_ALIGN 256
+
+/* The version of the <name>.json format. */
+#define KS_EXPORT_VERSION 1
+
+/*
+ * The params of an archive record ({"NAME": value, ...}) as an array of
+ * cand->n_params values in declaration order.  Fails, naming the param,
+ * when the record lacks a param of the source, has one the source does not
+ * declare, or holds a value that is not an integer among the param's
+ * values.  params may be NULL when the source declares none.
+ */
+int ks_export_params(const struct ks_candidate *cand, const json_t *params, int64_t *values,
+		     struct ks_error *err);
+
+/*
+ * Write the files above into out_dir (created, with its parents, when
+ * missing; files already there are replaced).
+ *
+ * cand must be bound to op (ks_candidate_bind); params holds one value per
+ * param.  The plan must resolve on every workload of the op, or nothing is
+ * written.  record is the archive record (borrowed; its "id", "gpu",
+ * "arch", "driver", "toolkit", "nvrtc", "workloads", "fitness",
+ * "sol_fraction", "descriptors", "kernels", "family", "path", "created"
+ * are copied when present; "arch" also picks the nvcc target, sm_90a when
+ * absent).  lineage is a JSON array (borrowed, may be NULL) copied as the
+ * record's "lineage".  name, a C identifier, prefixes every file and
+ * function.  Each file is written to a temporary name and renamed, so a
+ * failure leaves no half-written file.
+ */
+int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
+		    const json_t *record, const json_t *lineage, const char *out_dir, const char *name,
+		    struct ks_error *err);
+
+#endif

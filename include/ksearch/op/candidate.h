@@ -1,0 +1,129 @@
+/*
+ * candidate.h - the candidate format (the kernel contract).
+ *
+ * A candidate is one CUDA C++ file whose top comment block,
+ *     /-* ksearch { "params": ..., "scratch": ..., "launch": [...] } *-/
+ * says how to launch it (operators/README.md has the format).  This module
+ * parses that block, binds it to an operator (every launch argument must
+ * name an op tensor, scalar, axis or scratch buffer; every expression may
+ * use only axes and params), and resolves a launch plan for one workload
+ * and one choice of params: concrete grid, block, shared memory and
+ * scratch sizes, with every limit of the hardware model checked.
+ *
+ * The NVRTC-side checks (kernels exist, no mutable globals) live in
+ * build.h, which needs a compile result.  Everything in these structs is
+ * owned by them and freed by the matching _release().
+ */
+#ifndef KSEARCH_CANDIDATE_H
+#define KSEARCH_CANDIDATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ksearch/base/error.h"
+#include "ksearch/op/expr.h"
+#include "ksearch/op/op.h"
+
+struct ks_param {
+	char *name;
+	int64_t *values;
+	size_t n_values;
+};
+
+struct ks_scratch {
+	char *name;
+	enum ks_dtype dtype;
+	char *size; /* element-count expression */
+};
+
+enum ks_arg_kind {
+	KS_ARG_INPUT,	/* op input tensor: device pointer */
+	KS_ARG_OUTPUT,	/* op output tensor: device pointer */
+	KS_ARG_SCALAR,	/* op input with null shape: by value, in its dtype */
+	KS_ARG_AXIS,	/* an axis: by value, as int */
+	KS_ARG_SCRATCH, /* scratch buffer: device pointer */
+};
+
+struct ks_arg {
+	char *name;
+	enum ks_arg_kind kind;
+	int index; /* into op inputs/outputs/axes or candidate scratch */
+};
+
+struct ks_launch {
+	char *kernel;
+	char *grid[3];
+	size_t grid_rank;
+	char *block[3];
+	size_t block_rank;
+	char *smem; /* dynamic shared memory bytes; "0" when absent */
+	struct ks_arg *args;
+	size_t n_args;
+};
+
+struct ks_candidate {
+	char *path;
+	char *source;
+	int block_line; /* line of the ksearch block's JSON, 1-based */
+	struct ks_param *params;
+	size_t n_params;
+	struct ks_scratch *scratch;
+	size_t n_scratch;
+	struct ks_launch *launches;
+	size_t n_launches;
+	int bound; /* ks_candidate_bind() succeeded */
+};
+
+/* Parse the ksearch block of source; path is used in messages. */
+int ks_candidate_parse(const char *path, const char *source, struct ks_candidate *cand, struct ks_error *err);
+/* Read path and parse it. */
+int ks_candidate_load(const char *path, struct ks_candidate *cand, struct ks_error *err);
+/* Resolve argument names and check expression names against op. */
+int ks_candidate_bind(struct ks_candidate *cand, const struct ks_op *op, struct ks_error *err);
+void ks_candidate_release(struct ks_candidate *cand);
+
+/*
+ * Params: a choice is an array of n_params values, one per param in
+ * declaration order.
+ */
+/* The first value of every param. */
+void ks_params_first(const struct ks_candidate *cand, int64_t *values);
+/* Apply "NAME=VALUE" assignments on top of values; unknown names and values outside the list fail. */
+int ks_params_assign(const struct ks_candidate *cand, const char *const *assignments, size_t n,
+		     int64_t *values, struct ks_error *err);
+/* Number of combinations (saturates at SIZE_MAX). */
+size_t ks_params_count(const struct ks_candidate *cand);
+/* The index-th combination, first param varying slowest. */
+void ks_params_nth(const struct ks_candidate *cand, size_t index, int64_t *values);
+/* "TILE=64 SPLITS=8" into buf. */
+void ks_params_format(const struct ks_candidate *cand, const int64_t *values, char *buf, size_t size);
+
+struct ks_launch_dims {
+	int64_t grid[3];
+	int64_t block[3];
+	int64_t threads; /* block[0]*block[1]*block[2] */
+	int64_t smem;	 /* dynamic shared memory, bytes */
+};
+
+struct ks_plan {
+	struct ks_launch_dims *launches; /* n_launches */
+	int64_t *scratch_bytes;		 /* n_scratch */
+	size_t n_launches;
+	size_t n_scratch;
+};
+
+/*
+ * Evaluate every expression for workload w and params values, and check
+ * the CUDA launch limits (grid x < 2^31, y and z <= 65535; block x, y <= 1024,
+ * z <= 64, at most 1024 threads; shared memory and scratch >= 0).
+ * Errors name the launch, the field and the workload.
+ */
+int ks_plan_resolve(const struct ks_candidate *cand, const struct ks_op *op, const struct ks_workload *w,
+		    const int64_t *params, struct ks_plan *plan, struct ks_error *err);
+void ks_plan_release(struct ks_plan *plan);
+
+/* env = workload axes + params (caller inits and releases env). */
+int ks_plan_env(const struct ks_candidate *cand, const struct ks_workload *w, const int64_t *params,
+		struct ks_env *env, struct ks_error *err);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * proc.c - spawning, limiting and killing child processes.
+ */
+#include "ksearch/base/proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ksearch/base/util.h"
+
+static char program[4096];
+
+void ks_child_set_program(const char *path)
+{
+	snprintf(program, sizeof(program), "%s", path ? path : "");
+}
+
+const char *ks_child_program(void)
+{
+	if (!program[0]) {
+		ssize_t n = readlink("/proc/self/exe", program, sizeof(program) - 1);
+
+		program[n > 0 ? n : 0] = '\0';
+	}
+	return program;
+}
+
+int ks_child_spawn(struct ks_child *child, const char *const *args, const struct ks_child_limits *limits,
+		   struct ks_error *err)
+{
+	const char *prog = ks_child_program();
+	int in_pipe[2] = { -1, -1 }, out_pipe[2] = { -1, -1 }, exec_pipe[2] = { -1, -1 };
+	size_t n_args = 0;
+	const char **argv;
+	int exec_errno = 0;
+	pid_t pid, parent = getpid();
+
+	memset(child, 0, sizeof(*child));
+	child->to_child = child->from_child = -1;
+	if (!prog[0])
+		return ks_fail(err, "cannot find the ksearch executable to start a child process");
+	while (args[n_args])
+		n_args++;
+	argv = ks_calloc(n_args + 2, sizeof(*argv));
+	argv[0] = prog;
+	for (size_t i = 0; i < n_args; i++)
+		argv[i + 1] = args[i];
+	/* the exec pipe closes on a successful exec and carries errno on a failed one */
+	if (pipe2(in_pipe, O_CLOEXEC) || pipe2(out_pipe, O_CLOEXEC) || pipe2(exec_pipe, O_CLOEXEC)) {
+		ks_fail(err, "cannot create pipes for a child process: %s", strerror(errno));
+		goto fail;
+	}
+	/* a worker that dies must not kill us when we write to it */
+	signal(SIGPIPE, SIG_IGN);
+	pid = fork();
+	if (pid < 0) {
+		ks_fail(err, "cannot start a child process: %s", strerror(errno));
+		goto fail;
+	}
+	if (pid == 0) {
+		/*
+		 * Ctrl-C on the terminal is for the coordinator, which finishes
+		 * the work in flight; and a child must not outlive it.
+		 */
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		if (dup2(in_pipe[0], 0) < 0 || dup2(out_pipe[1], 1) < 0)
+			goto child_fail;
+		if (limits && limits->address_space) {
+			struct rlimit rl = { limits->address_space, limits->address_space };
+
+			setrlimit(RLIMIT_AS, &rl);
+		}
+		if (limits && limits->cpu_seconds) {
+			struct rlimit rl = { limits->cpu_seconds, limits->cpu_seconds + 5 };
+
+			setrlimit(RLIMIT_CPU, &rl);
+		}
+		signal(SIGPIPE, SIG_DFL);
+		execv(prog, (char *const *)argv);
+	child_fail:
+		exec_errno = errno;
+		if (write(exec_pipe[1], &exec_errno, sizeof(exec_errno)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(in_pipe[0]);
+	close(out_pipe[1]);
+	close(exec_pipe[1]);
+	in_pipe[0] = out_pipe[1] = exec_pipe[1] = -1;
+	while (read(exec_pipe[0], &exec_errno, sizeof(exec_errno)) < 0 && errno == EINTR)
+		;
+	close(exec_pipe[0]);
+	exec_pipe[0] = -1;
+	if (exec_errno) {
+		waitpid(pid, NULL, 0);
+		ks_fail(err, "cannot run %s: %s", prog, strerror(exec_errno));
+		goto fail;
+	}
+	child->pid = pid;
+	child->to_child = in_pipe[1];
+	child->from_child = out_pipe[0];
+	free(argv);
+	return 0;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (in_pipe[i] >= 0)
+			close(in_pipe[i]);
+		if (out_pipe[i] >= 0)
+			close(out_pipe[i]);
+		if (exec_pipe[i] >= 0)
+			close(exec_pipe[i]);
+	}
+	free(argv);
+	return -1;
+}
+
+static void close_pipes(struct ks_child *child)
+{
+	if (child->to_child >= 0)
+		close(child->to_child);
+	if (child->from_child >= 0)
+		close(child->from_child);
+	child->to_child = child->from_child = -1;
+}
+
+void ks_child_kill(struct ks_child *child)
+{
+	if (child->pid > 0) {
+		kill(child->pid, SIGKILL);
+		while (waitpid(child->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	close_pipes(child);
+	child->pid = 0;
+}
+
+void ks_child_finish(struct ks_child *child, int timeout_ms, int *status)
+{
+	int st = 0;
+
+	if (child->to_child >= 0) {
+		close(child->to_child);
+		child->to_child = -1;
+	}
+	if (child->pid > 0) {
+		for (int waited = 0;; waited += 10) {
+			pid_t r = waitpid(child->pid, &st, WNOHANG);
+
+			if (r == child->pid)
+				break;
+			if (r < 0 && errno != EINTR)
+				break;
+			if (waited >= timeout_ms) {
+				kill(child->pid, SIGKILL);
+				waitpid(child->pid, &st, 0);
+				break;
+			}
+			nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+		}
+	}
+	if (status)
+		*status = st;
+	close_pipes(child);
+	child->pid = 0;
+}
+
+void ks_child_describe_status(int status, char *buf, size_t size)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, size, "exited with code %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, size, "killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, size, "ended with status %d", status);
+}

@@ -1,0 +1,251 @@
+/*
+ * eval.c - running jobs on a GPU worker, with deadlines and restarts.
+ */
+#include "ksearch/evaluate/eval.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ksearch/base/frame.h"
+#include "ksearch/base/util.h"
+
+static uint64_t secret_seed(void)
+{
+	uint64_t seed = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &seed, sizeof(seed)) != (ssize_t)sizeof(seed))
+			seed = 0;
+		close(fd);
+	}
+	if (!seed)
+		seed = (uint64_t)ks_now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	return seed;
+}
+
+static int profile_from_json(const json_t *j, struct ks_device_profile *p)
+{
+	const char *name = "", *slug = "", *arch = "", *source = "";
+	json_int_t total = 0;
+
+	memset(p, 0, sizeof(*p));
+	if (json_unpack((json_t *)j, "{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:F, s:F, s:F, s:s}",
+			"name", &name, "slug", &slug, "arch", &arch, "cc_major", &p->cc_major, "cc_minor",
+			&p->cc_minor, "sm_count", &p->sm_count, "l2_bytes", &p->l2_bytes, "total_mem", &total,
+			"max_smem_per_block_optin", &p->max_smem_per_block_optin, "max_threads_per_sm",
+			&p->max_threads_per_sm, "dram_gbps", &p->dram_gbps, "peak_fp32_tflops",
+			&p->peak_fp32_tflops, "peak_bf16_tflops", &p->peak_bf16_tflops, "peak_source",
+			&source))
+		return -1;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	snprintf(p->slug, sizeof(p->slug), "%s", slug);
+	snprintf(p->arch, sizeof(p->arch), "%s", arch);
+	snprintf(p->peak_source, sizeof(p->peak_source), "%s", source);
+	p->total_mem = (size_t)total;
+	return 0;
+}
+
+static int start_worker(struct ks_evaluator *ev, int timeout_ms, struct ks_error *err)
+{
+	char gpu[16];
+	const char *args[] = { "__worker", "--gpu", gpu, NULL };
+	struct ks_blob *blobs = NULL;
+	size_t n_blobs = 0;
+	json_t *hello = NULL;
+	enum ks_frame_status st;
+	int ok = 0, ret = -1;
+
+	snprintf(gpu, sizeof(gpu), "%d", ev->gpu);
+	if (ks_child_spawn(&ev->worker, args, NULL, err) < 0)
+		return -1;
+	st = ks_frame_read(ev->worker.from_child, ks_now_ms() + timeout_ms, &hello, &blobs, &n_blobs, err);
+	if (st != KS_FRAME_OK) {
+		ks_child_kill(&ev->worker);
+		ks_error_prefix(err, "GPU worker for GPU %d did not start", ev->gpu);
+		goto cleanup;
+	}
+	json_unpack(hello, "{s:b}", "ok", &ok);
+	if (!ok) {
+		ks_fail(err, "GPU worker for GPU %d: %s", ev->gpu,
+			json_string_value(json_object_get(hello, "error")) ?: "failed to start");
+		ks_child_finish(&ev->worker, 2000, NULL);
+		goto cleanup;
+	}
+	json_decref(ev->profile_json);
+	ev->profile_json = json_incref(json_object_get(hello, "profile"));
+	if (profile_from_json(ev->profile_json, &ev->profile) < 0) {
+		ks_fail(err, "GPU worker for GPU %d: malformed device profile", ev->gpu);
+		ks_child_kill(&ev->worker);
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	json_decref(hello);
+	ks_blobs_free(blobs, n_blobs);
+	return ret;
+}
+
+int ks_evaluator_open(struct ks_evaluator *ev, int gpu, const struct ks_eval_options *opts,
+		      struct ks_error *err)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->gpu = gpu;
+	ev->secret = secret_seed();
+	return start_worker(ev, opts && opts->startup_timeout_ms ? opts->startup_timeout_ms : 180000, err);
+}
+
+void ks_evaluator_close(struct ks_evaluator *ev)
+{
+	if (ev->worker.pid > 0) {
+		struct ks_error err;
+		json_t *quit = json_pack("{s:s}", "type", "quit");
+
+		ks_frame_write(ev->worker.to_child, quit, NULL, 0, &err);
+		json_decref(quit);
+		ks_child_finish(&ev->worker, 5000, NULL);
+	}
+	json_decref(ev->profile_json);
+	ev->profile_json = NULL;
+}
+
+void ks_eval_result_release(struct ks_eval_result *res)
+{
+	json_decref(res->result);
+	memset(res, 0, sizeof(*res));
+}
+
+static void set_verdict(struct ks_eval_result *res, enum ks_verdict verdict, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_verdict(struct ks_eval_result *res, enum ks_verdict verdict, const char *fmt, ...)
+{
+	va_list ap;
+
+	res->verdict = verdict;
+	va_start(ap, fmt);
+	vsnprintf(res->evidence, sizeof(res->evidence), fmt, ap);
+	va_end(ap);
+	res->result = json_pack("{s:s, s:s, s:[], s:f, s:f}", "verdict", ks_verdict_name(verdict), "evidence",
+				res->evidence, "workloads", "fitness", 0.0, "sol_fraction", 0.0);
+}
+
+int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const struct ks_candidate *cand,
+		     const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
+		     struct ks_eval_result *res, struct ks_error *err)
+{
+	char seed[32], structure[32];
+	json_t *job, *params_json = json_array(), *only = json_array();
+	struct ks_blob cubin = { build->compiled.cubin, build->compiled.cubin_size };
+	int64_t deadline, t0 = ks_now_ms();
+	int ret = -1;
+
+	memset(res, 0, sizeof(*res));
+	if (ev->worker.pid <= 0) {
+		ev->restarts++;
+		if (start_worker(ev, opts && opts->startup_timeout_ms ? opts->startup_timeout_ms : 180000,
+				 err) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < cand->n_params; i++)
+		json_array_append_new(params_json, json_integer(params[i]));
+	for (size_t i = 0; opts && i < opts->n_workloads; i++)
+		json_array_append_new(only, json_string(opts->workloads[i]));
+	snprintf(seed, sizeof(seed), "%llu",
+		 (unsigned long long)(ev->secret ^ (++ev->jobs * 0x9e3779b97f4a7c15ull)));
+	/*
+	 * The timed workloads' structure (KV length splits, page permutations)
+	 * is fixed per operator, like a benchmark's: every candidate of every
+	 * run, on every GPU, and the reference are timed on the same shapes,
+	 * so their times compare.  The values stay secret and fresh.
+	 */
+	{
+		uint64_t h = 1469598103934665603ull;
+
+		for (const char *c = op->name; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ull;
+		snprintf(structure, sizeof(structure), "%llu", (unsigned long long)h);
+	}
+	job = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o}", "type", "eval", "op_dir", op->dir, "path",
+			cand->path, "source", cand->source, "params", params_json, "seed", seed,
+			"structure_seed", structure, "workloads", only);
+	if (opts && opts->time_cap_ms)
+		json_object_set_new(job, "time_cap_ms", json_integer(opts->time_cap_ms));
+	if (ks_frame_write(ev->worker.to_child, job, &cubin, 1, err) < 0) {
+		json_decref(job);
+		ks_child_kill(&ev->worker);
+		ks_error_prefix(err, "GPU worker");
+		return -1;
+	}
+	json_decref(job);
+	deadline = ks_now_ms() + 60000; /* until the worker announces its own */
+	for (;;) {
+		struct ks_blob *blobs = NULL;
+		size_t n_blobs = 0;
+		json_t *msg = NULL;
+		const char *type;
+		enum ks_frame_status st =
+			ks_frame_read(ev->worker.from_child, deadline, &msg, &blobs, &n_blobs, err);
+
+		ks_blobs_free(blobs, n_blobs);
+		if (st == KS_FRAME_TIMEOUT) {
+			ks_child_kill(&ev->worker);
+			set_verdict(
+				res, KS_VERDICT_TIMEOUT,
+				"no answer within the deadline (derived from the reference's time); "
+				"the kernel probably never finishes. The worker was killed and restarted");
+			break;
+		}
+		if (st != KS_FRAME_OK) {
+			int status = 0;
+			char how[128];
+
+			ks_child_finish(&ev->worker, 2000, &status);
+			ks_child_describe_status(status, how, sizeof(how));
+			set_verdict(res, KS_VERDICT_CRASH, "the GPU worker %s while running the candidate",
+				    how);
+			break;
+		}
+		type = json_string_value(json_object_get(msg, "type"));
+		if (type && !strcmp(type, "deadline")) {
+			deadline = ks_now_ms() + json_integer_value(json_object_get(msg, "ms"));
+			json_decref(msg);
+			continue;
+		}
+		if (!type || strcmp(type, "result")) {
+			json_decref(msg);
+			ks_child_kill(&ev->worker);
+			ks_fail(err, "GPU worker: unexpected message");
+			goto cleanup;
+		}
+		if (json_object_get(msg, "internal_error")) {
+			ks_fail(err, "GPU worker: %s",
+				json_string_value(json_object_get(msg, "internal_error")));
+			json_decref(msg);
+			goto cleanup;
+		}
+		if (ks_verdict_parse(json_string_value(json_object_get(msg, "verdict")) ?: "",
+				     &res->verdict) < 0) {
+			json_decref(msg);
+			ks_fail(err, "GPU worker: malformed result");
+			goto cleanup;
+		}
+		snprintf(res->evidence, sizeof(res->evidence), "%s",
+			 json_string_value(json_object_get(msg, "evidence")) ?: "");
+		res->fitness = json_number_value(json_object_get(msg, "fitness"));
+		res->sol_fraction = json_number_value(json_object_get(msg, "sol_fraction"));
+		json_object_del(msg, "type");
+		res->result = msg;
+		if (res->verdict == KS_VERDICT_CRASH)
+			ks_child_finish(&ev->worker, 5000, NULL); /* it exits after a crash */
+		break;
+	}
+	res->wall_s = (double)(ks_now_ms() - t0) / 1000.0;
+	ret = 0;
+cleanup:
+	return ret;
+}

@@ -1,0 +1,2035 @@
+/*
+ * export.c - writing a candidate as plain CUDA: the source with its params
+ * fixed, a generated host launcher and header, a JSON record and a README
+ * (the contract is in include/ksearch/export.h).
+ *
+ * The launcher is generated from the candidate's ksearch block.  Its
+ * expressions are translated to C here rather than evaluated, because the
+ * var axes are only known when the caller runs it: names stay C names (var
+ * axes are the launcher's int arguments, const axes int locals, params the
+ * #defines), arithmetic is widened to int64_t as ksearch evaluates it, and
+ * cdiv/min/max become small helpers.  A divisor that depends on a var axis
+ * gets a run-time check, so no size a caller passes can make the host
+ * divide by zero.
+ */
+#include "ksearch/export/export.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ksearch/base/util.h"
+
+#ifndef KS_VERSION
+#define KS_VERSION "unknown"
+#endif
+
+/* Dynamic shared memory above this needs cudaFuncAttributeMaxDynamicSharedMemorySize. */
+#define SMEM_DEFAULT_LIMIT (48 * 1024)
+
+/*
+ * Names the launcher's code uses after the candidate's source (the helpers
+ * come before it, out of reach of its macros; the launcher's own locals
+ * start with ksx_): no param, tensor, axis or scratch buffer may have one.
+ */
+static const char *const reserved_names[] = {
+	"workspace", "workspace_bytes", "stream", "grid", "block", "smem",
+};
+
+/* C and C++ keywords: a name that is one cannot be a launcher argument. */
+static const char *const keywords[] = {
+	"alignas",
+	"alignof",
+	"and",
+	"and_eq",
+	"asm",
+	"auto",
+	"bitand",
+	"bitor",
+	"bool",
+	"break",
+	"case",
+	"catch",
+	"char",
+	"char16_t",
+	"char32_t",
+	"char8_t",
+	"class",
+	"compl",
+	"concept",
+	"const",
+	"const_cast",
+	"consteval",
+	"constexpr",
+	"constinit",
+	"continue",
+	"co_await",
+	"co_return",
+	"co_yield",
+	"decltype",
+	"default",
+	"delete",
+	"do",
+	"double",
+	"dynamic_cast",
+	"else",
+	"enum",
+	"explicit",
+	"export",
+	"extern",
+	"false",
+	"float",
+	"for",
+	"friend",
+	"goto",
+	"if",
+	"inline",
+	"int",
+	"long",
+	"mutable",
+	"namespace",
+	"new",
+	"noexcept",
+	"not",
+	"not_eq",
+	"nullptr",
+	"operator",
+	"or",
+	"or_eq",
+	"private",
+	"protected",
+	"public",
+	"register",
+	"reinterpret_cast",
+	"requires",
+	"restrict",
+	"return",
+	"short",
+	"signed",
+	"sizeof",
+	"static",
+	"static_assert",
+	"static_cast",
+	"struct",
+	"switch",
+	"template",
+	"this",
+	"thread_local",
+	"throw",
+	"true",
+	"try",
+	"typedef",
+	"typeid",
+	"typename",
+	"union",
+	"unsigned",
+	"using",
+	"virtual",
+	"void",
+	"volatile",
+	"wchar_t",
+	"while",
+	"xor",
+	"xor_eq",
+};
+
+_Static_assert(KS_EXPORT_ALIGN == 256, "the generated helpers (helper_place, the launcher) align to 256");
+
+/* Types */
+
+/* The C++ type of a dtype; in C (c_lang) the 16-bit floats are their _raw structs. */
+static const char *c_type(enum ks_dtype dtype, int c_lang)
+{
+	switch (dtype) {
+	case KS_DTYPE_BFLOAT16:
+		return c_lang ? "__nv_bfloat16_raw" : "__nv_bfloat16";
+	case KS_DTYPE_FLOAT16:
+		return c_lang ? "__half_raw" : "__half";
+	case KS_DTYPE_FLOAT32:
+		return "float";
+	case KS_DTYPE_INT32:
+		return "int32_t";
+	case KS_DTYPE_INT64:
+		return "int64_t";
+	}
+	return "void";
+}
+
+static int is_half_type(enum ks_dtype dtype)
+{
+	return dtype == KS_DTYPE_BFLOAT16 || dtype == KS_DTYPE_FLOAT16;
+}
+
+/* Params */
+
+int ks_export_params(const struct ks_candidate *cand, const json_t *params, int64_t *values,
+		     struct ks_error *err)
+{
+	const char *key;
+	json_t *value;
+
+	if (params && !json_is_object(params))
+		return ks_fail(err, "params: expected an object of NAME -> value");
+	json_object_foreach((json_t *)params, key, value)
+	{
+		size_t i;
+
+		for (i = 0; i < cand->n_params; i++)
+			if (!strcmp(cand->params[i].name, key))
+				break;
+		if (i == cand->n_params) {
+			struct ks_strbuf known;
+
+			ks_strbuf_init(&known);
+			for (size_t k = 0; k < cand->n_params; k++)
+				ks_strbuf_addf(&known, "%s%s", k ? ", " : "", cand->params[k].name);
+			ks_fail(err,
+				"params: the record has param '%s', which the source does not declare "
+				"(its params: %s)",
+				key, cand->n_params ? known.buf : "none");
+			ks_strbuf_release(&known);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < cand->n_params; i++) {
+		const struct ks_param *p = &cand->params[i];
+		struct ks_strbuf list;
+		json_int_t v;
+		size_t k;
+
+		value = json_object_get(params, p->name);
+		if (!value)
+			return ks_fail(err, "params: the record gives no value for the source's param '%s'",
+				       p->name);
+		if (!json_is_integer(value))
+			return ks_fail(err, "params.%s: expected an integer", p->name);
+		v = json_integer_value(value);
+		for (k = 0; k < p->n_values; k++)
+			if (p->values[k] == (int64_t)v)
+				break;
+		if (k < p->n_values) {
+			values[i] = (int64_t)v;
+			continue;
+		}
+		ks_strbuf_init(&list);
+		for (k = 0; k < p->n_values; k++)
+			ks_strbuf_addf(&list, "%s%lld", k ? ", " : "", (long long)p->values[k]);
+		ks_fail(err, "params.%s: %lld is not among the values the source declares [%s]", p->name,
+			(long long)v, list.buf);
+		ks_strbuf_release(&list);
+		return -1;
+	}
+	return 0;
+}
+
+/* Expressions to C */
+
+/* A translated sub-expression. */
+struct piece {
+	struct ks_strbuf text;
+	int wide;     /* its C type is int64_t (else int: a literal, a name, or -x of one) */
+	int uses_var; /* it depends on a var axis */
+	int atom;     /* one operand as it stands: a name, number, call or (...) */
+};
+
+struct translator {
+	const char *src; /* the whole expression, for messages */
+	const char *p;
+	const char *where;
+	const struct ks_op *op;
+	const struct ks_candidate *cand;
+	unsigned char *axis_used; /* per op axis: the expression names it */
+	struct ks_strbuf *guards; /* conditions that make it invalid, " || "-joined */
+	unsigned *helpers;	  /* enum helper bits */
+	struct ks_error *err;
+};
+
+enum helper {
+	HELPER_CDIV = 1 << 0,
+	HELPER_MIN = 1 << 1,
+	HELPER_MAX = 1 << 2,
+};
+
+static void piece_init(struct piece *pc)
+{
+	ks_strbuf_init(&pc->text);
+	pc->wide = pc->uses_var = pc->atom = 0;
+}
+
+static int tr_fail(struct translator *t, const char *msg)
+{
+	return ks_fail(t->err, "%s: in \"%s\": %s at column %d", t->where, t->src, msg,
+		       (int)(t->p - t->src) + 1);
+}
+
+static void skip_ws(struct translator *t)
+{
+	while (isspace((unsigned char)*t->p))
+		t->p++;
+}
+
+static void add_guard(struct translator *t, const struct piece *divisor, const char *bad)
+{
+	if (t->guards->len)
+		ks_strbuf_adds(t->guards, " || ");
+	if (divisor->atom)
+		ks_strbuf_addf(t->guards, "%s %s", divisor->text.buf, bad);
+	else
+		ks_strbuf_addf(t->guards, "(%s) %s", divisor->text.buf, bad);
+}
+
+static int tr_expr(struct translator *t, struct piece *out);
+
+/* left = left OP right, in int64_t: widen the left operand when neither is wide yet. */
+static void combine(struct piece *left, const char *op, struct piece *right)
+{
+	struct ks_strbuf sb;
+
+	ks_strbuf_init(&sb);
+	if (!left->wide && !right->wide)
+		ks_strbuf_addf(&sb, "(int64_t)%s", left->text.buf);
+	else
+		ks_strbuf_adds(&sb, left->text.buf);
+	ks_strbuf_addf(&sb, " %s %s", op, right->text.buf);
+	ks_strbuf_release(&left->text);
+	left->text = sb;
+	left->wide = 1;
+	left->atom = 0;
+	left->uses_var |= right->uses_var;
+}
+
+static int tr_name(struct translator *t, const char *start, size_t len, struct piece *out)
+{
+	char name[128];
+
+	if (len >= sizeof(name))
+		return tr_fail(t, "name too long");
+	memcpy(name, start, len);
+	name[len] = '\0';
+	for (size_t i = 0; i < t->op->n_axes; i++) {
+		if (strcmp(t->op->axes[i].name, name))
+			continue;
+		t->axis_used[i] = 1;
+		out->uses_var = !t->op->axes[i].is_const;
+		ks_strbuf_adds(&out->text, name);
+		out->atom = 1;
+		return 0;
+	}
+	for (size_t i = 0; i < t->cand->n_params; i++) {
+		if (strcmp(t->cand->params[i].name, name))
+			continue;
+		ks_strbuf_adds(&out->text, name);
+		out->atom = 1;
+		return 0;
+	}
+	return ks_fail(t->err, "%s: in \"%s\": '%s' is neither an axis of op %s nor a param", t->where,
+		       t->src, name, t->op->key);
+}
+
+/* NAME '(' expr (',' expr)* ')', with p just past NAME. */
+static int tr_call(struct translator *t, const char *name, size_t len, struct piece *out)
+{
+	struct piece *args = NULL;
+	size_t n = 0;
+	int ret = -1, fn;
+
+	if (len == 4 && !strncmp(name, "cdiv", 4))
+		fn = HELPER_CDIV;
+	else if (len == 3 && !strncmp(name, "min", 3))
+		fn = HELPER_MIN;
+	else if (len == 3 && !strncmp(name, "max", 3))
+		fn = HELPER_MAX;
+	else
+		return tr_fail(t, "unknown function (known: cdiv, min, max)");
+	t->p++; /* '(' */
+	for (;;) {
+		args = ks_realloc(args, (n + 1) * sizeof(*args));
+		piece_init(&args[n]);
+		if (tr_expr(t, &args[n++]) < 0)
+			goto cleanup;
+		skip_ws(t);
+		if (*t->p == ',') {
+			t->p++;
+			continue;
+		}
+		if (*t->p != ')') {
+			tr_fail(t, "expected ',' or ')' in the call");
+			goto cleanup;
+		}
+		t->p++;
+		break;
+	}
+	if ((fn == HELPER_CDIV && n != 2) || n < 2) {
+		tr_fail(t, fn == HELPER_CDIV ? "cdiv takes two arguments"
+					     : "min and max take two or more arguments");
+		goto cleanup;
+	}
+	*t->helpers |= (unsigned)fn;
+	if (fn == HELPER_CDIV && args[1].uses_var)
+		add_guard(t, &args[1], "<= 0");
+	/* min(a, b, c) -> ksx_min(a, ksx_min(b, c)) */
+	for (size_t i = 0; i + 1 < n; i++)
+		ks_strbuf_addf(&out->text, "ksx_%.*s(%s, ", (int)len, name, args[i].text.buf);
+	ks_strbuf_adds(&out->text, args[n - 1].text.buf);
+	for (size_t i = 0; i + 1 < n; i++)
+		ks_strbuf_adds(&out->text, ")");
+	for (size_t i = 0; i < n; i++)
+		out->uses_var |= args[i].uses_var;
+	out->wide = 1;
+	out->atom = 1;
+	ret = 0;
+cleanup:
+	for (size_t i = 0; i < n; i++)
+		ks_strbuf_release(&args[i].text);
+	free(args);
+	return ret;
+}
+
+static int tr_primary(struct translator *t, struct piece *out)
+{
+	skip_ws(t);
+	if (isdigit((unsigned char)*t->p)) {
+		const char *start = t->p;
+		int64_t v = 0;
+
+		while (isdigit((unsigned char)*t->p)) {
+			if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *t->p - '0', &v))
+				return tr_fail(t, "integer literal does not fit in int64");
+			t->p++;
+		}
+		if (isalpha((unsigned char)*t->p) || *t->p == '_')
+			return tr_fail(t, "unexpected name right after a number");
+		/* beyond int, C would pick long on its own; say it */
+		if (v > 2147483647)
+			ks_strbuf_addf(&out->text, "INT64_C(%.*s)", (int)(t->p - start), start);
+		else
+			ks_strbuf_addf(&out->text, "%.*s", (int)(t->p - start), start);
+		out->wide = v > 2147483647;
+		out->atom = 1;
+		return 0;
+	}
+	if (isalpha((unsigned char)*t->p) || *t->p == '_') {
+		const char *start = t->p;
+		size_t len;
+
+		while (isalnum((unsigned char)*t->p) || *t->p == '_')
+			t->p++;
+		len = (size_t)(t->p - start);
+		skip_ws(t);
+		if (*t->p == '(')
+			return tr_call(t, start, len, out);
+		return tr_name(t, start, len, out);
+	}
+	if (*t->p == '(') {
+		struct piece inner;
+		int rc;
+
+		t->p++;
+		piece_init(&inner);
+		rc = tr_expr(t, &inner);
+		skip_ws(t);
+		if (!rc && *t->p != ')')
+			rc = tr_fail(t, "expected ')'");
+		if (!rc) {
+			t->p++;
+			if (inner.atom)
+				ks_strbuf_adds(&out->text, inner.text.buf);
+			else
+				ks_strbuf_addf(&out->text, "(%s)", inner.text.buf);
+			out->wide = inner.wide;
+			out->uses_var = inner.uses_var;
+			out->atom = 1;
+		}
+		ks_strbuf_release(&inner.text);
+		return rc;
+	}
+	return tr_fail(t, *t->p ? "unexpected character" : "unexpected end of expression");
+}
+
+static int tr_unary(struct translator *t, struct piece *out)
+{
+	struct piece operand;
+	int rc;
+
+	skip_ws(t);
+	if (*t->p != '-')
+		return tr_primary(t, out);
+	t->p++;
+	piece_init(&operand);
+	rc = tr_unary(t, &operand);
+	if (!rc) {
+		/*
+		 * -(x) unless x is a number: a param may be redefined as
+		 * -DNEG=-3, and "--3" would not compile
+		 */
+		if (isdigit((unsigned char)operand.text.buf[0]))
+			ks_strbuf_addf(&out->text, "-%s", operand.text.buf);
+		else
+			ks_strbuf_addf(&out->text, "-(%s)", operand.text.buf);
+		out->wide = operand.wide;
+		out->uses_var = operand.uses_var;
+		out->atom = 0;
+	}
+	ks_strbuf_release(&operand.text);
+	return rc;
+}
+
+static int tr_term(struct translator *t, struct piece *out)
+{
+	if (tr_unary(t, out) < 0)
+		return -1;
+	for (;;) {
+		struct piece right;
+		char op[2] = { 0, 0 };
+
+		skip_ws(t);
+		if (*t->p != '*' && *t->p != '/' && *t->p != '%')
+			return 0;
+		op[0] = *t->p++;
+		piece_init(&right);
+		if (tr_unary(t, &right) < 0) {
+			ks_strbuf_release(&right.text);
+			return -1;
+		}
+		if (op[0] != '*' && right.uses_var)
+			add_guard(t, &right, "== 0");
+		if (!right.atom) {
+			/* a * -b is fine in C, but a / -b reads better as a / (-b) */
+			struct ks_strbuf sb;
+
+			ks_strbuf_init(&sb);
+			ks_strbuf_addf(&sb, "(%s)", right.text.buf);
+			ks_strbuf_release(&right.text);
+			right.text = sb;
+		}
+		combine(out, op, &right);
+		ks_strbuf_release(&right.text);
+	}
+}
+
+static int tr_expr(struct translator *t, struct piece *out)
+{
+	if (tr_term(t, out) < 0)
+		return -1;
+	for (;;) {
+		struct piece right;
+		char op[2] = { 0, 0 };
+
+		skip_ws(t);
+		if (*t->p != '+' && *t->p != '-')
+			return 0;
+		op[0] = *t->p++;
+		piece_init(&right);
+		if (tr_term(t, &right) < 0) {
+			ks_strbuf_release(&right.text);
+			return -1;
+		}
+		if (op[0] == '-' && right.text.buf[0] == '-') {
+			/* a - -b */
+			struct ks_strbuf sb;
+
+			ks_strbuf_init(&sb);
+			ks_strbuf_addf(&sb, "(%s)", right.text.buf);
+			ks_strbuf_release(&right.text);
+			right.text = sb;
+		}
+		combine(out, op, &right);
+		ks_strbuf_release(&right.text);
+	}
+}
+
+/* The generator's state: what the op and candidate are, and what the code uses. */
+struct gen {
+	const struct ks_op *op;
+	const struct ks_candidate *cand;
+	const int64_t *params;
+	const json_t *record;
+	const json_t *lineage;
+	const char *name;
+	const char *arch;
+	unsigned helpers;		 /* enum helper */
+	unsigned char *axis_in_launcher; /* per axis: the launcher's code names it */
+	unsigned char *axis_in_layout;	 /* per axis: the workspace layout names it */
+	int has_half;			 /* a bfloat16/float16 tensor or scalar */
+	int has_bf16, has_fp16;
+	struct ks_error *err;
+};
+
+/*
+ * Translate src (an expression of the candidate at "where") into *c, and
+ * the conditions under which it divides by zero into *guards (may be
+ * empty).  used marks the axes it names.
+ */
+static int translate(struct gen *g, const char *src, const char *where, unsigned char *used,
+		     struct ks_strbuf *c, struct ks_strbuf *guards, int *uses_var)
+{
+	struct translator t = {
+		.src = src,
+		.p = src,
+		.where = where,
+		.op = g->op,
+		.cand = g->cand,
+		.axis_used = used,
+		.guards = guards,
+		.helpers = &g->helpers,
+		.err = g->err,
+	};
+	struct piece out;
+	int rc;
+
+	piece_init(&out);
+	rc = tr_expr(&t, &out);
+	skip_ws(&t);
+	if (!rc && *t.p)
+		rc = tr_fail(&t, "unexpected text after the expression");
+	if (!rc) {
+		ks_strbuf_adds(c, out.text.buf);
+		if (uses_var)
+			*uses_var = out.uses_var;
+	}
+	ks_strbuf_release(&out.text);
+	return rc;
+}
+
+/* Names */
+
+static int name_taken(const struct gen *g, const char *name, const char **what)
+{
+	const struct ks_op *op = g->op;
+
+	for (size_t i = 0; i < op->n_inputs; i++)
+		if (!strcmp(op->inputs[i].name, name))
+			return *what = "input", 1;
+	for (size_t i = 0; i < op->n_outputs; i++)
+		if (!strcmp(op->outputs[i].name, name))
+			return *what = "output", 1;
+	for (size_t i = 0; i < op->n_axes; i++)
+		if (!strcmp(op->axes[i].name, name))
+			return *what = "axis", 1;
+	for (size_t i = 0; i < g->cand->n_scratch; i++)
+		if (!strcmp(g->cand->scratch[i].name, name))
+			return *what = "scratch buffer", 1;
+	for (size_t i = 0; i < g->cand->n_params; i++)
+		if (!strcmp(g->cand->params[i].name, name))
+			return *what = "param", 1;
+	return 0;
+}
+
+/*
+ * Every name the launcher uses must be a C identifier that means one
+ * thing: tensors, axes and scratch become C variables, params macros.
+ */
+static int check_names(const struct gen *g)
+{
+	const struct ks_op *op = g->op;
+	const char *what;
+
+	for (size_t i = 0; i < sizeof(reserved_names) / sizeof(reserved_names[0]); i++)
+		if (name_taken(g, reserved_names[i], &what))
+			return ks_fail(g->err,
+				       "the %s '%s' has a name the generated launcher uses for its own "
+				       "argument or variable; rename it to export",
+				       what, reserved_names[i]);
+	for (size_t i = 0; i < op->n_inputs + op->n_outputs + op->n_axes + g->cand->n_scratch; i++) {
+		const char *name;
+
+		if (i < op->n_inputs)
+			name = op->inputs[i].name;
+		else if (i < op->n_inputs + op->n_outputs)
+			name = op->outputs[i - op->n_inputs].name;
+		else if (i < op->n_inputs + op->n_outputs + op->n_axes)
+			name = op->axes[i - op->n_inputs - op->n_outputs].name;
+		else
+			name = g->cand->scratch[i - op->n_inputs - op->n_outputs - op->n_axes].name;
+		if (!ks_is_identifier(name))
+			return ks_fail(g->err,
+				       "'%s' is not a C identifier, so it cannot name a launcher argument",
+				       name);
+		for (size_t k = 0; k < sizeof(keywords) / sizeof(keywords[0]); k++)
+			if (!strcmp(name, keywords[k]))
+				return ks_fail(
+					g->err,
+					"'%s' is a C or C++ keyword, so it cannot name a launcher argument",
+					name);
+		if (!strncmp(name, "ksx_", 4))
+			return ks_fail(g->err,
+				       "'%s': names starting with ksx_ are the generated launcher's own",
+				       name);
+	}
+	for (size_t i = 0; i < g->cand->n_params; i++)
+		if (!strncmp(g->cand->params[i].name, "ksx_", 4))
+			return ks_fail(
+				g->err,
+				"param '%s': names starting with ksx_ are the generated launcher's own",
+				g->cand->params[i].name);
+	for (size_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
+		const char *name = i < op->n_inputs ? op->inputs[i].name : op->outputs[i - op->n_inputs].name;
+
+		for (size_t a = 0; a < op->n_axes; a++)
+			if (!strcmp(name, op->axes[a].name))
+				return ks_fail(
+					g->err,
+					"op %s has a tensor and an axis both called '%s'; the launcher "
+					"needs one argument per name",
+					op->key, name);
+	}
+	return 0;
+}
+
+/* Whether source has "#define NAME" (the directive may be indented or spaced). */
+static int source_defines(const char *source, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *line = source; line && *line;
+	     line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+		const char *p = line;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p++ != '#')
+			continue;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (strncmp(p, "define", 6) || (p[6] != ' ' && p[6] != '\t'))
+			continue;
+		p += 6;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!strncmp(p, name, len) && !(isalnum((unsigned char)p[len]) || p[len] == '_'))
+			return 1;
+	}
+	return 0;
+}
+
+/* Text helpers */
+
+/*
+ * Append text word-wrapped to width columns: the first line starts with
+ * first, the others with prefix; a newline in text starts a new line.
+ */
+static void add_wrapped2(struct ks_strbuf *sb, const char *text, const char *first, const char *prefix,
+			 size_t width)
+{
+	size_t col = 0;
+	const char *p = text;
+	int line = 0;
+
+	while (*p) {
+		const char *word = p;
+		size_t len;
+
+		if (*p == '\n') {
+			if (col) {
+				ks_strbuf_adds(sb, "\n");
+			} else {
+				/* an empty line: the prefix without its trailing blanks */
+				const char *lead = line++ ? prefix : first;
+				size_t n = strlen(lead);
+
+				while (n && lead[n - 1] == ' ')
+					n--;
+				ks_strbuf_add(sb, lead, n);
+				ks_strbuf_adds(sb, "\n");
+			}
+			col = 0;
+			p++;
+			continue;
+		}
+		while (*p && !isspace((unsigned char)*p))
+			p++;
+		len = (size_t)(p - word);
+		if (len) {
+			if (col && col + 1 + len > width) {
+				ks_strbuf_adds(sb, "\n");
+				col = 0;
+			}
+			if (!col) {
+				const char *lead = line++ ? prefix : first;
+
+				ks_strbuf_adds(sb, lead);
+				col = strlen(lead);
+			} else {
+				ks_strbuf_adds(sb, " ");
+				col++;
+			}
+			ks_strbuf_add(sb, word, len);
+			col += len;
+		}
+		while (*p == ' ' || *p == '\t' || *p == '\r')
+			p++;
+	}
+	if (col)
+		ks_strbuf_adds(sb, "\n");
+}
+
+static void add_wrapped(struct ks_strbuf *sb, const char *text, const char *prefix, size_t width)
+{
+	add_wrapped2(sb, text, prefix, prefix, width);
+}
+
+/* "[batch_size, num_qo_heads=32, head_dim=128]" or "scalar". */
+static void format_shape(const struct ks_op *op, const struct ks_tensor *t, struct ks_strbuf *sb)
+{
+	if (t->is_scalar) {
+		ks_strbuf_adds(sb, "scalar");
+		return;
+	}
+	ks_strbuf_adds(sb, "[");
+	for (size_t d = 0; d < t->rank; d++) {
+		int a = ks_op_axis_index(op, t->shape[d]);
+
+		ks_strbuf_addf(sb, "%s%s", d ? ", " : "", t->shape[d]);
+		if (a >= 0 && op->axes[a].is_const)
+			ks_strbuf_addf(sb, "=%lld", (long long)op->axes[a].value);
+	}
+	ks_strbuf_adds(sb, "]");
+}
+
+/* "SPLITS=16 WARPS=8" or "none". */
+static void format_params(const struct gen *g, struct ks_strbuf *sb)
+{
+	for (size_t i = 0; i < g->cand->n_params; i++)
+		ks_strbuf_addf(sb, "%s%s=%lld", i ? " " : "", g->cand->params[i].name,
+			       (long long)g->params[i]);
+	if (!g->cand->n_params)
+		ks_strbuf_adds(sb, "none");
+}
+
+static const char *record_str(const json_t *record, const char *key, const char *fallback)
+{
+	const char *s = json_string_value(json_object_get(record, key));
+
+	return s && *s ? s : fallback;
+}
+
+/* "candidate #3 (family split_kv, SPLITS=16 ...)" */
+static void describe_candidate(const struct gen *g, struct ks_strbuf *sb)
+{
+	json_int_t id = json_integer_value(json_object_get(g->record, "id"));
+
+	if (id > 0)
+		ks_strbuf_addf(sb, "candidate #%lld", (long long)id);
+	else
+		ks_strbuf_adds(sb, "the candidate");
+	ks_strbuf_addf(sb, " (family %s; params ", record_str(g->record, "family", "unknown"));
+	format_params(g, sb);
+	ks_strbuf_adds(sb, ")");
+}
+
+/* "measured on NVIDIA H200 (sm_90a): fitness 3.10 ..." */
+static void describe_measurement(const struct gen *g, struct ks_strbuf *sb)
+{
+	const json_t *fitness = json_object_get(g->record, "fitness");
+	const json_t *sol = json_object_get(g->record, "sol_fraction");
+
+	ks_strbuf_addf(sb, "measured on %s (%s)", record_str(g->record, "gpu", "an unrecorded GPU"), g->arch);
+	if (json_is_number(fitness))
+		ks_strbuf_addf(sb,
+			       ": fitness %.3f (the geometric mean over the op's benchmark workloads of the "
+			       "reference kernel's time over this one's)",
+			       json_number_value(fitness));
+	if (json_is_number(sol))
+		ks_strbuf_addf(sb, ", at %.1f%% of speed of light", 100 * json_number_value(sol));
+}
+
+/* Signatures */
+
+enum sig_flavour {
+	SIG_CXX,	/* prototype for C++ */
+	SIG_C,		/* prototype for C: 16-bit floats as their _raw structs */
+	SIG_DEFINITION, /* definition: unused arguments unnamed */
+};
+
+/*
+ * The launcher's (with_tensors) or workspace function's argument list,
+ * wrapped at 100 columns with continuation lines indented by indent;
+ * returns the number of arguments (0: nothing added, not even "void").
+ * used marks the var axes the definition names (NULL: all).
+ */
+static size_t add_signature(const struct gen *g, struct ks_strbuf *sb, int with_tensors, enum sig_flavour fl,
+			    const unsigned char *used, size_t start_col, const char *indent)
+{
+	const struct ks_op *op = g->op;
+	int c_lang = fl == SIG_C, def = fl == SIG_DEFINITION;
+	size_t col = start_col, n = 0;
+	struct ks_strbuf arg;
+
+	ks_strbuf_init(&arg);
+	for (size_t i = 0; i < op->n_inputs + op->n_outputs + op->n_axes + 3; i++) {
+		ks_strbuf_release(&arg);
+		ks_strbuf_init(&arg);
+		if (i < op->n_inputs + op->n_outputs) {
+			const struct ks_tensor *t;
+			int is_out = i >= op->n_inputs;
+
+			if (!with_tensors)
+				continue;
+			t = is_out ? &op->outputs[i - op->n_inputs] : &op->inputs[i];
+			if (t->is_scalar)
+				ks_strbuf_addf(&arg, "%s %s", c_type(t->dtype, c_lang), t->name);
+			else
+				ks_strbuf_addf(&arg, "%s%s *%s", is_out ? "" : "const ",
+					       c_type(t->dtype, c_lang), t->name);
+		} else if (i < op->n_inputs + op->n_outputs + op->n_axes) {
+			size_t a = i - op->n_inputs - op->n_outputs;
+
+			if (op->axes[a].is_const)
+				continue;
+			if (def && used && !used[a])
+				ks_strbuf_addf(&arg, "int /* %s: not needed */", op->axes[a].name);
+			else
+				ks_strbuf_addf(&arg, "int %s", op->axes[a].name);
+		} else {
+			size_t k = i - op->n_inputs - op->n_outputs - op->n_axes;
+
+			if (!with_tensors)
+				continue;
+			if (k == 0)
+				ks_strbuf_adds(&arg, def && !g->cand->n_scratch
+							     ? "void * /* workspace: not needed */"
+							     : "void *workspace");
+			else if (k == 1)
+				ks_strbuf_adds(&arg, def && !g->cand->n_scratch
+							     ? "size_t /* workspace_bytes */"
+							     : "size_t workspace_bytes");
+			else
+				ks_strbuf_adds(&arg, "cudaStream_t stream");
+		}
+		if (n && col + 2 + arg.len > 100) {
+			ks_strbuf_addf(sb, ",\n%s", indent);
+			col = strlen(indent) + 8 * (size_t)(indent[0] == '\t');
+		} else if (n) {
+			ks_strbuf_adds(sb, ", ");
+			col += 2;
+		}
+		ks_strbuf_adds(sb, arg.buf);
+		col += arg.len;
+		n++;
+	}
+	ks_strbuf_release(&arg);
+	return n;
+}
+
+/* The var axes as call arguments: "batch_size, num_pages, ...". */
+static void add_var_axes(const struct ks_op *op, struct ks_strbuf *sb)
+{
+	size_t n = 0;
+
+	for (size_t a = 0; a < op->n_axes; a++)
+		if (!op->axes[a].is_const)
+			ks_strbuf_addf(sb, "%s%s", n++ ? ", " : "", op->axes[a].name);
+}
+
+/* The header */
+
+/* One row of the argument table: name, type and direction in columns, the rest wrapped beside them. */
+static void add_argument_row(struct ks_strbuf *sb, const char *name, const char *type, const char *dir,
+			     const char *text)
+{
+	char first[128], prefix[128];
+
+	snprintf(first, sizeof(first), " *   %-16s %-24s %-4s ", name, type, dir);
+	snprintf(prefix, sizeof(prefix), " *%*s", (int)strlen(first) - 2, "");
+	add_wrapped2(sb, text, first, prefix, 100);
+}
+
+static void add_argument_doc(const struct gen *g, struct ks_strbuf *sb)
+{
+	const struct ks_op *op = g->op;
+	struct ks_strbuf text;
+	char type[64];
+
+	ks_strbuf_init(&text);
+	ks_strbuf_adds(sb,
+		       " * Arguments, in order.  Tensors are dense row-major (C order) arrays in device\n"
+		       " * memory, shaped in the op's axes (=N: a const axis the kernels are built for):\n");
+	for (size_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
+		int is_out = i >= op->n_inputs;
+		const struct ks_tensor *t = is_out ? &op->outputs[i - op->n_inputs] : &op->inputs[i];
+
+		ks_strbuf_release(&text);
+		ks_strbuf_init(&text);
+		if (t->is_scalar)
+			snprintf(type, sizeof(type), "%s", c_type(t->dtype, 0));
+		else
+			snprintf(type, sizeof(type), "%s%s *", is_out ? "" : "const ", c_type(t->dtype, 0));
+		format_shape(op, t, &text);
+		if (t->description)
+			ks_strbuf_addf(&text, ": %s", t->description);
+		add_argument_row(sb, t->name, type, is_out ? "out" : "in", text.buf);
+	}
+	for (size_t a = 0; a < op->n_axes; a++)
+		if (!op->axes[a].is_const)
+			add_argument_row(sb, op->axes[a].name, "int", "in",
+					 op->axes[a].description ? op->axes[a].description
+								 : "a size (var axis)");
+	add_argument_row(sb, "workspace", "void *", "tmp", "see Workspace");
+	add_argument_row(sb, "workspace_bytes", "size_t", "in", "its size in bytes");
+	add_argument_row(sb, "stream", "cudaStream_t", "in", "see Stream");
+	ks_strbuf_release(&text);
+}
+
+/* op.json's "constraints" (informative strings), or NULL; the caller decrefs. */
+static json_t *load_constraints(const struct ks_op *op)
+{
+	char *path = ks_path_join(op->dir, "op.json");
+	json_t *root = json_load_file(path, 0, NULL), *list = NULL;
+
+	free(path);
+	if (root) {
+		list = json_object_get(root, "constraints");
+		if (json_is_array(list) && json_array_size(list))
+			json_incref(list);
+		else
+			list = NULL;
+	}
+	json_decref(root);
+	return list;
+}
+
+static void add_scratch_doc(const struct gen *g, struct ks_strbuf *sb)
+{
+	struct ks_strbuf text;
+
+	ks_strbuf_init(&text);
+	if (!g->cand->n_scratch) {
+		ks_strbuf_addf(
+			&text,
+			"Workspace: this kernel needs none: %s_workspace_bytes() returns 0 and workspace may "
+			"be NULL.  The arguments are there so that the interface stays the same for any "
+			"kernel "
+			"exported for this op (another one may need scratch).",
+			g->name);
+	} else {
+		ks_strbuf_addf(
+			&text,
+			"Workspace: %s_workspace_bytes(sizes) bytes of device memory that the caller "
+			"allocates and passes, with its size, to every call; the launcher allocates nothing. "
+			" "
+			"It must be aligned to %d bytes (cudaMalloc's are).  It holds the kernel's scratch "
+			"buffers, each at a %d-byte aligned offset:",
+			g->name, KS_EXPORT_ALIGN, KS_EXPORT_ALIGN);
+		for (size_t i = 0; i < g->cand->n_scratch; i++)
+			ks_strbuf_addf(&text, "%s %s, %s[%s]", i ? ";" : "", g->cand->scratch[i].name,
+				       ks_dtype_name(g->cand->scratch[i].dtype), g->cand->scratch[i].size);
+		ks_strbuf_adds(&text,
+			       " (in the op's axes and the params above).  It needs no initialisation and "
+			       "holds nothing of use after the call.  Calls queued on one stream may share a "
+			       "workspace; "
+			       "calls that may run at the same time (other streams) need one each.");
+	}
+	add_wrapped(sb, text.buf, " * ", 100);
+	ks_strbuf_release(&text);
+}
+
+static void add_header(const struct gen *g, struct ks_strbuf *sb)
+{
+	const struct ks_op *op = g->op;
+	json_t *constraints = load_constraints(op);
+	struct ks_strbuf text;
+	char guard[160];
+	size_t i;
+	json_t *c;
+
+	ks_strbuf_init(&text);
+	ks_strbuf_addf(&text, "%s.h - %s (ksearch op %s) as plain CUDA, exported by ksearch %s.", g->name,
+		       op->name, op->key, KS_VERSION);
+	ks_strbuf_adds(sb, "/*\n");
+	add_wrapped(sb, text.buf, " * ", 100);
+	ks_strbuf_adds(sb, " *\n");
+	ks_strbuf_release(&text);
+	ks_strbuf_init(&text);
+	if (op->description) {
+		add_wrapped(sb, op->description, " * ", 100);
+		ks_strbuf_adds(sb, " *\n");
+	}
+	ks_strbuf_adds(&text, "The kernel is ");
+	describe_candidate(g, &text);
+	ks_strbuf_adds(&text, ", ");
+	describe_measurement(g, &text);
+	ks_strbuf_addf(&text,
+		       ".  %s.json has the timings per workload and the kernel's lineage; README.md says "
+		       "how to build it.",
+		       g->name);
+	add_wrapped(sb, text.buf, " * ", 100);
+	ks_strbuf_adds(sb, " *\n");
+	add_argument_doc(g, sb);
+	ks_strbuf_release(&text);
+	ks_strbuf_init(&text);
+	for (size_t a = 0, n = 0; a < op->n_axes; a++)
+		if (op->axes[a].is_const)
+			ks_strbuf_addf(&text, "%s%s = %lld", n++ ? ", " : "Const axes: ", op->axes[a].name,
+				       (long long)op->axes[a].value);
+	if (text.len) {
+		ks_strbuf_adds(&text, ".  The kernels are built for these values only.");
+		ks_strbuf_adds(sb, " *\n");
+		add_wrapped(sb, text.buf, " * ", 100);
+	}
+	if (constraints) {
+		ks_strbuf_release(&text);
+		ks_strbuf_init(&text);
+		ks_strbuf_adds(sb, " *\n");
+		ks_strbuf_adds(&text, "The caller keeps the op's constraints (nothing checks them):");
+		json_array_foreach(constraints, i, c) if (json_is_string(c))
+			ks_strbuf_addf(&text, "%s %s", i ? ";" : "", json_string_value(c));
+		ks_strbuf_adds(&text, ".");
+		add_wrapped(sb, text.buf, " * ", 100);
+	}
+	ks_strbuf_adds(sb, " *\n");
+	add_scratch_doc(g, sb);
+	ks_strbuf_adds(sb, " *\n");
+	add_wrapped(
+		sb,
+		"Stream: the kernels are queued on stream, in order, and the call returns without waiting "
+		"(0 is the default stream).  The outputs are ready, and the inputs and the workspace free "
+		"for "
+		"other use, once the stream has passed this point (cudaStreamSynchronize, an event, or later "
+		"work on the same stream).  Inputs are only read; every element of the outputs is written.  "
+		"Nothing is kept between calls.",
+		" * ", 100);
+	ks_strbuf_adds(sb, " *\n");
+	ks_strbuf_release(&text);
+	ks_strbuf_init(&text);
+	ks_strbuf_addf(
+		&text,
+		"Returns cudaSuccess once the kernels are queued; cudaErrorInvalidValue when the workspace "
+		"is NULL, misaligned or smaller than %s_workspace_bytes() says, or when the sizes make a "
+		"size "
+		"expression divide by zero; cudaErrorInvalidConfiguration when the sizes give a launch "
+		"outside CUDA's limits (an empty grid included); else the first launch error, as "
+		"cudaGetLastError() reports it (so an unchecked earlier error of this thread shows here "
+		"too).  Faults inside the kernels surface at the next synchronisation, as for any launch.  "
+		"The pointers must belong to the current device, which must run %s code.",
+		g->name, g->arch);
+	add_wrapped(sb, text.buf, " * ", 100);
+	ks_strbuf_adds(sb, " */\n");
+
+	snprintf(guard, sizeof(guard), "%s_H", g->name);
+	for (char *p = guard; *p; p++)
+		*p = (char)toupper((unsigned char)*p);
+	ks_strbuf_addf(sb,
+		       "#ifndef %s\n#define %s\n\n#include <stddef.h>\n#include <stdint.h>\n\n"
+		       "#include <cuda_runtime.h>\n",
+		       guard, guard);
+	if (g->has_bf16)
+		ks_strbuf_adds(sb, "#include <cuda_bf16.h>\n");
+	if (g->has_fp16)
+		ks_strbuf_adds(sb, "#include <cuda_fp16.h>\n");
+	ks_strbuf_adds(sb, "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
+	ks_strbuf_addf(sb, "/* Bytes of workspace %s_launch() needs for these sizes (0: none). */\n",
+		       g->name);
+	ks_strbuf_addf(sb, "size_t %s_workspace_bytes(", g->name);
+	if (!add_signature(g, sb, 0, SIG_CXX, NULL, strlen(g->name) + 24, "\t"))
+		ks_strbuf_adds(sb, "void");
+	ks_strbuf_adds(sb, ");\n\n");
+	ks_strbuf_addf(sb, "/* Queue the kernels on stream (the arguments are described above). */\n");
+	if (g->has_half)
+		ks_strbuf_adds(sb, "#ifdef __cplusplus\n");
+	ks_strbuf_addf(sb, "cudaError_t %s_launch(", g->name);
+	add_signature(g, sb, 1, SIG_CXX, NULL, strlen(g->name) + 20, "\t");
+	ks_strbuf_adds(sb, ");\n");
+	if (g->has_half) {
+		ks_strbuf_adds(sb, "#else\n/* C has no arithmetic 16-bit float types; the _raw structs are "
+				   "the same two bytes. */\n");
+		ks_strbuf_addf(sb, "cudaError_t %s_launch(", g->name);
+		add_signature(g, sb, 1, SIG_C, NULL, strlen(g->name) + 20, "\t");
+		ks_strbuf_adds(sb, ");\n#endif\n");
+	}
+	ks_strbuf_addf(sb, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s */\n", guard);
+	ks_strbuf_release(&text);
+	json_decref(constraints);
+}
+
+/* The launcher */
+
+/* What one launch needs, translated; smem_mode says whether to raise the shared-memory limit. */
+enum smem_mode { SMEM_NEVER, SMEM_ALWAYS, SMEM_CHECK };
+
+struct launch_code {
+	struct ks_strbuf dims[7]; /* grid x, y, z, block x, y, z, smem */
+	struct ks_strbuf guards;
+	enum smem_mode smem_mode;
+};
+
+struct scratch_code {
+	struct ks_strbuf count;
+	struct ks_strbuf guards;
+};
+
+/* The value of an expression that names no var axis: const axes and params are known. */
+static int eval_fixed(const struct gen *g, const char *src, int64_t *value)
+{
+	struct ks_env env;
+	int rc = 0;
+
+	ks_env_init(&env);
+	for (size_t a = 0; a < g->op->n_axes && !rc; a++)
+		if (g->op->axes[a].is_const)
+			rc = ks_env_set(&env, g->op->axes[a].name, g->op->axes[a].value, g->err);
+	for (size_t i = 0; i < g->cand->n_params && !rc; i++)
+		rc = ks_env_set(&env, g->cand->params[i].name, g->params[i], g->err);
+	if (!rc)
+		rc = ks_expr_eval(src, &env, value, g->err);
+	ks_env_release(&env);
+	return rc;
+}
+
+static int translate_plan(struct gen *g, struct launch_code *lc, struct scratch_code *sc)
+{
+	const struct ks_candidate *cand = g->cand;
+	static const char axis_name[3] = { 'x', 'y', 'z' };
+	char where[200];
+
+	for (size_t i = 0; i < cand->n_scratch; i++) {
+		snprintf(where, sizeof(where), "scratch.%s", cand->scratch[i].name);
+		if (translate(g, cand->scratch[i].size, where, g->axis_in_layout, &sc[i].count, &sc[i].guards,
+			      NULL) < 0)
+			return -1;
+	}
+	for (size_t l = 0; l < cand->n_launches; l++) {
+		const struct ks_launch *launch = &cand->launches[l];
+		int uses_var = 0;
+
+		for (size_t d = 0; d < 3; d++) {
+			snprintf(where, sizeof(where), "launch[%zu] (%s).grid.%c", l, launch->kernel,
+				 axis_name[d]);
+			if (d >= launch->grid_rank)
+				ks_strbuf_adds(&lc[l].dims[d], "1");
+			else if (translate(g, launch->grid[d], where, g->axis_in_launcher, &lc[l].dims[d],
+					   &lc[l].guards, NULL) < 0)
+				return -1;
+			snprintf(where, sizeof(where), "launch[%zu] (%s).block.%c", l, launch->kernel,
+				 axis_name[d]);
+			if (d >= launch->block_rank)
+				ks_strbuf_adds(&lc[l].dims[3 + d], "1");
+			else if (translate(g, launch->block[d], where, g->axis_in_launcher,
+					   &lc[l].dims[3 + d], &lc[l].guards, NULL) < 0)
+				return -1;
+		}
+		snprintf(where, sizeof(where), "launch[%zu] (%s).smem", l, launch->kernel);
+		if (translate(g, launch->smem, where, g->axis_in_launcher, &lc[l].dims[6], &lc[l].guards,
+			      &uses_var) < 0)
+			return -1;
+		if (uses_var) {
+			lc[l].smem_mode = SMEM_CHECK;
+		} else {
+			int64_t smem;
+
+			if (eval_fixed(g, launch->smem, &smem) < 0) {
+				ks_error_prefix(g->err, "%s", where);
+				return -1;
+			}
+			lc[l].smem_mode = smem > SMEM_DEFAULT_LIMIT ? SMEM_ALWAYS : SMEM_NEVER;
+		}
+		for (size_t a = 0; a < launch->n_args; a++)
+			if (launch->args[a].kind == KS_ARG_AXIS)
+				g->axis_in_launcher[launch->args[a].index] = 1;
+	}
+	/* the launcher passes every var axis to the workspace layout */
+	if (cand->n_scratch)
+		for (size_t a = 0; a < g->op->n_axes; a++)
+			if (!g->op->axes[a].is_const)
+				g->axis_in_launcher[a] = 1;
+	return 0;
+}
+
+static void add_const_locals(const struct gen *g, struct ks_strbuf *sb, const unsigned char *used)
+{
+	size_t n = 0;
+
+	for (size_t a = 0; a < g->op->n_axes; a++) {
+		if (!g->op->axes[a].is_const || !used[a])
+			continue;
+		ks_strbuf_addf(sb, "\tconst int %s = %lld;\n", g->op->axes[a].name,
+			       (long long)g->op->axes[a].value);
+		n++;
+	}
+	if (n)
+		ks_strbuf_adds(sb, "\n");
+}
+
+static const char helper_ptr[] =
+	"/*\n"
+	" * A device pointer given to a kernel parameter of whatever pointer type the\n"
+	" * kernel declares (ksearch passes kernels raw addresses, so a kernel may take\n"
+	" * a bfloat16 tensor as, say, const unsigned short *).\n"
+	" */\n"
+	"struct ksx_ptr {\n"
+	"\tconst void *address;\n"
+	"\texplicit ksx_ptr(const void *p) : address(p) {}\n"
+	"\ttemplate <typename T> operator T *() const { return (T *)address; }\n"
+	"};\n\n";
+
+static const char helper_config[] =
+	"/* One launch's configuration, in the int64_t arithmetic ksearch evaluates it in. */\n"
+	"struct ksx_config {\n"
+	"\tint64_t grid[3], block[3], smem;\n"
+	"};\n\n"
+	"/*\n"
+	" * CUDA's launch limits, as ksearch checks them: grid x in [1, 2^31), y and z\n"
+	" * in [1, 65535]; block x and y in [1, 1024], z in [1, 64], at most 1024\n"
+	" * threads; dynamic shared memory in [0, 2^31).\n"
+	" */\n"
+	"inline bool ksx_config_ok(const ksx_config &c)\n"
+	"{\n"
+	"\tconst int64_t grid_max[3] = {2147483647, 65535, 65535}, block_max[3] = {1024, 1024, 64};\n\n"
+	"\tfor (int d = 0; d < 3; d++)\n"
+	"\t\tif (c.grid[d] < 1 || c.grid[d] > grid_max[d] || c.block[d] < 1 || c.block[d] > block_max[d])\n"
+	"\t\t\treturn false;\n"
+	"\treturn c.block[0] * c.block[1] * c.block[2] <= 1024 && c.smem >= 0 && c.smem <= 2147483647;\n"
+	"}\n\n"
+	"inline dim3 ksx_dim3(const int64_t v[3])\n"
+	"{\n"
+	"\treturn dim3((unsigned)v[0], (unsigned)v[1], (unsigned)v[2]);\n"
+	"}\n\n";
+
+static const char helper_cdiv[] = "/* ceil(a / b) for b > 0, negative a included: ksearch's cdiv. */\n"
+				  "inline int64_t ksx_cdiv(int64_t a, int64_t b)\n"
+				  "{\n"
+				  "\treturn a / b + (a % b > 0);\n"
+				  "}\n\n";
+
+static const char helper_min[] = "inline int64_t ksx_min(int64_t a, int64_t b)\n"
+				 "{\n"
+				 "\treturn a < b ? a : b;\n"
+				 "}\n\n";
+
+static const char helper_max[] = "inline int64_t ksx_max(int64_t a, int64_t b)\n"
+				 "{\n"
+				 "\treturn a > b ? a : b;\n"
+				 "}\n\n";
+
+static const char helper_place[] =
+	"/*\n"
+	" * Put count elements of size bytes at the next 256-byte boundary of a\n"
+	" * workspace of *total bytes; false when count is negative or too large.\n"
+	" */\n"
+	"inline bool ksx_place(int64_t *total, int64_t count, int64_t size, size_t *offset)\n"
+	"{\n"
+	"\tif (count < 0 || count > (INT64_MAX - *total - 256) / size)\n"
+	"\t\treturn false;\n"
+	"\t*offset = (size_t)*total;\n"
+	"\t*total += (count * size + 255) / 256 * 256;\n"
+	"\treturn true;\n"
+	"}\n\n";
+
+static void add_helpers(const struct gen *g, struct ks_strbuf *sb)
+{
+	ks_strbuf_adds(sb, "/* The launcher's helpers, ahead of the kernels so that none of their macros "
+			   "reach them. */\n"
+			   "namespace {\n\n");
+	ks_strbuf_adds(sb, helper_ptr);
+	ks_strbuf_adds(sb, helper_config);
+	if (g->helpers & HELPER_CDIV)
+		ks_strbuf_adds(sb, helper_cdiv);
+	if (g->helpers & HELPER_MIN)
+		ks_strbuf_adds(sb, helper_min);
+	if (g->helpers & HELPER_MAX)
+		ks_strbuf_adds(sb, helper_max);
+	if (g->cand->n_scratch)
+		ks_strbuf_adds(sb, helper_place);
+	ks_strbuf_adds(sb, "} // namespace\n\n");
+}
+
+/* The workspace layout (inside the anonymous namespace) and NAME_workspace_bytes(). */
+static void add_workspace(const struct gen *g, struct ks_strbuf *sb, const struct scratch_code *sc)
+{
+	const struct ks_candidate *cand = g->cand;
+	struct ks_strbuf args;
+
+	ks_strbuf_init(&args);
+	add_var_axes(g->op, &args);
+	if (cand->n_scratch) {
+		ks_strbuf_adds(
+			sb, "namespace {\n\n"
+			    "/*\n"
+			    " * Where each scratch buffer lies in the workspace (ksx_offset[i], a multiple\n"
+			    " * of 256) and the workspace's size; SIZE_MAX when the sizes give a buffer a\n"
+			    " * negative or too large size, or make a size expression divide by zero.\n"
+			    " */\n"
+			    "size_t ksx_workspace_layout(");
+		if (add_signature(g, sb, 0, SIG_DEFINITION, g->axis_in_layout, 28, "\t\t\t    "))
+			ks_strbuf_adds(sb, ", ");
+		ks_strbuf_addf(sb, "size_t ksx_offset[%zu])\n{\n", cand->n_scratch);
+		add_const_locals(g, sb, g->axis_in_layout);
+		ks_strbuf_adds(sb, "\tint64_t ksx_total = 0;\n\n");
+		for (size_t i = 0; i < cand->n_scratch; i++) {
+			ks_strbuf_addf(sb, "\t/* %s: %s[%s] */\n", cand->scratch[i].name,
+				       ks_dtype_name(cand->scratch[i].dtype), cand->scratch[i].size);
+			if (sc[i].guards.len)
+				ks_strbuf_addf(sb, "\tif (%s)\n\t\treturn SIZE_MAX;\n", sc[i].guards.buf);
+			ks_strbuf_addf(sb,
+				       "\tif (!ksx_place(&ksx_total, %s, %zu, &ksx_offset[%zu]))\n\t\treturn "
+				       "SIZE_MAX;\n",
+				       sc[i].count.buf, ks_dtype_size(cand->scratch[i].dtype), i);
+		}
+		ks_strbuf_adds(sb, "\treturn (size_t)ksx_total;\n}\n\n} // namespace\n\n");
+	}
+	ks_strbuf_addf(sb, "extern \"C\" size_t %s_workspace_bytes(", g->name);
+	if (cand->n_scratch) {
+		if (!add_signature(g, sb, 0, SIG_DEFINITION, NULL, strlen(g->name) + 35, "\t\t\t"))
+			ks_strbuf_adds(sb, "void");
+		ks_strbuf_addf(sb,
+			       ")\n{\n\tsize_t ksx_offset[%zu];\n\n\treturn "
+			       "ksx_workspace_layout(%s%sksx_offset);\n}\n\n",
+			       cand->n_scratch, args.buf, args.len ? ", " : "");
+	} else {
+		unsigned char *none = ks_calloc(g->op->n_axes + 1, 1);
+
+		if (!add_signature(g, sb, 0, SIG_DEFINITION, none, strlen(g->name) + 35, "\t\t\t"))
+			ks_strbuf_adds(sb, "void");
+		ks_strbuf_adds(sb, ")\n{\n\treturn 0;\n}\n\n");
+		free(none);
+	}
+	ks_strbuf_release(&args);
+}
+
+/* One kernel argument as the launcher passes it. */
+static void add_kernel_arg(const struct ks_arg *arg, struct ks_strbuf *sb)
+{
+	switch (arg->kind) {
+	case KS_ARG_INPUT:
+	case KS_ARG_OUTPUT:
+	case KS_ARG_SCRATCH:
+		ks_strbuf_addf(sb, "ksx_ptr(%s)", arg->name);
+		break;
+	case KS_ARG_SCALAR:
+	case KS_ARG_AXIS:
+		ks_strbuf_adds(sb, arg->name);
+		break;
+	}
+}
+
+static void add_launch(const struct gen *g, struct ks_strbuf *sb, size_t l, const struct launch_code *lc)
+{
+	const struct ks_launch *launch = &g->cand->launches[l];
+	char cfg[32];
+	size_t col;
+
+	snprintf(cfg, sizeof(cfg), "ksx_launch%zu", l + 1);
+	ks_strbuf_addf(sb, "\t/* launch %zu of %zu: %s */\n", l + 1, g->cand->n_launches, launch->kernel);
+	if (lc->guards.len)
+		ks_strbuf_addf(sb,
+			       "\tif (%s)\n\t\treturn cudaErrorInvalidValue; /* a size divides by zero */\n",
+			       lc->guards.buf);
+	ks_strbuf_addf(sb, "\tconst ksx_config %s = {\n\t\t{%s, %s, %s},\n\t\t{%s, %s, %s},\n\t\t%s};\n", cfg,
+		       lc->dims[0].buf, lc->dims[1].buf, lc->dims[2].buf, lc->dims[3].buf, lc->dims[4].buf,
+		       lc->dims[5].buf, lc->dims[6].buf);
+	ks_strbuf_addf(sb, "\tif (!ksx_config_ok(%s))\n\t\treturn cudaErrorInvalidConfiguration;\n", cfg);
+	if (lc->smem_mode != SMEM_NEVER) {
+		const char *indent = lc->smem_mode == SMEM_CHECK ? "\t\t" : "\t";
+
+		if (lc->smem_mode == SMEM_CHECK)
+			ks_strbuf_addf(sb, "\tif (%s.smem > %d) {\n", cfg, SMEM_DEFAULT_LIMIT);
+		else
+			ks_strbuf_addf(sb,
+				       "\t/* more than the %d bytes of dynamic shared memory allowed by "
+				       "default */\n",
+				       SMEM_DEFAULT_LIMIT);
+		ks_strbuf_addf(
+			sb,
+			"%sksx_err = cudaFuncSetAttribute(::%s, "
+			"cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
+			"%s\t\t\t\t   (int)%s.smem);\n%sif (ksx_err != cudaSuccess)\n%s\treturn ksx_err;\n",
+			indent, launch->kernel, indent, cfg, indent, indent);
+		if (lc->smem_mode == SMEM_CHECK)
+			ks_strbuf_adds(sb, "\t}\n");
+	}
+	ks_strbuf_addf(sb, "\t::%s<<<ksx_dim3(%s.grid), ksx_dim3(%s.block),\n\t\t(size_t)%s.smem, stream>>>(",
+		       launch->kernel, cfg, cfg, cfg);
+	col = 100;
+	for (size_t a = 0; a < launch->n_args; a++) {
+		struct ks_strbuf arg;
+
+		ks_strbuf_init(&arg);
+		add_kernel_arg(&launch->args[a], &arg);
+		if (col + arg.len + 2 > 100) {
+			ks_strbuf_adds(sb, a ? ",\n\t\t" : "\n\t\t");
+			col = 16;
+		} else {
+			ks_strbuf_adds(sb, ", ");
+			col += 2;
+		}
+		ks_strbuf_adds(sb, arg.buf);
+		col += arg.len;
+		ks_strbuf_release(&arg);
+	}
+	ks_strbuf_adds(sb, ");\n\tksx_err = cudaGetLastError();\n\tif (ksx_err != cudaSuccess)\n\t\treturn "
+			   "ksx_err;\n\n");
+}
+
+static void add_launcher(const struct gen *g, struct ks_strbuf *sb, const struct launch_code *lc)
+{
+	const struct ks_candidate *cand = g->cand;
+	struct ks_strbuf args;
+
+	ks_strbuf_init(&args);
+	add_var_axes(g->op, &args);
+	ks_strbuf_addf(sb, "extern \"C\" cudaError_t %s_launch(", g->name);
+	add_signature(g, sb, 1, SIG_DEFINITION, g->axis_in_launcher, strlen(g->name) + 31, "\t\t");
+	ks_strbuf_adds(sb, ")\n{\n");
+	add_const_locals(g, sb, g->axis_in_launcher);
+	ks_strbuf_adds(sb, "\tcudaError_t ksx_err;\n\n");
+	if (cand->n_scratch) {
+		ks_strbuf_addf(sb,
+			       "\t/* the scratch buffers, in the caller's workspace */\n"
+			       "\tsize_t ksx_offset[%zu];\n"
+			       "\tconst size_t ksx_need = ksx_workspace_layout(%s%sksx_offset);\n"
+			       "\tif (ksx_need == SIZE_MAX || (ksx_need > 0 && (!workspace || "
+			       "workspace_bytes < ksx_need ||\n"
+			       "\t\t\t\t\t\t    (uintptr_t)workspace %% %d != 0)))\n"
+			       "\t\treturn cudaErrorInvalidValue;\n",
+			       cand->n_scratch, args.buf, args.len ? ", " : "", KS_EXPORT_ALIGN);
+		for (size_t i = 0; i < cand->n_scratch; i++) {
+			int passed = 0;
+
+			/* a buffer no launch takes needs no pointer (it still has its place) */
+			for (size_t l = 0; l < cand->n_launches; l++)
+				for (size_t a = 0; a < cand->launches[l].n_args; a++)
+					passed |= cand->launches[l].args[a].kind == KS_ARG_SCRATCH &&
+						  cand->launches[l].args[a].index == (int)i;
+			if (passed)
+				ks_strbuf_addf(
+					sb, "\t%s *const %s = (%s *)((char *)workspace + ksx_offset[%zu]);\n",
+					c_type(cand->scratch[i].dtype, 0), cand->scratch[i].name,
+					c_type(cand->scratch[i].dtype, 0), i);
+		}
+		ks_strbuf_adds(sb, "\n");
+	}
+	for (size_t l = 0; l < cand->n_launches; l++)
+		add_launch(g, sb, l, &lc[l]);
+	ks_strbuf_adds(sb, "\treturn cudaSuccess;\n}\n");
+	ks_strbuf_release(&args);
+}
+
+/* Names the launcher uses that the candidate's source #defines: #undef'd after the kernels. */
+static void add_undefs(const struct gen *g, struct ks_strbuf *sb)
+{
+	const struct ks_op *op = g->op;
+	const char *source = g->cand->source;
+	struct ks_strbuf names;
+
+	ks_strbuf_init(&names);
+	for (size_t i = 0; i < op->n_inputs; i++)
+		if (source_defines(source, op->inputs[i].name))
+			ks_strbuf_addf(&names, "#undef %s\n", op->inputs[i].name);
+	for (size_t i = 0; i < op->n_outputs; i++)
+		if (source_defines(source, op->outputs[i].name))
+			ks_strbuf_addf(&names, "#undef %s\n", op->outputs[i].name);
+	for (size_t a = 0; a < op->n_axes; a++)
+		if ((g->axis_in_launcher[a] || g->axis_in_layout[a] || !op->axes[a].is_const) &&
+		    source_defines(source, op->axes[a].name))
+			ks_strbuf_addf(&names, "#undef %s\n", op->axes[a].name);
+	for (size_t i = 0; i < g->cand->n_scratch; i++)
+		if (source_defines(source, g->cand->scratch[i].name))
+			ks_strbuf_addf(&names, "#undef %s\n", g->cand->scratch[i].name);
+	for (size_t i = 0; i < sizeof(reserved_names) / sizeof(reserved_names[0]); i++)
+		if (source_defines(source, reserved_names[i]))
+			ks_strbuf_addf(&names, "#undef %s\n", reserved_names[i]);
+	if (names.len)
+		ks_strbuf_addf(sb,
+			       "/* The kernels' macros of these names would break the launcher's arguments. "
+			       "*/\n%s\n",
+			       names.buf);
+	ks_strbuf_release(&names);
+}
+
+static int add_source(struct gen *g, struct ks_strbuf *sb)
+{
+	const struct ks_candidate *cand = g->cand;
+	struct launch_code *lc = ks_calloc(cand->n_launches + 1, sizeof(*lc));
+	struct scratch_code *sc = ks_calloc(cand->n_scratch + 1, sizeof(*sc));
+	struct ks_strbuf text;
+	const char *path = record_str(g->record, "path", NULL);
+	size_t src_len = strlen(cand->source);
+	int ret = -1;
+
+	for (size_t l = 0; l < cand->n_launches; l++) {
+		for (size_t d = 0; d < 7; d++)
+			ks_strbuf_init(&lc[l].dims[d]);
+		ks_strbuf_init(&lc[l].guards);
+	}
+	for (size_t i = 0; i < cand->n_scratch; i++) {
+		ks_strbuf_init(&sc[i].count);
+		ks_strbuf_init(&sc[i].guards);
+	}
+	ks_strbuf_init(&text);
+	if (translate_plan(g, lc, sc) < 0)
+		goto cleanup;
+
+	ks_strbuf_addf(&text,
+		       "%s.cu - %s (ksearch op %s) as plain CUDA, exported by ksearch %s.\n\nThe kernel is ",
+		       g->name, g->op->name, g->op->key, KS_VERSION);
+	ks_strbuf_adds(sb, "/*\n");
+	describe_candidate(g, &text);
+	ks_strbuf_adds(&text, ", ");
+	describe_measurement(g, &text);
+	ks_strbuf_adds(&text, ".");
+	add_wrapped(sb, text.buf, " * ", 100);
+	ks_strbuf_addf(
+		sb,
+		" *\n * Build:\n *     nvcc -c -std=c++17 -arch=%s %s.cu\n"
+		" * and call it through %s.h.  This file holds, in order: helpers of the launcher;\n"
+		" * the params the search chose, fixed; the candidate's source, unchanged (its\n"
+		" * ksearch block says how to launch its kernels); and the launcher that does so.\n */\n"
+		"#include \"%s.h\"\n\n",
+		g->arch, g->name, g->name, g->name);
+	add_helpers(g, sb);
+	if (cand->n_params) {
+		ks_strbuf_adds(sb,
+			       "/* The params, as measured: another value gives an untested kernel. */\n");
+		for (size_t i = 0; i < cand->n_params; i++)
+			ks_strbuf_addf(sb, "#ifndef %s\n#define %s %s%lld%s\n#endif\n", cand->params[i].name,
+				       cand->params[i].name, g->params[i] < 0 ? "(" : "",
+				       (long long)g->params[i], g->params[i] < 0 ? ")" : "");
+		ks_strbuf_adds(sb, "\n");
+	}
+	ks_strbuf_adds(sb,
+		       "/*\n * The kernels' symbols get the export's name in front, so that two exports of\n"
+		       " * kernels with the same names can be linked into one program.\n */\n");
+	for (size_t l = 0; l < cand->n_launches; l++) {
+		int seen = 0;
+
+		for (size_t k = 0; k < l; k++)
+			seen |= !strcmp(cand->launches[k].kernel, cand->launches[l].kernel);
+		if (!seen)
+			ks_strbuf_addf(sb, "#define %s %s_%s\n", cand->launches[l].kernel, g->name,
+				       cand->launches[l].kernel);
+	}
+	ks_strbuf_addf(sb, "\n/* ---- the candidate's source%s%s%s ---- */\n\n", path ? " (" : "",
+		       path ? path : "", path ? ")" : "");
+	ks_strbuf_adds(sb, cand->source);
+	if (src_len && cand->source[src_len - 1] != '\n')
+		ks_strbuf_adds(sb, "\n");
+	ks_strbuf_adds(sb, "\n/* ---- the host launcher, generated by ksearch export-best from the ksearch "
+			   "block ---- */\n\n");
+	add_undefs(g, sb);
+	add_workspace(g, sb, sc);
+	add_launcher(g, sb, lc);
+	ret = 0;
+cleanup:
+	for (size_t l = 0; l < cand->n_launches; l++) {
+		for (size_t d = 0; d < 7; d++)
+			ks_strbuf_release(&lc[l].dims[d]);
+		ks_strbuf_release(&lc[l].guards);
+	}
+	for (size_t i = 0; i < cand->n_scratch; i++) {
+		ks_strbuf_release(&sc[i].count);
+		ks_strbuf_release(&sc[i].guards);
+	}
+	free(lc);
+	free(sc);
+	ks_strbuf_release(&text);
+	return ret;
+}
+
+/* The JSON record */
+
+static void now_iso(char *buf, size_t size)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static json_t *var_axes_json(const struct ks_op *op, const struct ks_workload *w)
+{
+	json_t *axes = json_object();
+
+	for (size_t a = 0; a < op->n_axes; a++) {
+		int64_t v;
+
+		if (!op->axes[a].is_const && ks_env_get(&w->axes, op->axes[a].name, &v))
+			json_object_set_new(axes, op->axes[a].name, json_integer(v));
+	}
+	return axes;
+}
+
+static json_t *record_json(const struct gen *g)
+{
+	static const char *const copied[] = {
+		"gpu",	       "arch",	       "driver",      "toolkit", "nvrtc",  "verdict",
+		"fitness",     "sol_fraction", "descriptors", "kernels", "family", "path",
+		"source_hash", "mutation",     "parents",     "created",
+	};
+	const struct ks_op *op = g->op;
+	const struct ks_candidate *cand = g->cand;
+	json_t *doc = json_object(), *params = json_object(), *workloads = json_array(),
+	       *launches = json_array();
+	json_t *scratch = json_array(), *w;
+	const json_t *id = json_object_get(g->record, "id");
+	char now[32], *command;
+	size_t i;
+
+	now_iso(now, sizeof(now));
+	json_object_set_new(doc, "format", json_string("ksearch-export"));
+	json_object_set_new(doc, "version", json_integer(KS_EXPORT_VERSION));
+	json_object_set_new(doc, "name", json_string(g->name));
+	json_object_set_new(doc, "op", json_string(op->key));
+	json_object_set_new(doc, "definition", json_string(op->name));
+	if (op->op_type)
+		json_object_set_new(doc, "op_type", json_string(op->op_type));
+	if (id)
+		json_object_set_new(doc, "id", json_deep_copy(id));
+	for (i = 0; i < cand->n_params; i++)
+		json_object_set_new(params, cand->params[i].name, json_integer((json_int_t)g->params[i]));
+	json_object_set_new(doc, "params", params);
+	for (i = 0; i < sizeof(copied) / sizeof(copied[0]); i++) {
+		const json_t *v = json_object_get(g->record, copied[i]);
+
+		if (v && !json_is_null(v))
+			json_object_set_new(doc, copied[i], json_deep_copy(v));
+	}
+	if (!json_object_get(doc, "arch"))
+		json_object_set_new(doc, "arch", json_string(g->arch));
+	/* timings, with the sizes of each workload */
+	json_array_foreach(json_object_get(g->record, "workloads"), i, w)
+	{
+		json_t *copy = json_deep_copy(w);
+		const struct ks_workload *wl =
+			ks_op_workload(op, json_string_value(json_object_get(w, "id")));
+
+		if (wl && json_is_object(copy))
+			json_object_set_new(copy, "axes", var_axes_json(op, wl));
+		json_array_append_new(workloads, copy);
+	}
+	json_object_set_new(doc, "workloads", workloads);
+	json_object_set_new(doc, "lineage", g->lineage ? json_deep_copy(g->lineage) : json_array());
+	for (i = 0; i < cand->n_scratch; i++)
+		json_array_append_new(scratch, json_pack("{s:s, s:s, s:s}", "name", cand->scratch[i].name,
+							 "dtype", ks_dtype_name(cand->scratch[i].dtype),
+							 "elements", cand->scratch[i].size));
+	for (i = 0; i < cand->n_launches; i++) {
+		const struct ks_launch *l = &cand->launches[i];
+		json_t *grid = json_array(), *block = json_array(), *args = json_array();
+
+		for (size_t d = 0; d < l->grid_rank; d++)
+			json_array_append_new(grid, json_string(l->grid[d]));
+		for (size_t d = 0; d < l->block_rank; d++)
+			json_array_append_new(block, json_string(l->block[d]));
+		for (size_t a = 0; a < l->n_args; a++)
+			json_array_append_new(args, json_string(l->args[a].name));
+		json_array_append_new(launches,
+				      json_pack("{s:s, s:s++, s:o, s:o, s:s, s:o}", "kernel", l->kernel,
+						"symbol", g->name, "_", l->kernel, "grid", grid, "block",
+						block, "smem", l->smem, "args", args));
+	}
+	json_object_set_new(doc, "workspace",
+			    json_pack("{s:i, s:o}", "alignment", KS_EXPORT_ALIGN, "buffers", scratch));
+	json_object_set_new(doc, "launch", launches);
+	json_object_set_new(doc, "files",
+			    json_pack("{s:s+, s:s+, s:s}", "source", g->name, ".cu", "header", g->name, ".h",
+				      "readme", "README.md"));
+	command = ks_asprintf("nvcc -c -std=c++17 -arch=%s %s.cu", g->arch, g->name);
+	json_object_set_new(doc, "build", json_pack("{s:s}", "command", command));
+	free(command);
+	json_object_set_new(doc, "exported", json_string(now));
+	json_object_set_new(doc, "exported_by", json_string("ksearch " KS_VERSION));
+	return doc;
+}
+
+/* The README */
+
+static void add_readme(const struct gen *g, struct ks_strbuf *sb)
+{
+	const struct ks_op *op = g->op;
+	const json_t *workloads = json_object_get(g->record, "workloads");
+	struct ks_strbuf text, args;
+	char now[32];
+	size_t i;
+	json_t *w;
+
+	ks_strbuf_init(&text);
+	ks_strbuf_init(&args);
+	now_iso(now, sizeof(now));
+	ks_strbuf_addf(sb, "# %s: %s\n\n", g->name, op->name);
+	if (op->description)
+		add_wrapped(sb, op->description, "", 80);
+	ks_strbuf_addf(&text, "\nExported by ksearch %s on %s from ", KS_VERSION, now);
+	describe_candidate(g, &text);
+	ks_strbuf_addf(&text, " of the `%s` archive, ", op->key);
+	describe_measurement(g, &text);
+	ks_strbuf_adds(&text, ".\n");
+	add_wrapped(sb, text.buf, "", 80);
+	if (json_array_size(workloads)) {
+		ks_strbuf_adds(sb, "\n| workload | sizes | median (us) | reference (us) | speedup | of speed "
+				   "of light |\n"
+				   "| --- | --- | ---: | ---: | ---: | ---: |\n");
+		json_array_foreach(workloads, i, w)
+		{
+			const char *id = record_str(w, "id", "?");
+			const struct ks_workload *wl = ks_op_workload(op, id);
+			struct ks_strbuf sizes;
+
+			ks_strbuf_init(&sizes);
+			for (size_t a = 0; wl && a < op->n_axes; a++) {
+				int64_t v;
+
+				if (!op->axes[a].is_const && ks_env_get(&wl->axes, op->axes[a].name, &v))
+					ks_strbuf_addf(&sizes, "%s%s=%lld", sizes.len ? " " : "",
+						       op->axes[a].name, (long long)v);
+			}
+			ks_strbuf_addf(sb, "| %s | %s | %.2f | %.2f | %.2fx | %.1f%% |\n", id, sizes.buf,
+				       json_number_value(json_object_get(w, "median_us")),
+				       json_number_value(json_object_get(w, "ref_median_us")),
+				       json_number_value(json_object_get(w, "speedup")),
+				       100 * json_number_value(json_object_get(w, "sol_fraction")));
+			ks_strbuf_release(&sizes);
+		}
+	}
+	ks_strbuf_addf(
+		sb,
+		"\n## Files\n\n"
+		"| file | what |\n| --- | --- |\n"
+		"| `%s.cu` | the kernels with their params fixed, then the host launcher |\n"
+		"| `%s.h` | the C interface: arguments, shapes, workspace, stream, errors |\n"
+		"| `%s.json` | what was measured where: GPU, timings per workload, descriptors, lineage |\n",
+		g->name, g->name, g->name);
+	ks_strbuf_addf(sb,
+		       "\n## Build\n\n"
+		       "    nvcc -c -std=c++17 -arch=%s %s.cu -o %s.o\n\n"
+		       "It needs nothing but the CUDA toolkit.  Link the object into your program with\n"
+		       "nvcc, or add `-lcudart` with another linker.  The header is C and C++: include\n"
+		       "`%s.h` with the CUDA include folder on the path (`-I/usr/local/cuda/include`).\n"
+		       "The kernels were verified and timed on %s; for another target change `-arch`\n"
+		       "and test them there.  Their symbols carry the prefix `%s_` (for example\n"
+		       "`%s_%s`), so several exports link into one program.\n",
+		       g->arch, g->name, g->name, g->name, g->arch, g->name, g->name,
+		       g->cand->launches[0].kernel);
+	add_var_axes(op, &args);
+	ks_strbuf_addf(sb, "\n## Call\n\n```c\n#include \"%s.h\"\n\n", g->name);
+	ks_strbuf_addf(sb,
+		       "/* the workspace for these sizes (a larger one serves too) */\n"
+		       "size_t workspace_bytes = %s_workspace_bytes(%s);\n"
+		       "void *workspace = NULL;\n"
+		       "if (workspace_bytes > 0)\n"
+		       "\tcudaMalloc(&workspace, workspace_bytes);\n\n"
+		       "/* every call: device pointers, sizes, the workspace, a stream */\n"
+		       "cudaError_t err = %s_launch(",
+		       g->name, args.buf, g->name);
+	{
+		size_t n = 0;
+
+		for (i = 0; i < op->n_inputs + op->n_outputs; i++)
+			ks_strbuf_addf(sb, "%s%s", n++ ? ", " : "",
+				       i < op->n_inputs ? op->inputs[i].name
+							: op->outputs[i - op->n_inputs].name);
+		ks_strbuf_addf(sb, "%s%s%sworkspace, workspace_bytes, stream);\n```\n\n", n ? ",\n\t" : "",
+			       args.buf, args.len ? ", " : "");
+	}
+	ks_strbuf_release(&text);
+	ks_strbuf_init(&text);
+	ks_strbuf_addf(
+		&text,
+		"A workspace is needed only when `%s_workspace_bytes()` is not 0 (this kernel %s).  "
+		"The call queues the kernels on the stream and returns; `%s.h` says what each argument "
+		"is, its shape, and what the errors mean.\n",
+		g->name, g->cand->n_scratch ? "needs one" : "needs none", g->name);
+	add_wrapped(sb, text.buf, "", 80);
+	if (json_array_size(g->lineage)) {
+		ks_strbuf_adds(sb,
+			       "\n## Lineage\n\nFrom the seed to this kernel, following first parents:\n\n"
+			       "| id | mutation | fitness |\n| ---: | --- | ---: |\n");
+		json_array_foreach(g->lineage, i, w)
+		{
+			const json_t *f = json_object_get(w, "fitness");
+
+			ks_strbuf_addf(sb, "| %lld | %s | ",
+				       (long long)json_integer_value(json_object_get(w, "id")),
+				       record_str(w, "mutation", "-"));
+			if (json_is_number(f))
+				ks_strbuf_addf(sb, "%.3f |\n", json_number_value(f));
+			else
+				ks_strbuf_addf(sb, "%s |\n", record_str(w, "verdict", "-"));
+		}
+	}
+	ks_strbuf_release(&text);
+	ks_strbuf_release(&args);
+}
+
+/* Files */
+
+static int make_dirs(const char *path, struct ks_error *err)
+{
+	char *copy = ks_strdup(path);
+	struct stat st;
+	int ret = -1;
+
+	for (char *p = copy + 1;; p++) {
+		char saved = *p;
+
+		if (saved != '/' && saved != '\0')
+			continue;
+		*p = '\0';
+		if (mkdir(copy, 0777) < 0 && errno != EEXIST) {
+			ks_fail(err, "cannot create folder %s: %s", copy, strerror(errno));
+			goto cleanup;
+		}
+		*p = saved;
+		if (!saved)
+			break;
+	}
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		ks_fail(err, "%s exists and is not a folder", path);
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	free(copy);
+	return ret;
+}
+
+/* Write dir/file through a temporary name, so that it is whole or absent. */
+static int write_file(const char *dir, const char *file, const struct ks_strbuf *text, struct ks_error *err)
+{
+	char *path = ks_path_join(dir, file);
+	char *tmp = ks_asprintf("%s.tmp%ld", path, (long)getpid());
+	FILE *f = fopen(tmp, "w");
+	int ret = -1;
+
+	if (!f) {
+		ks_fail(err, "cannot write %s: %s", tmp, strerror(errno));
+		goto cleanup;
+	}
+	if (fwrite(text->buf, 1, text->len, f) != text->len || fflush(f)) {
+		ks_fail(err, "writing %s: %s", tmp, strerror(errno));
+		fclose(f);
+		unlink(tmp);
+		goto cleanup;
+	}
+	if (fclose(f)) {
+		ks_fail(err, "writing %s: %s", tmp, strerror(errno));
+		unlink(tmp);
+		goto cleanup;
+	}
+	if (rename(tmp, path) < 0) {
+		ks_fail(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+		unlink(tmp);
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	free(tmp);
+	free(path);
+	return ret;
+}
+
+/* The plan must resolve on every workload: a record whose params cannot run is not exported. */
+static int check_plan(const struct gen *g)
+{
+	const struct ks_workload *lists[2] = { g->op->workloads, g->op->check_workloads };
+	size_t counts[2] = { g->op->n_workloads, g->op->n_check_workloads };
+
+	for (int l = 0; l < 2; l++) {
+		for (size_t k = 0; k < counts[l]; k++) {
+			struct ks_plan plan;
+
+			if (ks_plan_resolve(g->cand, g->op, &lists[l][k], g->params, &plan, g->err) < 0)
+				return -1;
+			ks_plan_release(&plan);
+		}
+	}
+	return 0;
+}
+
+static int is_arch_word(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_')
+			return 0;
+	return 1;
+}
+
+int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
+		    const json_t *record, const json_t *lineage, const char *out_dir, const char *name,
+		    struct ks_error *err)
+{
+	struct gen g = {
+		.op = op,
+		.cand = cand,
+		.params = params,
+		.record = record,
+		.lineage = lineage,
+		.name = name,
+		.err = err,
+	};
+	struct ks_strbuf cu, h, readme;
+	json_t *doc = NULL;
+	char *json_text = NULL, *file = NULL;
+	int ret = -1;
+
+	ks_strbuf_init(&cu);
+	ks_strbuf_init(&h);
+	ks_strbuf_init(&readme);
+	if (!cand->bound)
+		return ks_fail(err, "internal error: the candidate is not bound to op %s", op->key);
+	if (!name || !ks_is_identifier(name))
+		return ks_fail(err, "'%s' is not a C identifier; the export's name prefixes its functions",
+			       name ? name : "");
+	g.arch = record_str(record, "arch", "sm_90a");
+	if (!is_arch_word(g.arch))
+		return ks_fail(err, "arch: '%s' is not an architecture name such as sm_90a", g.arch);
+	for (size_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
+		const struct ks_tensor *t =
+			i < op->n_inputs ? &op->inputs[i] : &op->outputs[i - op->n_inputs];
+
+		g.has_bf16 |= t->dtype == KS_DTYPE_BFLOAT16;
+		g.has_fp16 |= t->dtype == KS_DTYPE_FLOAT16;
+		g.has_half |= is_half_type(t->dtype);
+	}
+	g.axis_in_launcher = ks_calloc(op->n_axes + 1, 1);
+	g.axis_in_layout = ks_calloc(op->n_axes + 1, 1);
+	if (check_names(&g) < 0) {
+		ks_error_prefix(err, "%s", cand->path);
+		goto cleanup;
+	}
+	/* (ks_plan_resolve names the candidate itself) */
+	if (check_plan(&g) < 0)
+		goto cleanup;
+	if (add_source(&g, &cu) < 0) {
+		ks_error_prefix(err, "%s", cand->path);
+		goto cleanup;
+	}
+	add_header(&g, &h);
+	add_readme(&g, &readme);
+	doc = record_json(&g);
+	json_text = json_dumps(doc, JSON_INDENT(2));
+	if (make_dirs(out_dir, err) < 0)
+		goto cleanup;
+	file = ks_asprintf("%s.cu", name);
+	if (write_file(out_dir, file, &cu, err) < 0)
+		goto cleanup;
+	free(file);
+	file = ks_asprintf("%s.h", name);
+	if (write_file(out_dir, file, &h, err) < 0)
+		goto cleanup;
+	free(file);
+	file = ks_asprintf("%s.json", name);
+	ks_strbuf_release(&cu);
+	ks_strbuf_init(&cu);
+	ks_strbuf_adds(&cu, json_text);
+	ks_strbuf_adds(&cu, "\n");
+	if (write_file(out_dir, file, &cu, err) < 0 || write_file(out_dir, "README.md", &readme, err) < 0)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	free(file);
+	free(json_text);
+	json_decref(doc);
+	free(g.axis_in_launcher);
+	free(g.axis_in_layout);
+	ks_strbuf_release(&cu);
+	ks_strbuf_release(&h);
+	ks_strbuf_release(&readme);
+	return ret;
+}
