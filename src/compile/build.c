@@ -38,28 +38,186 @@ static int resolve_all(const struct ks_candidate *cand, const struct ks_op *op, 
 	return 0;
 }
 
-static int check_globals(const struct ks_candidate *cand, struct ks_build *out, struct ks_error *err)
+static void names_list(struct ks_strbuf *list, char **names, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		ks_strbuf_addf(list, "%s'%s'", i ? ", " : "", names[i]);
+}
+
+/*
+ * The contract's rules about state: nothing a kernel can write may survive
+ * the call.  Returns 1 with out->verdict refused, 0 when the module
+ * passes, -1 when the PTX cannot be read.
+ */
+static int check_state(const struct ks_candidate *cand, struct ks_build *out, struct ks_error *err)
 {
 	char **names;
 	size_t count;
 	struct ks_strbuf list;
 
+	if (ks_ptx_forbidden_calls(out->compiled.ptx, &names, &count, err) < 0)
+		return -1;
+	if (count) {
+		ks_strbuf_init(&list);
+		names_list(&list, names, count);
+		ks_fail(err,
+			"%s: refused: calls the external function%s %s; a kernel may call only what its "
+			"module defines, plus printf and assert (device malloc/free are refused: the device "
+			"heap outlives a call, so it could carry results from one call to the next; use a "
+			"scratch buffer)",
+			cand->path, count > 1 ? "s" : "", list.buf);
+		ks_strbuf_release(&list);
+		ks_ptx_names_free(names, count);
+		out->verdict = KS_VERDICT_REFUSED;
+		return 1;
+	}
 	if (ks_ptx_mutable_globals(out->compiled.ptx, &names, &count, err) < 0)
 		return -1;
 	if (!count)
 		return 0;
 	ks_strbuf_init(&list);
-	for (size_t i = 0; i < count; i++)
-		ks_strbuf_addf(&list, "%s'%s'", i ? ", " : "", names[i]);
+	names_list(&list, names, count);
 	ks_fail(err,
-		"%s: refused: mutable __device__ global %s; a kernel must not keep state between "
-		"calls (it could return results carried from a previous call). Use __constant__ for "
-		"read-only tables, and scratch buffers for working memory",
-		cand->path, list.buf);
+		"%s: refused: mutable global %s (a __device__ or __constant__ variable, string literals "
+		"included, that a store can reach): a kernel could keep state in %s between calls and "
+		"return results carried from a previous call. Read-only tables (data no store reaches) are "
+		"fine; use scratch buffers for working memory",
+
+		cand->path, list.buf, count > 1 ? "them" : "it");
 	ks_strbuf_release(&list);
 	ks_ptx_names_free(names, count);
 	out->verdict = KS_VERDICT_REFUSED;
 	return 1;
+}
+
+/* What kind of PTX parameter an argument of the launch plan needs, in words. */
+static int arg_fits(const struct ks_op *op, const struct ks_arg *arg, const struct ks_ptx_param *param,
+		    const char **want)
+{
+	int bytes = 8, is_float = 0;
+
+	switch (arg->kind) {
+	case KS_ARG_INPUT:
+	case KS_ARG_OUTPUT:
+	case KS_ARG_SCRATCH:
+		*want = "a pointer (8-byte integer: .u64/.s64/.b64)";
+		break;
+	case KS_ARG_AXIS:
+		*want = "an int (.s32/.u32/.b32)";
+		bytes = 4;
+		break;
+	case KS_ARG_SCALAR:
+		switch (op->inputs[arg->index].dtype) {
+		case KS_DTYPE_FLOAT32:
+			*want = "a float (.f32)";
+			bytes = 4;
+			is_float = 1;
+			break;
+		case KS_DTYPE_INT32:
+			*want = "an int (.s32/.u32/.b32)";
+			bytes = 4;
+			break;
+		case KS_DTYPE_INT64:
+			*want = "a 64-bit integer (.s64/.u64/.b64)";
+			break;
+		case KS_DTYPE_BFLOAT16:
+		case KS_DTYPE_FLOAT16:
+			*want = "a 16-bit float (a 2-byte value or struct)";
+			return param->bytes == 2;
+		}
+		break;
+	}
+	if (param->bytes != bytes || param->cls == KS_PTX_PARAM_AGGREGATE)
+		return 0;
+	if (param->cls == KS_PTX_PARAM_BITS)
+		return 1;
+	return is_float == (param->cls == KS_PTX_PARAM_FLOAT);
+}
+
+static int dims_match(const int64_t *have, const int *want)
+{
+	return have[0] == want[0] && have[1] == want[1] && have[2] == want[2];
+}
+
+/*
+ * The launch plan against the binary: each launch passes as many
+ * arguments as its kernel takes, each of the kind the kernel declares,
+ * and never more threads than its __launch_bounds__ (or other than its
+ * .reqntid) on any workload.  Returns 1 with out->verdict contract_error.
+ */
+static int check_launches(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params,
+			  struct ks_build *out, struct ks_error *err)
+{
+	const struct ks_workload *lists[2] = { op->workloads, op->check_workloads };
+	size_t counts[2] = { op->n_workloads, op->n_check_workloads };
+	int ret = 0;
+
+	for (size_t i = 0; i < cand->n_launches && !ret; i++) {
+		const struct ks_launch *launch = &cand->launches[i];
+		struct ks_ptx_entry entry;
+
+		if (ks_ptx_entry(out->compiled.ptx, launch->kernel, &entry, err) < 0)
+			return -1;
+		if (entry.n_params != launch->n_args) {
+			ks_fail(err,
+				"%s: launch[%zu] (%s) passes %zu argument%s, but the kernel takes %zu "
+				"parameter%s",
+				cand->path, i, launch->kernel, launch->n_args, launch->n_args == 1 ? "" : "s",
+				entry.n_params, entry.n_params == 1 ? "" : "s");
+			ret = 1;
+		}
+		for (size_t a = 0; !ret && a < launch->n_args; a++) {
+			const char *want = "";
+
+			if (!arg_fits(op, &launch->args[a], &entry.params[a], &want)) {
+				ks_fail(err,
+					"%s: launch[%zu] (%s) argument %zu '%s' is passed as %s, but the "
+					"kernel's "
+					"parameter %zu is %s",
+					cand->path, i, launch->kernel, a + 1, launch->args[a].name, want,
+					a + 1, entry.params[a].type);
+				ret = 1;
+			}
+		}
+		for (int l = 0; l < 2 && !ret; l++) {
+			for (size_t w = 0; w < counts[l] && !ret; w++) {
+				struct ks_plan plan;
+				const struct ks_launch_dims *d;
+				int64_t bound =
+					(int64_t)entry.maxntid[0] * entry.maxntid[1] * entry.maxntid[2];
+
+				if (ks_plan_resolve(cand, op, &lists[l][w], params, &plan, err) < 0) {
+					ks_ptx_entry_release(&entry);
+					return -1;
+				}
+				d = &plan.launches[i];
+				if (bound > 0 && d->threads > bound) {
+					ks_fail(err,
+						"%s: launch[%zu] (%s) runs %lld threads per block on "
+						"workload %s, "
+						"but the kernel's __launch_bounds__ allow at most %lld",
+						cand->path, i, launch->kernel, (long long)d->threads,
+						lists[l][w].id, (long long)bound);
+					ret = 1;
+				} else if (entry.reqntid[0] && !dims_match(d->block, entry.reqntid)) {
+					ks_fail(err,
+						"%s: launch[%zu] (%s) runs blocks of %lldx%lldx%lld threads "
+						"on "
+						"workload %s, but the kernel requires %dx%dx%d (.reqntid)",
+						cand->path, i, launch->kernel, (long long)d->block[0],
+						(long long)d->block[1], (long long)d->block[2],
+						lists[l][w].id, entry.reqntid[0], entry.reqntid[1],
+						entry.reqntid[2]);
+					ret = 1;
+				}
+				ks_plan_release(&plan);
+			}
+		}
+		ks_ptx_entry_release(&entry);
+	}
+	if (ret)
+		out->verdict = KS_VERDICT_CONTRACT_ERROR;
+	return ret;
 }
 
 static void compute_descriptors(struct ks_build *out)
@@ -142,8 +300,20 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 			return 0;
 		}
 	}
-	if (check_globals(cand, out, err))
-		return out->verdict == KS_VERDICT_REFUSED ? 0 : -1;
+	switch (check_launches(cand, op, params, out, err)) {
+	case 1:
+		return 0;
+	case -1:
+		return -1;
+	}
+	switch (check_state(cand, out, err)) {
+	case 1:
+		return 0;
+	case -1:
+		return -1;
+	}
+	if (ks_ptx_variables(out->compiled.ptx, &out->variables, &out->n_variables, err) < 0)
+		return -1;
 
 	for (size_t i = 0; i < cand->n_launches; i++) {
 		struct ks_launch_report *r = &out->launches[i];
@@ -173,6 +343,7 @@ void ks_build_release(struct ks_build *build)
 		return;
 	ks_compile_result_release(&build->compiled);
 	free(build->launches);
+	ks_ptx_names_free(build->variables, build->n_variables);
 	memset(build, 0, sizeof(*build));
 }
 

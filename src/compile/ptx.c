@@ -19,6 +19,7 @@
 #include "ksearch/compile/ptx.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,8 @@ struct ptx_module {
 	size_t n_functions, alloc_functions;
 	struct ptx_span *decls; /* top-level statements other than functions */
 	size_t n_decls, alloc_decls;
+	struct ptx_span *externs; /* functions declared .extern (defined elsewhere) */
+	size_t n_externs, alloc_externs;
 };
 
 static int is_ident_char(int c)
@@ -212,11 +215,30 @@ static int push_decl(struct ptx_module *mod, struct ptx_span decl)
 	return 0;
 }
 
+static int push_extern(struct ptx_module *mod, struct ptx_span name)
+{
+	if (mod->n_externs == mod->alloc_externs) {
+		size_t alloc = mod->alloc_externs ? 2 * mod->alloc_externs : 8;
+		void *grown = realloc(mod->externs, alloc * sizeof(*mod->externs));
+
+		if (!grown)
+			return -1;
+		mod->externs = grown;
+		mod->alloc_externs = alloc;
+	}
+	mod->externs[mod->n_externs++] = name;
+	return 0;
+}
+
+static int mentions(struct ptx_span text, struct ptx_span name, const char **at);
+
 static void module_release(struct ptx_module *mod)
+
 {
 	free(mod->text);
 	free(mod->functions);
 	free(mod->decls);
+	free(mod->externs);
 	memset(mod, 0, sizeof(*mod));
 }
 
@@ -281,8 +303,17 @@ static int parse_statement(struct ptx_module *mod, const char **pos, struct ks_e
 			initializer = 1;
 		} else if (*p == ';' && paren <= 0) {
 			*pos = p + 1;
-			if (is_function)
-				return 0; /* a prototype; only definitions matter */
+			if (is_function) {
+				const char *at;
+
+				/* a prototype: only the external ones matter (what the module calls but
+				 * lacks) */
+				if (mentions((struct ptx_span){ start, (size_t)(p - start) },
+					     (struct ptx_span){ ".extern", 7 }, &at) &&
+				    push_extern(mod, fn.name))
+					return ks_fail(err, "out of memory reading PTX");
+				return 0;
+			}
 			if (push_decl(mod, (struct ptx_span){ start, (size_t)(p - start) }))
 				return ks_fail(err, "out of memory reading PTX");
 			return 0;
@@ -665,16 +696,6 @@ int ks_ptx_has_entry(const char *ptx, const char *name)
 	return found;
 }
 
-/*
- * Names the CUDA headers and the compiler put in .global themselves, which
- * the candidate cannot write to: the math library's reduction tables
- * (__cudart_i2opi_f, used by sinf) and string literals ($str, for printf).
- */
-static int is_toolchain_name(struct ptx_span name)
-{
-	return name.start[0] == '$' || starts_with(name, "__cudart_");
-}
-
 static int push_name(char ***names, size_t *count, struct ptx_span name)
 {
 	char **grown = realloc(*names, (*count + 1) * sizeof(**names));
@@ -689,6 +710,14 @@ static int push_name(char ***names, size_t *count, struct ptx_span name)
 	memcpy(copy, name.start, name.len);
 	copy[name.len] = '\0';
 	(*names)[(*count)++] = copy;
+	return 0;
+}
+
+static int has_name(char **names, size_t count, struct ptx_span name)
+{
+	for (size_t i = 0; i < count; i++)
+		if (span_equals(name, names[i]))
+			return 1;
 	return 0;
 }
 
@@ -710,59 +739,335 @@ static int mentions(struct ptx_span text, struct ptx_span name, const char **at)
 	return 0;
 }
 
-struct write_check {
-	struct ptx_span name;
-	int may_write;
-};
+/* ---- which stores can reach a module variable (taint analysis) ---- */
 
 /*
- * An instruction may write the variable unless it only loads from it by
- * name: "ld.global.u32 %r1, [kconst];".  Taking its address (mov, cvta)
- * counts as a write, since the pointer can go anywhere.
+ * Instructions whose result is computed from their sources: an address in
+ * a source makes the destination an address of the same variable.
  */
-static int write_visit(void *ctx, struct ptx_span mnemonic, struct ptx_span operands)
+static int propagates(struct ptx_span mnemonic)
 {
-	struct write_check *wc = ctx;
-	struct ptx_span rest = operands;
-	const char *at;
+	static const char *const ops[] = {
+		"mov",	"cvta", "cvt",	"add",	"sub",	"mul",	"mad",	    "mul24", "mad24", "sad",
+		"div",	"rem",	"abs",	"neg",	"min",	"max",	"shl",	    "shr",   "and",   "or",
+		"xor",	"not",	"cnot", "lop3", "shf",	"bfe",	"bfi",	    "brev",  "popc",  "clz",
+		"prmt", "selp", "slct", "setp", "set",	"fma",	"copysign", "testp", "bfind", "isspacep",
+		"fns",	"dp4a", "dp2a", "addc", "subc", "madc",
+	};
+	struct ptx_span op = { mnemonic.start, 0 };
 
-	while (!wc->may_write && mentions(rest, wc->name, &at)) {
-		int in_brackets = 0;
+	while (op.len < mnemonic.len && mnemonic.start[op.len] != '.')
+		op.len++;
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (span_equals(op, ops[i]))
+			return 1;
+	return 0;
+}
 
-		for (const char *q = operands.start; q < at; q++)
-			in_brackets += *q == '[' ? 1 : *q == ']' ? -1 : 0;
-		if (!(in_brackets > 0 && (starts_with(mnemonic, "ld.") || starts_with(mnemonic, "ldu."))))
-			wc->may_write = 1;
-		rest.len -= (size_t)(at + wc->name.len - rest.start);
-		rest.start = at + wc->name.len;
+/* Instructions that may write memory through an address operand. */
+static int writes_memory(struct ptx_span mnemonic)
+{
+	return starts_with(mnemonic, "st.") || span_equals(mnemonic, "st") || starts_with(mnemonic, "atom") ||
+	       starts_with(mnemonic, "red") || starts_with(mnemonic, "multimem") ||
+	       starts_with(mnemonic, "tensormap") || starts_with(mnemonic, "discard") ||
+	       starts_with(mnemonic, "sust") || starts_with(mnemonic, "sured") ||
+	       starts_with(mnemonic, "stmatrix") || starts_with(mnemonic, "applypriority") ||
+	       starts_with(mnemonic, "mbarrier");
+}
+
+static int reads_memory(struct ptx_span mnemonic)
+{
+	return starts_with(mnemonic, "ld.") || span_equals(mnemonic, "ld") || starts_with(mnemonic, "ldu") ||
+	       starts_with(mnemonic, "prefetch");
+}
+
+/*
+ * The functions a module may call without defining them.  printf's
+ * vprintf only reads its format string (which may be a string literal in
+ * .global); assert() calls __assertfail.  Everything else (malloc and
+ * free above all: the device heap outlives a call) is refused.
+ */
+static int allowed_extern(struct ptx_span name)
+{
+	return span_equals(name, "vprintf") || span_equals(name, "__assertfail");
+}
+
+struct taint {
+	struct ptx_span name;  /* the variable */
+	struct ptx_span *regs; /* registers that may hold its address */
+	size_t n_regs, alloc_regs;
+	struct ptx_span params[16]; /* .param slots of the call being set up that hold one */
+	size_t n_params;
+	int grew, may_write, oom;
+};
+
+static int is_tainted(const struct taint *t, struct ptx_span reg)
+{
+	for (size_t i = 0; i < t->n_regs; i++)
+		if (t->regs[i].len == reg.len && !memcmp(t->regs[i].start, reg.start, reg.len))
+			return 1;
+	return 0;
+}
+
+static void taint_reg(struct taint *t, struct ptx_span reg)
+{
+	if (!reg.len || reg.start[0] != '%' || is_tainted(t, reg))
+		return;
+	if (t->n_regs == t->alloc_regs) {
+		size_t alloc = t->alloc_regs ? 2 * t->alloc_regs : 16;
+		void *grown = realloc(t->regs, alloc * sizeof(*t->regs));
+
+		if (!grown) {
+			t->oom = 1;
+			return;
+		}
+		t->regs = grown;
+		t->alloc_regs = alloc;
+	}
+	t->regs[t->n_regs++] = reg;
+	t->grew = 1;
+}
+
+/* Whether text names the variable or a register that may hold its address. */
+static int uses_taint(const struct taint *t, struct ptx_span text)
+{
+	const char *p = text.start, *end = text.start + text.len, *at;
+
+	if (mentions(text, t->name, &at))
+		return 1;
+	while (p < end) {
+		if (*p == '%' && (p == text.start || !is_ident_char(p[-1]))) {
+			struct ptx_span reg = ident_at(p);
+
+			if (reg.len > (size_t)(end - p))
+				reg.len = (size_t)(end - p);
+			if (is_tainted(t, reg))
+				return 1;
+			p += reg.len ? reg.len : 1;
+		} else {
+			p++;
+		}
+	}
+	return 0;
+}
+
+/* The n-th top-level operand as raw text (brackets and braces included). */
+static struct ptx_span operand_text(struct ptx_span operands, int n)
+{
+	const char *p = operands.start, *end = operands.start + operands.len, *start;
+	int depth = 0;
+
+	for (; p < end && n > 0; p++) {
+		if (*p == '[' || *p == '{' || *p == '(')
+			depth++;
+		else if (*p == ']' || *p == '}' || *p == ')')
+			depth--;
+		else if (*p == ',' && depth == 0)
+			n--;
+	}
+	if (n > 0)
+		return (struct ptx_span){ end, 0 };
+	start = p;
+	for (depth = 0; p < end; p++) {
+		if (*p == '[' || *p == '{' || *p == '(')
+			depth++;
+		else if (*p == ']' || *p == '}' || *p == ')')
+			depth--;
+		else if (*p == ',' && depth == 0)
+			break;
+	}
+	return (struct ptx_span){ start, (size_t)(p - start) };
+}
+
+static int operand_count(struct ptx_span operands)
+{
+	int n = 0;
+
+	while (operand_text(operands, n).len)
+		n++;
+	return n;
+}
+
+/* Every register named in text becomes tainted ("%rd1", "{%r1, %r2}", "%p1|%p2"). */
+static void taint_regs_in(struct taint *t, struct ptx_span text)
+{
+	const char *p = text.start, *end = text.start + text.len;
+
+	while (p < end) {
+		if (*p == '%') {
+			struct ptx_span reg = ident_at(p);
+
+			if (reg.len > (size_t)(end - p))
+				reg.len = (size_t)(end - p);
+			taint_reg(t, reg);
+			p += reg.len ? reg.len : 1;
+		} else {
+			p++;
+		}
+	}
+}
+
+/* The name inside "[param0+0]". */
+static struct ptx_span bracket_name(struct ptx_span text)
+{
+	const char *p = text.start, *end = text.start + text.len;
+
+	while (p < end && (*p == '[' || is_space(*p)))
+		p++;
+	{
+		struct ptx_span name = ident_at(p);
+
+		if (name.len > (size_t)(end - p))
+			name.len = (size_t)(end - p);
+		return name;
+	}
+}
+
+/* call (ret), target, (args): is every tainted argument vprintf's format? */
+static int call_is_harmless(struct taint *t, struct ptx_span operands)
+{
+	const char *p = operands.start, *end = operands.start + operands.len, *open;
+	struct ptx_span target;
+	int arg = 0;
+
+	while (p < end && is_space(*p))
+		p++;
+	if (p < end && *p == '(') {
+		while (p < end && *p != ')')
+			p++;
+		p++;
+		while (p < end && (is_space(*p) || *p == ','))
+			p++;
+	}
+	target = ident_at(p);
+	open = memchr(p, '(', (size_t)(end - p));
+	if (!open)
+		return t->n_params == 0;
+	for (p = open + 1; p < end && *p != ')';) {
+		struct ptx_span a;
+
+		while (p < end && (is_space(*p) || *p == ','))
+			p++;
+		a = ident_at(p);
+		if (!a.len)
+			break;
+		for (size_t i = 0; i < t->n_params; i++)
+			if (t->params[i].len == a.len && !memcmp(t->params[i].start, a.start, a.len) &&
+			    !(arg == 0 && span_equals(target, "vprintf")))
+				return 0;
+		p += a.len;
+		arg++;
+	}
+	return 1;
+}
+
+static int taint_visit(void *ctx, struct ptx_span mnemonic, struct ptx_span operands)
+{
+	struct taint *t = ctx;
+
+	if (t->may_write)
+		return 0;
+	if (span_equals(mnemonic, "call") || starts_with(mnemonic, "call.")) {
+		if (!call_is_harmless(t, operands))
+			t->may_write = 1;
+		t->n_params = 0;
+		return 0;
+	}
+	if (!uses_taint(t, operands))
+		return 0;
+	if (starts_with(mnemonic, "st.param")) {
+		/* an argument being set up: harmless only if it goes to vprintf's format */
+		if (uses_taint(t, operand_text(operands, 0)) || t->n_params == 16)
+			t->may_write = 1;
+		else
+			t->params[t->n_params++] = bracket_name(operand_text(operands, 0));
+	} else if (reads_memory(mnemonic)) {
+		/* the loaded value is the variable's contents, not its address */
+	} else if (starts_with(mnemonic, "cp.")) {
+		/* copies: a source may be the variable, never the destination */
+		if (uses_taint(t, operand_text(operands, 0)))
+			t->may_write = 1;
+	} else if (writes_memory(mnemonic) || !propagates(mnemonic) || operand_count(operands) < 2) {
+		t->may_write = 1; /* a store through it, or an instruction we cannot vouch for */
+	} else {
+		struct ptx_span dest = operand_text(operands, 0);
+		struct ptx_span rest = { dest.start + dest.len,
+					 (size_t)(operands.start + operands.len - (dest.start + dest.len)) };
+
+		if (uses_taint(t, rest))
+			taint_regs_in(t, dest);
 	}
 	return 0;
 }
 
 /*
  * Whether the module could change the variable declared by statement
- * own_decl.  One that no instruction mentions cannot change (with no
- * separate compilation, nothing outside the module can reach it): that is
- * how a folded "constexpr int N = 8;" looks under -default-device.
+ * own_decl.  An address of it may flow through any register arithmetic;
+ * the module may change it if such an address reaches a store, an atomic,
+ * the destination of a copy, a call (other than as vprintf's format) or
+ * an instruction this analysis does not know, or if it initializes
+ * another variable.  No relocatable device code: nothing outside the
+ * module can name it.  Registers are tracked per function and without
+ * regard to order (a register that ever holds the address counts
+ * everywhere), which errs towards refusing.
  */
 static int module_may_write(const struct ptx_module *mod, size_t own_decl, struct ptx_span name)
 {
-	struct write_check wc = { name, 0 };
-	const char *at;
+	struct taint t = { .name = name };
+	const char *at, *eq;
 
-	for (size_t i = 0; i < mod->n_decls; i++)
-		if (i != own_decl && mentions(mod->decls[i], name, &at))
-			return 1; /* its address initializes another variable */
-	for (size_t i = 0; i < mod->n_functions && !wc.may_write; i++)
-		for_each_instruction(mod->functions[i].body, write_visit, &wc);
-	return wc.may_write;
+	for (size_t i = 0; i < mod->n_decls; i++) {
+		struct ptx_span d = mod->decls[i];
+
+		if (i == own_decl) {
+			/* only its own initializer, after '=', can name it a second time */
+			eq = memchr(d.start, '=', d.len);
+			if (!eq)
+				continue;
+			d.len -= (size_t)(eq - d.start);
+			d.start = eq;
+		}
+		if (mentions(d, name, &at))
+			return 1; /* its address initializes a variable */
+	}
+	for (size_t i = 0; i < mod->n_functions && !t.may_write; i++) {
+		t.n_regs = 0;
+		do {
+			t.grew = 0;
+			t.n_params = 0;
+			for_each_instruction(mod->functions[i].body, taint_visit, &t);
+		} while (t.grew && !t.may_write && !t.oom);
+		if (t.oom)
+			t.may_write = 1;
+	}
+	free(t.regs);
+	return t.may_write;
 }
 
+/* The state space a module-scope declaration puts its variables in, or NULL. */
+static const char *decl_space(struct ptx_span decl)
+{
+	static const char *const spaces[] = { ".global", ".const" };
+	const char *p = decl.start, *end = decl.start + decl.len;
+
+	while (p < end) {
+		if (*p == '.' && (p == decl.start || is_space(p[-1])))
+			for (size_t i = 0; i < sizeof(spaces) / sizeof(spaces[0]); i++)
+				if (word_at(p).len == strlen(spaces[i]) &&
+				    !memcmp(p, spaces[i], strlen(spaces[i])))
+					return spaces[i];
+		p++;
+	}
+	return NULL;
+}
+
+typedef int (*declared_fn)(void *ctx, const struct ptx_module *mod, size_t decl, struct ptx_span name);
+
 /*
- * Report the names declared by one statement such as
- * ".global .align 4 .u32 a, b[4] = {...}" that the module may write.
+ * Call visit for each name declared by a statement such as
+ * ".global .align 4 .u32 a, b[4] = {...}".
  */
-static int report_declared(const struct ptx_module *mod, size_t index, char ***names, size_t *count)
+static int for_each_declared(const struct ptx_module *mod, size_t index, declared_fn visit, void *ctx)
 {
 	struct ptx_span decl = mod->decls[index];
 	const char *p = decl.start, *end = decl.start + decl.len;
@@ -783,8 +1088,7 @@ static int report_declared(const struct ptx_module *mod, size_t index, char ***n
 		} else if (want_name && is_ident_char(*p)) {
 			struct ptx_span name = ident_at(p);
 
-			if (!is_toolchain_name(name) && module_may_write(mod, index, name) &&
-			    push_name(names, count, name))
+			if (visit(ctx, mod, index, name))
 				return -1;
 			p += name.len;
 			want_name = 0;
@@ -801,20 +1105,60 @@ static int report_declared(const struct ptx_module *mod, size_t index, char ***n
 	return 0;
 }
 
-static int declares_global(struct ptx_span decl)
-{
-	const char *p = decl.start, *end = decl.start + decl.len;
+struct name_list {
+	char **names;
+	size_t count;
+	int only_mutable;
+};
 
-	while (p < end) {
-		if (*p == '.' && (p == decl.start || is_space(p[-1])) &&
-		    word_at(p).len == strlen(".global") && !memcmp(p, ".global", 7))
-			return 1;
-		p++;
+static int collect_declared(void *ctx, const struct ptx_module *mod, size_t decl, struct ptx_span name)
+{
+	struct name_list *list = ctx;
+
+	if (list->only_mutable && !module_may_write(mod, decl, name))
+		return 0;
+	return push_name(&list->names, &list->count, name);
+}
+
+static int module_variables(const char *ptx, int only_mutable, char ***names, size_t *count,
+			    struct ks_error *err)
+{
+	struct ptx_module mod;
+	struct name_list list = { NULL, 0, only_mutable };
+	int ret = -1;
+
+	*names = NULL;
+	*count = 0;
+	if (module_parse(ptx, &mod, err))
+		goto cleanup;
+	for (size_t i = 0; i < mod.n_decls; i++) {
+		if (!decl_space(mod.decls[i]))
+			continue;
+		if (for_each_declared(&mod, i, collect_declared, &list)) {
+			ks_fail(err, "out of memory reading PTX");
+			ks_ptx_names_free(list.names, list.count);
+			goto cleanup;
+		}
 	}
-	return 0;
+	*names = list.names;
+	*count = list.count;
+	ret = 0;
+cleanup:
+	module_release(&mod);
+	return ret;
 }
 
 int ks_ptx_mutable_globals(const char *ptx, char ***names, size_t *count, struct ks_error *err)
+{
+	return module_variables(ptx, 1, names, count, err);
+}
+
+int ks_ptx_variables(const char *ptx, char ***names, size_t *count, struct ks_error *err)
+{
+	return module_variables(ptx, 0, names, count, err);
+}
+
+int ks_ptx_forbidden_calls(const char *ptx, char ***names, size_t *count, struct ks_error *err)
 {
 	struct ptx_module mod;
 	int ret = -1;
@@ -823,10 +1167,16 @@ int ks_ptx_mutable_globals(const char *ptx, char ***names, size_t *count, struct
 	*count = 0;
 	if (module_parse(ptx, &mod, err))
 		goto cleanup;
-	for (size_t i = 0; i < mod.n_decls; i++) {
-		if (!declares_global(mod.decls[i]))
+	for (size_t i = 0; i < mod.n_externs; i++) {
+		struct ptx_span name = mod.externs[i];
+		const char *at;
+		int used = 0;
+
+		if (allowed_extern(name) || has_name(*names, *count, name))
 			continue;
-		if (report_declared(&mod, i, names, count)) {
+		for (size_t f = 0; f < mod.n_functions && !used; f++)
+			used = mentions(mod.functions[f].body, name, &at);
+		if (used && push_name(names, count, name)) {
 			ks_fail(err, "out of memory reading PTX");
 			ks_ptx_names_free(*names, *count);
 			*names = NULL;
@@ -838,6 +1188,151 @@ int ks_ptx_mutable_globals(const char *ptx, char ***names, size_t *count, struct
 cleanup:
 	module_release(&mod);
 	return ret;
+}
+
+/* ---- an entry's signature and launch bounds ---- */
+
+/* ".u64" -> bytes and class; 0 if not a scalar type. */
+static int param_type(struct ptx_span word, enum ks_ptx_param_class *cls)
+{
+	struct ptx_span t = { word.start + 1, word.len - 1 };
+	int bytes = word.len > 1 ? type_bytes(t) : 0;
+
+	if (!bytes)
+		return 0;
+	*cls = t.start[0] == 'f' || starts_with(t, "bf") ? KS_PTX_PARAM_FLOAT
+	       : t.start[0] == 'b'			 ? KS_PTX_PARAM_BITS
+							 : KS_PTX_PARAM_INT;
+	return bytes;
+}
+
+/* One ".param .align 8 .b8 name[16]" or ".param .u64 .ptr .global name". */
+static void parse_param(struct ptx_span text, struct ks_ptx_param *out)
+{
+	const char *p = text.start, *end = text.start + text.len;
+	int elem = 0, count = 1;
+
+	memset(out, 0, sizeof(*out));
+	while (p < end) {
+		if (*p == '.') {
+			struct ptx_span w = word_at(p);
+			enum ks_ptx_param_class cls;
+			int bytes = param_type(w, &cls);
+
+			if (w.len > (size_t)(end - p))
+				w.len = (size_t)(end - p);
+			if (bytes) {
+				elem = bytes;
+				out->cls = cls;
+				snprintf(out->type, sizeof(out->type), "%.*s", (int)(w.len - 1), w.start + 1);
+			}
+			p += w.len ? w.len : 1;
+		} else if (*p == '[') {
+			count = atoi(p + 1);
+			out->cls = KS_PTX_PARAM_AGGREGATE;
+			p++;
+		} else {
+			p++;
+		}
+	}
+	out->bytes = elem * (count > 0 ? count : 1);
+	if (out->cls == KS_PTX_PARAM_AGGREGATE)
+		snprintf(out->type, sizeof(out->type), "%d-byte struct", out->bytes);
+}
+
+/* ".maxntid 128, 1, 1" -> dims (missing ones 1). */
+static void parse_dims3(const char *p, const char *end, int dims[3])
+{
+	dims[0] = dims[1] = dims[2] = 1;
+	for (int i = 0; i < 3 && p < end; i++) {
+		while (p < end && (is_space(*p) || *p == ','))
+			p++;
+		if (p >= end || !isdigit((unsigned char)*p))
+			break;
+		dims[i] = atoi(p);
+		while (p < end && isdigit((unsigned char)*p))
+			p++;
+	}
+}
+
+int ks_ptx_entry(const char *ptx, const char *name, struct ks_ptx_entry *out, struct ks_error *err)
+{
+	struct ptx_module mod;
+	const struct ptx_function *fn;
+	const char *p, *end, *open, *close;
+	int ret = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (module_parse(ptx, &mod, err))
+		goto cleanup;
+	fn = name ? find_function(&mod, (struct ptx_span){ name, strlen(name) }, 1) : NULL;
+	if (!fn) {
+		ks_fail(err, "the PTX has no kernel (.entry) called '%s'", name ? name : "(null)");
+		goto cleanup;
+	}
+	p = fn->name.start + fn->name.len;
+	end = fn->body.start;
+	open = memchr(p, '(', (size_t)(end - p));
+	close = open ? matching_paren(open) : NULL;
+	if (open && close && close < end) {
+		const char *q = open + 1;
+
+		while (q < close) {
+			const char *stop = q;
+			int depth = 0;
+
+			while (stop < close && (depth || *stop != ',')) {
+				depth += *stop == '[' ? 1 : *stop == ']' ? -1 : 0;
+				stop++;
+			}
+			if (stop > q) {
+				struct ptx_span param = { q, (size_t)(stop - q) };
+				const char *at;
+
+				if (mentions(param, (struct ptx_span){ ".param", 6 }, &at) ||
+				    memchr(q, '.', (size_t)(stop - q))) {
+					out->params = realloc(out->params,
+							      (out->n_params + 1) * sizeof(*out->params));
+					if (!out->params) {
+						ks_fail(err, "out of memory reading PTX");
+						goto cleanup;
+					}
+					parse_param(param, &out->params[out->n_params++]);
+				}
+			}
+			q = stop + 1;
+		}
+		p = close + 1;
+	}
+	/* directives between the parameter list and the body */
+	while (p < end) {
+		if (*p == '.') {
+			struct ptx_span w = word_at(p);
+			const char *stop = p + w.len;
+
+			while (stop < end && *stop != '.' && *stop != '{')
+				stop++;
+			if (span_equals(w, ".maxntid"))
+				parse_dims3(p + w.len, stop, out->maxntid);
+			else if (span_equals(w, ".reqntid"))
+				parse_dims3(p + w.len, stop, out->reqntid);
+			p = stop;
+		} else {
+			p++;
+		}
+	}
+	ret = 0;
+cleanup:
+	if (ret)
+		ks_ptx_entry_release(out);
+	module_release(&mod);
+	return ret;
+}
+
+void ks_ptx_entry_release(struct ks_ptx_entry *entry)
+{
+	free(entry->params);
+	memset(entry, 0, sizeof(*entry));
 }
 
 void ks_ptx_names_free(char **names, size_t count)

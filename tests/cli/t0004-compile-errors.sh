@@ -73,7 +73,7 @@ f=$(variant global 'if (r < rows' 'calls++;
 python3 -c 'import sys; p=sys.argv[1]; s=open(p).read(); open(p,"w").write(s.replace("extern \"C\"", "__device__ int calls;\nextern \"C\"", 1))' "$f"
 run 3 "$KSEARCH" compile "$f" --op rmsnorm
 out_has "refused"
-out_has "mutable __device__ global 'calls'"
+out_has "mutable global 'calls'"
 
 f=$(variant nvrtc 'y[r] = x[r];' 'y[r] = x[r] + undefined_name;')
 run 3 "$KSEARCH" compile "$f" --op rmsnorm

@@ -272,7 +272,7 @@ static void test_build_refuses_and_reports(void **state)
 		{ "\"kernel\": \"scale\"", "\"kernel\": \"scales\"", KS_VERDICT_CONTRACT_ERROR,
 		  "names kernel 'scales', but the source defines no such" },
 		{ "\tif (base == 0) partial[0] = 0.f;\n", "\tif (base == 0) partial[0] = 0.f;\n\tcalls++;\n",
-		  KS_VERDICT_REFUSED, "mutable __device__ global 'calls'" },
+		  KS_VERDICT_REFUSED, "mutable global 'calls'" },
 		{ "\t\tint i = base + u;\n", "\t\tint i = base + u + undefined_thing;\n",
 		  KS_VERDICT_COMPILE_ERROR, "cand.cu(14)" },
 		{ "\"smem\": \"THREADS*4\"", "\"smem\": \"THREADS*4096\"", KS_VERDICT_REFUSED,

@@ -8,9 +8,14 @@
  *   contract_error  a launch plan that cannot be resolved for some
  *                   workload (bad expression, out-of-range grid or block)
  *   compile_error   NVRTC's log, with the user's line numbers
- *   contract_error  a launch naming a kernel the source does not define
- *   refused         a mutable __device__ global; a launch needing more
- *                   registers, threads or shared memory than the
+ *   contract_error  a launch naming a kernel the source does not define;
+ *                   a launch whose arguments do not match the kernel's
+ *                   parameters in number or kind, or whose blocks exceed
+ *                   its __launch_bounds__ (or differ from its .reqntid)
+ *   refused         a call to an external function other than printf and
+ *                   assert (device malloc/free); a .global or .const
+ *                   variable a store can reach (ptx.h); a launch needing
+ *                   more registers, threads or shared memory than the
  *                   architecture has
  * and err->msg holds the evidence.  The report gives, per launch, ptxas's
  * resources, the PTX descriptors and the theoretical occupancy, and for
@@ -47,6 +52,12 @@ struct ks_build {
 	struct ks_launch_report *launches; /* n_launches, valid when verdict is ok */
 	size_t n_launches;
 	double descriptors[KS_DESC_COUNT];
+	/*
+	 * Every module-scope .global/.const variable (valid when verdict is
+	 * ok): the evaluator checks that none of them changes while it runs.
+	 */
+	char **variables;
+	size_t n_variables;
 };
 
 enum ks_build_flags {

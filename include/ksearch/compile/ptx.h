@@ -5,7 +5,9 @@
  * which tensor-core instructions it uses, which asynchronous copies, how
  * wide its widest global load is, and whether the module declares mutable
  * global variables (which the candidate contract forbids: they would let
- * a kernel carry results from one call to the next).
+ * a kernel carry results from one call to the next), which external
+ * functions it calls, and each kernel's parameters and launch bounds (so
+ * a launch plan can be checked against the binary).
  */
 #ifndef KSEARCH_PTX_H
 #define KSEARCH_PTX_H
@@ -48,24 +50,59 @@ int ks_ptx_kernel_descriptors(const char *ptx, const char *name, struct ks_ptx_d
 int ks_ptx_has_entry(const char *ptx, const char *name);
 
 /*
- * Names of module-scope variables in the .global state space (__device__
- * and __managed__ globals) that the module may write, in declaration
- * order.  *names is a malloc'd array of malloc'd strings (NULL when there
- * are none); free with ks_ptx_names_free().  Returns the count in *count.
+ * Names of module-scope variables in the .global and .const state spaces
+ * (__device__, __managed__, __constant__, string literals, the math
+ * library's tables: every one, whatever its name) that the module may
+ * write, in declaration order.  *names is a malloc'd array of malloc'd
+ * strings (NULL when there are none); free with ks_ptx_names_free().
  *
- * "May write" is decided conservatively from the PTX alone: a variable is
- * left out only if every instruction that names it is a load from it by
- * name (ld.global.u32 %r1, [k]), including when none names it, as with a
- * folded constant.  Taking its address (mov, cvta, an initializer of
- * another variable) counts as a write.  So "__device__ const int k = 3;"
- * is usually left out, but a const or constexpr namespace-scope array
- * indexed at run time (under NVRTC's -default-device such arrays are
- * __device__) is reported: tables belong in __constant__.  What the
- * toolchain itself puts in .global is never reported: string literals
- * ("$str", from printf) and the math library's tables ("__cudart_...",
- * from sinf and friends).
+ * "May write" is decided conservatively from the PTX alone by following
+ * the variable's address through register arithmetic in every function:
+ * the variable may change if its address reaches a store, an atomic, the
+ * destination of a copy, a call (except as vprintf's format string), an
+ * instruction the analysis does not know, or another variable's
+ * initializer.  So a read-only table indexed at run time is not
+ * reported, and neither is printf's format string; a __constant__ array
+ * written through a generic pointer, a writable string literal or a
+ * counter are.
  */
 int ks_ptx_mutable_globals(const char *ptx, char ***names, size_t *count, struct ks_error *err);
+
+/* Every module-scope variable in .global or .const, in declaration order (same ownership). */
+int ks_ptx_variables(const char *ptx, char ***names, size_t *count, struct ks_error *err);
+
+/*
+ * External functions the module calls (or takes the address of) other
+ * than vprintf (printf) and __assertfail (assert): malloc and free above
+ * all, since the device heap outlives a call.  Same ownership as above.
+ */
+int ks_ptx_forbidden_calls(const char *ptx, char ***names, size_t *count, struct ks_error *err);
+
+enum ks_ptx_param_class {
+	KS_PTX_PARAM_INT,	/* .u32 .s64 ... */
+	KS_PTX_PARAM_FLOAT,	/* .f32 .f64 .f16 .bf16 */
+	KS_PTX_PARAM_BITS,	/* .b32 .b64 ...: any kind of that size */
+	KS_PTX_PARAM_AGGREGATE, /* .b8 name[N]: a struct or union by value */
+};
+
+struct ks_ptx_param {
+	enum ks_ptx_param_class cls;
+	int bytes;
+	char type[24]; /* "u64", "f32", "16-byte struct" */
+};
+
+/* What a kernel's .entry declares: its parameters and launch bounds. */
+struct ks_ptx_entry {
+	struct ks_ptx_param *params;
+	size_t n_params;
+	int maxntid[3]; /* __launch_bounds__ (.maxntid); all 0 when absent */
+	int reqntid[3]; /* .reqntid; all 0 when absent */
+};
+
+/* Read the entry called name (fails if there is none); release with ks_ptx_entry_release(). */
+int ks_ptx_entry(const char *ptx, const char *name, struct ks_ptx_entry *out, struct ks_error *err);
+void ks_ptx_entry_release(struct ks_ptx_entry *entry);
+
 void ks_ptx_names_free(char **names, size_t count);
 
 const char *ks_tensor_cores_name(enum ks_tensor_cores tc);

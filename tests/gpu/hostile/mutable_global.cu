@@ -5,7 +5,7 @@
      "args": ["x", "weight", "eps", "y", "num_rows", "hidden"]} ] }
 */
 // expect: refused
-// evidence: mutable __device__ global 'calls'
+// evidence: mutable global 'calls'
 // Counts its launches in a `__device__` global and, past the first few (the correctness runs),
 // stops computing: state carried between calls.  Refused from the PTX before it ever runs.
 #include <cuda_bf16.h>

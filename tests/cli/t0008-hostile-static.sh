@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The static half of the hostile suite, without a GPU: every case in
+# tests/gpu/hostile/ whose expected verdict is static (compile_error,
+# contract_error, refused) gets that verdict from `ksearch compile`, with
+# every "// evidence:" text in its evidence; every other case passes the
+# static checks (so the rules refuse nothing they should not: read-only
+# tables, printf, zeroed scratch).
+. "$(dirname "$0")/lib.sh"
+
+mapfile -t files < <(printf '%s\n' tests/gpu/hostile/*.cu | LC_ALL=C sort)
+[ "${#files[@]}" -ge 30 ] || fail "expected at least 30 hostile cases, found ${#files[@]}"
+static=0
+for f in "${files[@]}"; do
+	expect=$(sed -n 's|^// expect: *\([a-z_]*\).*|\1|p' "$f" | head -n 1)
+	[ -n "$expect" ] || fail "$f: no '// expect:' line"
+	"$KSEARCH" compile "$f" --op rmsnorm --json >"$TMP/out" 2>"$TMP/err"
+	rc=$?
+	checks=$((checks + 1))
+	case $expect in
+	compile_error | contract_error | refused)
+		static=$((static + 1))
+		[ $rc = 3 ] || fail "$f: compile exited $rc, expected 3 ($expect)"
+		python3 - "$TMP/out" "$f" "$expect" <<'PY' || fail "$f: wrong static verdict or evidence"
+import json, re, sys
+out, path, expect = sys.argv[1:]
+r = json.load(open(out))
+got = r.get("verdict")
+text = r.get("evidence") or r.get("error") or ""
+if got != expect:
+    sys.exit(f"verdict {got}, expected {expect}: {text[:300]}")
+for needle in re.findall(r"^// evidence: *(.+?) *$", open(path).read(), re.M):
+    if needle.lower() not in text.lower():
+        sys.exit(f"evidence lacks '{needle}': {text[:400]}")
+PY
+		;;
+	*)
+		[ $rc = 0 ] || fail "$f: expected to pass the static checks (it is judged on the GPU: $expect), compile exited $rc: $(head -c 400 "$TMP/err" "$TMP/out")"
+		;;
+	esac
+done
+[ $static -ge 12 ] || fail "expected at least 12 static cases, found $static"
+echo "$static static verdicts, $((${#files[@]} - static)) cases that pass the static checks"
+done_ok

@@ -1,0 +1,50 @@
+/* ksearch
+{ "params": {},
+  "launch": [
+    {"kernel": "rmsnorm_contract_launch_bounds", "grid": ["num_rows"], "block": ["512"], "args": ["x", "weight", "eps", "y", "num_rows", "hidden"]} ] }
+*/
+// expect: contract_error
+// evidence: __launch_bounds__ allow at most 256
+// Compiled with __launch_bounds__(256) (so ptxas may give it up to 255 registers a thread) but
+// launched with 512 threads a block: the launch fails or, worse, the code assumes 256.
+#include <cuda_bf16.h>
+
+#define THREADS 256
+#define WARPS (THREADS / 32)
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+rmsnorm_contract_launch_bounds(const __nv_bfloat16 *x, const __nv_bfloat16 *weight, float eps, __nv_bfloat16 *y, int num_rows, int hidden)
+{
+	__shared__ float warp_sums[WARPS];
+	const int row = blockIdx.x;
+	if (row >= num_rows)
+		return;
+	const __nv_bfloat16 *xr = x + (size_t)row * hidden;
+	__nv_bfloat16 *yr = y + (size_t)row * hidden;
+
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < hidden; i += THREADS) {
+		const float v = __bfloat162float(xr[i]);
+		ss = fmaf(v, v, ss);
+	}
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0)
+		warp_sums[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float total = 0.0f;
+#pragma unroll
+	for (int w = 0; w < WARPS; ++w)
+		total += warp_sums[w];
+	const float inv_rms = rsqrtf(total / (float)hidden + eps);
+
+	for (int i = threadIdx.x; i < hidden; i += THREADS)
+		yr[i] = __float2bfloat16((__bfloat162float(xr[i]) * inv_rms) * __bfloat162float(weight[i]));
+}
