@@ -20,20 +20,40 @@ int64_t ks_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int write_all(int fd, const void *data, size_t size, struct ks_error *err)
+/*
+ * Write everything before the deadline.  On a non-blocking fd a full pipe
+ * (a peer that stopped reading) is waited out with poll(); on a blocking
+ * one the deadline can only be checked between writes.
+ */
+static int write_all(int fd, const void *data, size_t size, int64_t deadline_ms, struct ks_error *err)
 {
 	const char *p = data;
 
 	while (size) {
 		ssize_t n = write(fd, p, size);
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return ks_fail(err, "writing to the other process: %s", strerror(errno));
+		if (n >= 0) {
+			p += n;
+			size -= (size_t)n;
+			continue;
 		}
-		p += n;
-		size -= (size_t)n;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return ks_fail(err, "writing to the other process: %s", strerror(errno));
+		for (;;) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			int64_t left = deadline_ms < 0 ? 1000000 : deadline_ms - ks_now_ms();
+			int rc;
+
+			if (left <= 0)
+				return ks_fail(err,
+					       "the other process stopped reading: a message could not be "
+					       "written before its deadline");
+			rc = poll(&pfd, 1, left > 1000000 ? 1000000 : (int)left);
+			if (rc > 0 || (rc < 0 && errno != EINTR))
+				break;
+		}
 	}
 	return 0;
 }
@@ -59,8 +79,8 @@ static uint64_t get_le(const unsigned char *p, int bytes)
 	return v;
 }
 
-int ks_frame_write(int fd, const json_t *msg, const struct ks_blob *blobs, size_t n_blobs,
-		   struct ks_error *err)
+int ks_frame_write(int fd, int64_t deadline_ms, const json_t *msg, const struct ks_blob *blobs,
+		   size_t n_blobs, struct ks_error *err)
 {
 	unsigned char header[12 + 8 * KS_FRAME_MAX_BLOBS];
 	char *json;
@@ -79,10 +99,11 @@ int ks_frame_write(int fd, const json_t *msg, const struct ks_blob *blobs, size_
 	put_u32(header + 8, (uint32_t)n_blobs);
 	for (size_t i = 0; i < n_blobs; i++)
 		put_u64(header + 12 + 8 * i, blobs[i].size);
-	if (write_all(fd, header, header_len, err) < 0 || write_all(fd, json, json_len, err) < 0)
+	if (write_all(fd, header, header_len, deadline_ms, err) < 0 ||
+	    write_all(fd, json, json_len, deadline_ms, err) < 0)
 		goto cleanup;
 	for (size_t i = 0; i < n_blobs; i++)
-		if (blobs[i].size && write_all(fd, blobs[i].data, blobs[i].size, err) < 0)
+		if (blobs[i].size && write_all(fd, blobs[i].data, blobs[i].size, deadline_ms, err) < 0)
 			goto cleanup;
 	ret = 0;
 cleanup:

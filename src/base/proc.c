@@ -34,6 +34,23 @@ const char *ks_child_program(void)
 	return program;
 }
 
+/*
+ * In the child, before exec: requests on stdin, replies on
+ * KS_CHILD_REPLY_FD (non-blocking, so the child's writes keep their
+ * deadlines), stdout on /dev/null.  Both pipe ends are first moved above
+ * the standard fds so that neither dup2() can clobber the other.
+ */
+static int child_fds(int requests, int replies)
+{
+	int in = fcntl(requests, F_DUPFD_CLOEXEC, 10), out = fcntl(replies, F_DUPFD_CLOEXEC, 10);
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	if (in < 0 || out < 0 || null < 0 || dup2(in, 0) < 0 || dup2(out, KS_CHILD_REPLY_FD) < 0 ||
+	    dup2(null, 1) < 0)
+		return -1;
+	return fcntl(KS_CHILD_REPLY_FD, F_SETFL, fcntl(KS_CHILD_REPLY_FD, F_GETFL) | O_NONBLOCK);
+}
+
 int ks_child_spawn(struct ks_child *child, const char *const *args, const struct ks_child_limits *limits,
 		   struct ks_error *err)
 {
@@ -75,7 +92,7 @@ int ks_child_spawn(struct ks_child *child, const char *const *args, const struct
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(1);
-		if (dup2(in_pipe[0], 0) < 0 || dup2(out_pipe[1], 1) < 0)
+		if (child_fds(in_pipe[0], out_pipe[1]) < 0)
 			goto child_fail;
 		if (limits && limits->address_space) {
 			struct rlimit rl = { limits->address_space, limits->address_space };
@@ -106,6 +123,13 @@ int ks_child_spawn(struct ks_child *child, const char *const *args, const struct
 	if (exec_errno) {
 		waitpid(pid, NULL, 0);
 		ks_fail(err, "cannot run %s: %s", prog, strerror(exec_errno));
+		goto fail;
+	}
+	/* our writes to it keep their deadlines too (ks_frame_write) */
+	if (fcntl(in_pipe[1], F_SETFL, fcntl(in_pipe[1], F_GETFL) | O_NONBLOCK) < 0) {
+		ks_fail(err, "cannot set up the pipe to a child process: %s", strerror(errno));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
 		goto fail;
 	}
 	child->pid = pid;

@@ -114,6 +114,13 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 	printf("\nverdict: %s\n", ks_verdict_name(r->verdict));
 	if (r->evidence[0])
 		printf("%s\n", r->evidence);
+	if ((w = json_object_get(r->result, "printf"))) {
+		/* evidence for a person: what the kernel printed is never read as a message */
+		printf("device printf, %lld bytes (the first ones):\n%s\n",
+		       (long long)json_integer_value(json_object_get(w, "bytes")),
+		       json_string_value(json_object_get(w, "head")) ?: "");
+	}
+
 	printf("(verification %.2f s, timing %.2f s, wall %.2f s)\n\n",
 	       json_number_value(json_object_get(r->result, "verify_s")),
 	       json_number_value(json_object_get(r->result, "time_s")), r->wall_s);

@@ -1,14 +1,15 @@
 /*
  * internal.c - the hidden subcommands ksearch runs as its own children:
  * `__worker --gpu N` (the GPU evaluator, worker.h) and `__compile`
- * (NVRTC in a killable process, compiler.h).  They talk frames on stdin
- * and stdout; people never run them.
+ * (NVRTC in a killable process, compiler.h).  They read frames on stdin
+ * and answer on KS_CHILD_REPLY_FD (proc.h); people never run them.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "ksearch/base/proc.h"
 #include "ksearch/compile/compiler.h"
 #include "ksearch/evaluate/worker.h"
 
@@ -20,7 +21,7 @@ int cmd_internal_worker(int argc, char **argv)
 		gpu = atoi(argv[2]);
 	else if (argc != 1)
 		return ks_cli_usage("__worker", "internal command: expected --gpu N");
-	return ks_worker_main(0, 1, gpu);
+	return ks_worker_main(0, KS_CHILD_REPLY_FD, gpu);
 }
 
 int cmd_internal_compile(int argc, char **argv)
@@ -28,5 +29,5 @@ int cmd_internal_compile(int argc, char **argv)
 	(void)argv;
 	if (argc != 1)
 		return ks_cli_usage("__compile", "internal command: takes no arguments");
-	return ks_compile_child_main(0, 1);
+	return ks_compile_child_main(0, KS_CHILD_REPLY_FD);
 }

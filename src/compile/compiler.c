@@ -87,7 +87,7 @@ int ks_compile_child_main(int in_fd, int out_fd)
 			  kernels_to_json(&res));
 	out_blobs[0] = (struct ks_blob){ res.ptx, res.ptx ? res.ptx_size : 0 };
 	out_blobs[1] = (struct ks_blob){ res.cubin, res.cubin_size };
-	rc = ks_frame_write(out_fd, reply, out_blobs, 2, &err);
+	rc = ks_frame_write(out_fd, ks_now_ms() + 60000, reply, out_blobs, 2, &err);
 	json_decref(reply);
 	json_decref(msg);
 	ks_blobs_free(blobs, n_blobs);
@@ -124,7 +124,7 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 			"arch", req->arch, "defines", defs);
 	if (ks_child_spawn(&child, args, &child_limits, err) < 0)
 		goto cleanup;
-	if (ks_frame_write(child.to_child, msg, NULL, 0, err) < 0) {
+	if (ks_frame_write(child.to_child, ks_now_ms() + timeout_ms, msg, NULL, 0, err) < 0) {
 		ks_child_kill(&child);
 		ks_error_prefix(err, "compiler process");
 		goto cleanup;

@@ -9,24 +9,61 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "ksearch/base/frame.h"
 #include "ksearch/base/util.h"
 
+/* Writing a job to a worker that stopped reading is given up after this long. */
+#define JOB_WRITE_MS 30000
+
+static void os_random(void *buf, size_t size)
+{
+	size_t got = 0;
+
+	while (got < size) {
+		ssize_t n = getrandom((char *)buf + got, size - got, 0);
+
+		if (n > 0) {
+			got += (size_t)n;
+		} else if (n < 0 && errno != EINTR) {
+			/* no kernel randomness (an ancient kernel): clock and pid, still unknown to a kernel
+			 */
+			uint64_t weak = (uint64_t)ks_now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+
+			for (; got < size;
+			     got++, weak = weak * 6364136223846793005ull + 1442695040888963407ull)
+				((unsigned char *)buf)[got] ^= (unsigned char)(weak >> 56);
+		}
+	}
+}
+
 static uint64_t secret_seed(void)
 {
 	uint64_t seed = 0;
-	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
 
-	if (fd >= 0) {
-		if (read(fd, &seed, sizeof(seed)) != (ssize_t)sizeof(seed))
-			seed = 0;
-		close(fd);
-	}
-	if (!seed)
-		seed = (uint64_t)ks_now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	os_random(&seed, sizeof(seed));
 	return seed;
+}
+
+/* A fresh per-job token: the worker must echo it in every frame of the job. */
+static void job_token(char *hex, size_t size)
+{
+	unsigned char raw[16];
+
+	os_random(raw, sizeof(raw));
+	for (size_t i = 0; i < sizeof(raw) && 2 * i + 2 < size; i++)
+		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+}
+
+/* Whether msg belongs to the job (its id and token): anything else is refused. */
+static int frame_belongs(const json_t *msg, uint64_t job, const char *token)
+{
+	const char *got = json_string_value(json_object_get(msg, "token"));
+	const json_t *id = json_object_get(msg, "job");
+
+	return got && !strcmp(got, token) && json_is_integer(id) && (uint64_t)json_integer_value(id) == job;
 }
 
 static int profile_from_json(const json_t *j, struct ks_device_profile *p)
@@ -106,7 +143,7 @@ void ks_evaluator_close(struct ks_evaluator *ev)
 		struct ks_error err;
 		json_t *quit = json_pack("{s:s}", "type", "quit");
 
-		ks_frame_write(ev->worker.to_child, quit, NULL, 0, &err);
+		ks_frame_write(ev->worker.to_child, ks_now_ms() + 5000, quit, NULL, 0, &err);
 		json_decref(quit);
 		ks_child_finish(&ev->worker, 5000, NULL);
 	}
@@ -138,7 +175,7 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 		     const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
 		     struct ks_eval_result *res, struct ks_error *err)
 {
-	char seed[32], structure[32];
+	char seed[32], structure[32], token[40];
 	json_t *job, *params_json = json_array(), *only = json_array();
 	struct ks_blob cubin = { build->compiled.cubin, build->compiled.cubin_size };
 	int64_t deadline, t0 = ks_now_ms();
@@ -157,6 +194,7 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 		json_array_append_new(only, json_string(opts->workloads[i]));
 	snprintf(seed, sizeof(seed), "%llu",
 		 (unsigned long long)(ev->secret ^ (++ev->jobs * 0x9e3779b97f4a7c15ull)));
+	job_token(token, sizeof(token));
 	/*
 	 * The timed workloads' structure (KV length splits, page permutations)
 	 * is fixed per operator, like a benchmark's: every candidate of every
@@ -170,12 +208,22 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 			h = (h ^ (unsigned char)*c) * 1099511628211ull;
 		snprintf(structure, sizeof(structure), "%llu", (unsigned long long)h);
 	}
-	job = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o}", "type", "eval", "op_dir", op->dir, "path",
-			cand->path, "source", cand->source, "params", params_json, "seed", seed,
-			"structure_seed", structure, "workloads", only);
+	job = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o}", "type", "eval", "job",
+			(json_int_t)ev->jobs, "token", token, "op_dir", op->dir, "path", cand->path, "source",
+			cand->source, "params", params_json, "seed", seed, "structure_seed", structure,
+			"workloads", only);
 	if (opts && opts->time_cap_ms)
 		json_object_set_new(job, "time_cap_ms", json_integer(opts->time_cap_ms));
-	if (ks_frame_write(ev->worker.to_child, job, &cubin, 1, err) < 0) {
+	{
+		/* the module's variables, which the worker checks after every run */
+		json_t *variables = json_array();
+
+		for (size_t i = 0; i < build->n_variables; i++)
+			json_array_append_new(variables, json_string(build->variables[i]));
+		json_object_set_new(job, "variables", variables);
+	}
+
+	if (ks_frame_write(ev->worker.to_child, ks_now_ms() + JOB_WRITE_MS, job, &cubin, 1, err) < 0) {
 		json_decref(job);
 		ks_child_kill(&ev->worker);
 		ks_error_prefix(err, "GPU worker");
@@ -210,6 +258,19 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 				    how);
 			break;
 		}
+		if (!frame_belongs(msg, ev->jobs, token)) {
+			/*
+			 * Replies travel where no candidate code can write, so this is
+			 * a worker gone wrong: it must never decide a verdict.
+			 */
+			json_decref(msg);
+			ks_child_kill(&ev->worker);
+			set_verdict(res, KS_VERDICT_CRASH,
+				    "the GPU worker sent a message that does not belong to this job (wrong "
+				    "job id "
+				    "or token); it was killed and restarted, and nothing it said was used");
+			break;
+		}
 		type = json_string_value(json_object_get(msg, "type"));
 		if (type && !strcmp(type, "deadline")) {
 			deadline = ks_now_ms() + json_integer_value(json_object_get(msg, "ms"));
@@ -239,6 +300,9 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 		res->fitness = json_number_value(json_object_get(msg, "fitness"));
 		res->sol_fraction = json_number_value(json_object_get(msg, "sol_fraction"));
 		json_object_del(msg, "type");
+		json_object_del(msg, "job");
+		json_object_del(msg, "token");
+
 		res->result = msg;
 		if (res->verdict == KS_VERDICT_CRASH)
 			ks_child_finish(&ev->worker, 5000, NULL); /* it exits after a crash */

@@ -151,11 +151,14 @@ static const char kit_source[] =
 	"}\n"
 	"\n"
 	"/*\n"
-	" * Sum over 8-byte words (the tail zero-padded) of mix64(word ^ mix64(index)):\n"
-	" * the index makes it order-sensitive, the mixer makes any change of any bit\n"
-	" * change the sum.  One atomic per block.\n"
+	" * Sum over 8-byte words (the tail zero-padded) of mix64((word ^ k0) +\n"
+	" * mix64(index ^ k1)): the index makes it order-sensitive, the mixer makes\n"
+	" * any change of any bit change the sum, and the secret key (k0, k1) makes\n"
+	" * it impossible for code that does not know the key to balance one change\n"
+	" * with another.  One atomic per block.\n"
 	" */\n"
-	"extern \"C\" __global__ void ks_checksum(const unsigned char *src, u64 bytes, u64 *sum)\n"
+	"extern \"C\" __global__ void ks_checksum(const unsigned char *src, u64 bytes, u64 k0, u64 k1,\n"
+	"				    u64 *sum)\n"
 	"{\n"
 	"	__shared__ u64 warp_sums[32];\n"
 	"	const u64 words = (bytes + 7) / 8, full = bytes / 8;\n"
@@ -172,7 +175,7 @@ static const char kit_source[] =
 	"				if (i * 8 + k < bytes)\n"
 	"					w |= (u64)src[i * 8 + k] << (8 * k);\n"
 	"		}\n"
-	"		acc += mix64(w ^ mix64(i + 0x9e3779b97f4a7c15ull));\n"
+	"		acc += mix64((w ^ k0) + mix64(i ^ k1));\n"
 	"	}\n"
 	"	for (int offset = 16; offset; offset >>= 1)\n"
 	"		acc += __shfl_down_sync(0xffffffffu, acc, offset);\n"
@@ -188,7 +191,106 @@ static const char kit_source[] =
 	"	}\n"
 	"}\n"
 	"\n"
+	"/*\n"
+	" * Guard bands: each region (device pointer, bytes, key) holds the byte\n"
+	" * pattern byte(o & 7) of mix64(key ^ mix64(o >> 3)) at offset o.  One\n"
+	" * launch fills or checks every region (blockIdx.y picks it); a check\n"
+	" * counts the bytes that differ and keeps the lowest (region << 40 | offset).\n"
+	" */\n"
+	"struct region { u64 ptr, bytes, key; };\n"
+	"\n"
+	"__device__ __forceinline__ unsigned char guard_byte(u64 key, u64 o)\n"
+	"{\n"
+	"	return (unsigned char)(mix64(key ^ mix64(o >> 3)) >> (8 * (o & 7)));\n"
+	"}\n"
+	"\n"
+	"extern \"C\" __global__ void ks_guard(const region *regions, int check, u64 *result)\n"
+	"{\n"
+	"	const region r = regions[blockIdx.y];\n"
+	"	unsigned char *p = (unsigned char *)r.ptr;\n"
+	"	u64 bad = 0, first = ~0ull;\n"
+	"\n"
+	"	for (u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x; o < r.bytes;\n"
+	"	     o += (u64)gridDim.x * blockDim.x) {\n"
+	"		unsigned char want = guard_byte(r.key, o);\n"
+	"		if (!check) {\n"
+	"			p[o] = want;\n"
+	"		} else if (p[o] != want) {\n"
+	"			bad++;\n"
+	"			if (first == ~0ull)\n"
+	"				first = (u64)blockIdx.y << 40 | o;\n"
+	"		}\n"
+	"	}\n"
+	"	if (check && bad) {\n"
+	"		atomicAdd(&result[0], bad);\n"
+	"		atomicMin(&result[1], first);\n"
+	"	}\n"
+	"}\n"
+	"\n"
+	"/*\n"
+	" * Output comparison on the device, the same rule as compare.c on the host:\n"
+	" * element i fails unless got and ref are both finite and |got - ref| <=\n"
+	" * atol + rtol * |ref| (in double, rounded step by step as the host does).\n"
+	" * result[0] counts failures, result[1] keeps the lowest failing index.\n"
+	" */\n"
+	"__device__ __forceinline__ double element(const void *p, int dtype, long long i)\n"
+	"{\n"
+	"	if (dtype == DT_BF16)\n"
+	"		return (double)bf16_to_f32(((const u16 *)p)[i]);\n"
+	"	if (dtype == DT_F16)\n"
+	"		return (double)f16_to_f32(((const u16 *)p)[i]);\n"
+	"	if (dtype == DT_F32)\n"
+	"		return (double)((const float *)p)[i];\n"
+	"	if (dtype == DT_I32)\n"
+	"		return (double)((const int *)p)[i];\n"
+	"	return (double)((const long long *)p)[i];\n"
+	"}\n"
+	"\n"
+	"__device__ __forceinline__ bool finite(double x)\n"
+	"{\n"
+	"	return ((__double_as_longlong(x) >> 52) & 0x7ff) != 0x7ff;\n"
+	"}\n"
+	"\n"
+	"__device__ __forceinline__ double magnitude(double x)\n"
+	"{\n"
+	"	return __longlong_as_double(__double_as_longlong(x) & 0x7fffffffffffffffll);\n"
+	"}\n"
+	"\n"
+	"extern \"C\" __global__ void ks_compare(const void *got, const void *ref, long long n, int dtype,\n"
+	"				   double atol, double rtol, u64 *result)\n"
+	"{\n"
+	"	u64 bad = 0, first = ~0ull;\n"
+	"\n"
+	"	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+	"	     i += (long long)gridDim.x * blockDim.x) {\n"
+	"		double g = element(got, dtype, i), r = element(ref, dtype, i);\n"
+	"		bool ok = finite(g) && finite(r) &&\n"
+	"			  magnitude(__dsub_rn(g, r)) <= __dadd_rn(atol, __dmul_rn(rtol, "
+	"magnitude(r)));\n"
+	"		if (!ok) {\n"
+	"			bad++;\n"
+	"			if (first == ~0ull)\n"
+	"				first = (u64)i;\n"
+	"		}\n"
+	"	}\n"
+	"	if (bad) {\n"
+	"		atomicAdd(&result[0], bad);\n"
+	"		atomicMin(&result[1], first);\n"
+	"	}\n"
+	"}\n"
+	"\n"
+	"/* Overwrite the block's whole dynamic shared memory, so no launch can read another's. */\n"
+	"extern \"C\" __global__ void ks_scrub_shared(unsigned int words)\n"
+	"{\n"
+	"	extern __shared__ unsigned int smem[];\n"
+	"	volatile unsigned int *s = smem; /* the stores are the point: none may be dropped */\n"
+	"	for (unsigned int i = threadIdx.x; i < words; i += blockDim.x)\n"
+	"		s[i] = 0xffffffffu;\n"
+	"}\n"
+
+	"\n"
 	"/* 16-byte copies, four in flight per thread, for the DRAM bandwidth. */\n"
+
 	"extern \"C\" __global__ void ks_copy(const uint4 *__restrict__ src, uint4 *__restrict__ dst,\n"
 	"				u64 n)\n"
 	"{\n"
@@ -246,8 +348,10 @@ struct ks_gpukit {
 	CUcontext ctx; /* retained primary context; NULL until retained */
 	CUstream stream;
 	CUmodule module;
-	CUfunction fill, checksum, copy;
-	unsigned int fill_blocks, checksum_blocks, copy_blocks; /* all resident at once */
+	CUfunction fill, checksum, copy, guard, scrub, compare;
+	unsigned int fill_blocks, checksum_blocks, copy_blocks, guard_blocks,
+		compare_blocks;	  /* all resident */
+	unsigned int scrub_words; /* the scrub kernel's dynamic shared memory, in 4-byte words */
 	CUdeviceptr flush_buf;
 	size_t flush_bytes;
 	unsigned int flushes;
@@ -304,12 +408,34 @@ static int build_kernels(struct ks_gpukit *kit, struct ks_error *err)
 	    check(kit, cu->module_get_function(&kit->checksum, kit->module, "ks_checksum"),
 		  "cuModuleGetFunction(ks_checksum)", err) ||
 	    check(kit, cu->module_get_function(&kit->copy, kit->module, "ks_copy"),
-		  "cuModuleGetFunction(ks_copy)", err))
+		  "cuModuleGetFunction(ks_copy)", err) ||
+	    check(kit, cu->module_get_function(&kit->guard, kit->module, "ks_guard"),
+		  "cuModuleGetFunction(ks_guard)", err) ||
+	    check(kit, cu->module_get_function(&kit->scrub, kit->module, "ks_scrub_shared"),
+		  "cuModuleGetFunction(ks_scrub_shared)", err) ||
+	    check(kit, cu->module_get_function(&kit->compare, kit->module, "ks_compare"),
+		  "cuModuleGetFunction(ks_compare)", err))
 		goto cleanup;
 	if (resident_blocks(kit, kit->fill, &kit->fill_blocks, err) ||
 	    resident_blocks(kit, kit->checksum, &kit->checksum_blocks, err) ||
-	    resident_blocks(kit, kit->copy, &kit->copy_blocks, err))
+	    resident_blocks(kit, kit->copy, &kit->copy_blocks, err) ||
+	    resident_blocks(kit, kit->guard, &kit->guard_blocks, err) ||
+	    resident_blocks(kit, kit->compare, &kit->compare_blocks, err))
 		goto cleanup;
+	/* the scrub takes all the shared memory a block may have, so one block holds a whole SM */
+	kit->scrub_words = (unsigned int)(kit->info.max_smem_per_block_optin > 48 * 1024
+						  ? kit->info.max_smem_per_block_optin
+						  : 48 * 1024) /
+			   4;
+	if (check(kit,
+		  cu->func_set_attribute(kit->scrub, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					 (int)(4 * kit->scrub_words)),
+		  "giving the scrub kernel all shared memory", err) ||
+	    check(kit,
+		  cu->func_set_attribute(kit->scrub, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+		  "setting the scrub kernel's shared-memory carveout", err))
+		goto cleanup;
+
 	ret = 0;
 cleanup:
 	ks_compile_result_release(&res);
@@ -723,25 +849,89 @@ int ks_gpukit_poison(struct ks_gpukit *kit, CUdeviceptr dst, size_t bytes, struc
 		     "poisoning a buffer (cuMemsetD8Async)", err);
 }
 
-int ks_gpukit_checksum(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes, uint64_t *sum,
-		       struct ks_error *err)
+int ks_gpukit_checksum_async(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes,
+			     const struct ks_hash_key *key, CUdeviceptr slot, struct ks_error *err)
+{
+	unsigned long long n = bytes;
+	uint64_t k0 = key ? key->k0 : 0, k1 = key ? key->k1 : 0x9e3779b97f4a7c15ull;
+	void *params[] = { &src, &n, &k0, &k1, &slot };
+
+	if (check(kit, kit->cu->memset_d32_async(slot, 0, 2, kit->stream), "clearing a checksum", err))
+		return -1;
+	if (!bytes)
+		return 0;
+	return launch(kit, kit->checksum, "checksum", grid_for(kit->checksum_blocks, (n + 7) / 8), params,
+		      err);
+}
+
+int ks_gpukit_guards(struct ks_gpukit *kit, CUdeviceptr regions, unsigned int n_regions, uint64_t max_bytes,
+		     CUdeviceptr result, struct ks_error *err)
+{
+	int checking = result != 0;
+	unsigned int grid_x = grid_for(kit->guard_blocks, max_bytes);
+	void *params[] = { &regions, &checking, &result };
+	CUresult rc;
+
+	if (!n_regions)
+		return 0;
+	if (n_regions > 65535)
+		return ks_fail(err, "internal error: %u guard regions (at most 65535)", n_regions);
+	if (checking && (check(kit, kit->cu->memset_d32_async(result, 0, 2, kit->stream),
+			       "clearing a guard check", err) ||
+			 check(kit, kit->cu->memset_d32_async(result + 8, 0xffffffffu, 2, kit->stream),
+			       "clearing a guard check", err)))
+		return -1;
+	grid_x = (grid_x + n_regions - 1) / n_regions;
+	rc = kit->cu->launch_kernel(kit->guard, grid_x ? grid_x : 1, n_regions, 1, KIT_BLOCK, 1, 1, 0,
+				    kit->stream, params, NULL);
+	return check(kit, rc, checking ? "checking guard bands" : "filling guard bands", err);
+}
+
+int ks_gpukit_compare(struct ks_gpukit *kit, enum ks_dtype dtype, CUdeviceptr got, CUdeviceptr ref,
+		      int64_t numel, double atol, double rtol, CUdeviceptr result, struct ks_error *err)
+{
+	long long n = numel;
+	int dtype_arg = (int)dtype;
+	void *params[] = { &got, &ref, &n, &dtype_arg, &atol, &rtol, &result };
+
+	if (check(kit, kit->cu->memset_d32_async(result, 0, 2, kit->stream), "clearing a comparison", err) ||
+	    check(kit, kit->cu->memset_d32_async(result + 8, 0xffffffffu, 2, kit->stream),
+		  "clearing a comparison", err))
+		return -1;
+	if (numel <= 0)
+		return 0;
+	return launch(kit, kit->compare, "compare", grid_for(kit->compare_blocks, (uint64_t)numel), params,
+		      err);
+}
+
+int ks_gpukit_scrub_shared(struct ks_gpukit *kit, struct ks_error *err)
+
+{
+	unsigned int words = kit->scrub_words;
+	void *params[] = { &words };
+	/* two waves of one block per SM: every SM's shared memory is written at least once */
+	unsigned int grid = 2u * (unsigned int)(kit->info.sm_count > 0 ? kit->info.sm_count : 1);
+
+	return check(kit,
+		     kit->cu->launch_kernel(kit->scrub, grid, 1, 1, 1024, 1, 1, 4 * words, kit->stream,
+					    params, NULL),
+		     "scrubbing shared memory", err);
+}
+
+int ks_gpukit_checksum(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes, const struct ks_hash_key *key,
+		       uint64_t *sum, struct ks_error *err)
 {
 	const struct ks_cuda *cu = kit->cu;
-	unsigned long long n = bytes;
 	uint64_t device_sum = 0;
-	void *params[] = { &src, &n, &kit->sum_buf };
 
 	/* The length is mixed in too, so that trailing zero bytes still count. */
 	if (bytes &&
-	    (check(kit, cu->memset_d32_async(kit->sum_buf, 0, 2, kit->stream), "clearing the checksum",
-		   err) ||
-	     launch(kit, kit->checksum, "checksum", grid_for(kit->checksum_blocks, (n + 7) / 8), params,
-		    err) ||
+	    (ks_gpukit_checksum_async(kit, src, bytes, key, kit->sum_buf, err) ||
 	     check(kit, cu->memcpy_dtoh_async(&device_sum, kit->sum_buf, sizeof(device_sum), kit->stream),
 		   "reading the checksum", err) ||
 	     check(kit, cu->stream_synchronize(kit->stream), "cuStreamSynchronize (checksum)", err)))
 		return -1;
-	*sum = device_sum + mix64(n ^ SALT_CHECKSUM_LENGTH);
+	*sum = device_sum + mix64((uint64_t)bytes ^ SALT_CHECKSUM_LENGTH);
 	return 0;
 }
 

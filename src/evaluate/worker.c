@@ -1,61 +1,121 @@
 /*
  * worker.c - the GPU evaluator process: verification and timing that no
- * kernel can fool (see worker.h for the protocol and its guarantees).
+ * kernel can fool (see worker.h for the protocol, docs/design.md for the
+ * threat model each defence answers).
  */
 #include "ksearch/evaluate/worker.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "ksearch/op/candidate.h"
+#include "ksearch/base/frame.h"
+#include "ksearch/base/pcg.h"
+#include "ksearch/base/util.h"
+#include "ksearch/compile/nvrtc.h"
 #include "ksearch/evaluate/compare.h"
 #include "ksearch/evaluate/cuda.h"
-#include "ksearch/base/frame.h"
 #include "ksearch/evaluate/gpukit.h"
-#include "ksearch/compile/nvrtc.h"
+#include "ksearch/op/candidate.h"
 #include "ksearch/op/op.h"
-#include "ksearch/base/util.h"
 #include "ksearch/op/verdict.h"
 
 /* A time this far under the floor cannot be real (the floor's bandwidth is a copy kernel's). */
 #define SOL_IMPLAUSIBLE 1.25
+
+/* Guard band on each side of every buffer a kernel is given. */
+#define GUARD_BYTES (64 * 1024)
+/* Buffers start at this alignment (cuMemAlloc's own), so vector loads still work. */
+#define BUF_ALIGN 256
+
+/*
+ * Each timed repetition of a candidate is verified against the reference
+ * with probability 1/VERIFY_ONE_IN, decided after it ran, and only verified
+ * repetitions are timed: a kernel that skips work when it guesses it is
+ * not checked gains nothing, and is caught once a guess is wrong.
+ */
+#define VERIFY_ONE_IN 2
+#define MIN_VERIFIED 10
+
+/* Device printf: bytes kept as evidence, and the capture file's size at which it is emptied. */
+#define PRINTF_KEEP 2048
+#define PRINTF_TRIM (1 << 20)
+
+/* Replies that the coordinator does not read within this long end the worker. */
+#define REPLY_WRITE_MS 60000
+
+#define MAX_LAUNCHES 16
+#define MAX_SCRATCH 16
+
+/* A device buffer with a guard band on each side: [base, ptr) and [ptr + bytes, base + alloc). */
+struct gbuf {
+	CUdeviceptr base, ptr;
+	size_t bytes, alloc;
+};
+
+/* A module-scope variable of a loaded candidate, and its keyed sum right after loading. */
+struct module_var {
+	char *name;
+	CUdeviceptr ptr;
+	size_t bytes;
+	uint64_t sum;
+};
 
 /* A loaded program: a candidate or the reference. */
 struct program {
 	const struct ks_candidate *cand;
 	const int64_t *params;
 	CUmodule module;
-	CUfunction fns[16];
+	CUfunction fns[MAX_LAUNCHES];
+	struct module_var *vars;
+	size_t n_vars;
 };
 
-/* The device buffers of one workload and one input set. */
+/* The inputs of one workload. */
 struct inputs {
-	CUdeviceptr *ptr; /* 0 for scalars */
-	size_t *bytes;
-	double *scalar; /* scalar inputs' values */
-	uint64_t *sum;	/* checksums after generation */
+	struct gbuf *buf; /* zero-sized for scalars */
+	double *scalar;	  /* scalar inputs' values */
+	uint64_t *sum;	  /* keyed sums after the last generation */
 };
 
 struct outputs {
-	CUdeviceptr *ptr;
-	size_t *bytes;
+	struct gbuf *buf;
 	int64_t *numel;
 };
 
 struct scratch {
-	CUdeviceptr ptr[16];
-	size_t bytes[16];
+	struct gbuf buf[MAX_SCRATCH];
+	int zeroed[MAX_SCRATCH];
 	size_t n;
+};
+
+/* The guard bands of one set of buffers, as the kit's region table, and what each region guards. */
+struct guards {
+	CUdeviceptr table;
+	unsigned int n;
+	uint64_t max_bytes;
+	char (*what)[96]; /* "after output 'lse'" per region */
 };
 
 struct settings {
 	int trials; /* input sets per check workload */
 	int min_reps, max_reps, warmup;
 	int time_cap_ms; /* per benchmark workload */
-	int timing_sets; /* input sets rotated while timing */
+};
+
+/* What this job keeps secret from the candidate: which runs are verified, the keys. */
+struct job {
+	json_int_t id;
+	char token[64];
+	struct ks_pcg32 rng;
+	struct ks_hash_key key;
 };
 
 struct worker {
@@ -65,6 +125,19 @@ struct worker {
 	CUstream stream;
 	struct ks_device_profile prof;
 	CUevent start, stop;
+	CUdeviceptr slots; /* scratch words for queued checks */
+	size_t n_slots;
+	struct job job;
+	CUevent prepared; /* recorded before a timed run's preparation: prepared..start is its GPU time */
+	/* where a job's time goes besides the timed launches (seconds), for the record */
+	struct {
+		double inputs, prepare, checks, verify;
+		int runs, verified;
+	} overhead;
+	/* device printf, captured from our stdout */
+	char printf_head[PRINTF_KEEP + 1];
+	size_t printf_kept;
+	uint64_t printf_bytes;
 	/* the operator of the last job, its reference and the reference's times */
 	char *op_dir;
 	struct ks_op op;
@@ -96,6 +169,13 @@ static uint64_t hash_str(const char *s)
 	while (*s)
 		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
 	return h;
+}
+
+static uint64_t rng64(struct ks_pcg32 *rng)
+{
+	uint64_t hi = ks_pcg32_next(rng);
+
+	return hi << 32 | ks_pcg32_next(rng);
 }
 
 static double now_s(void)
@@ -134,12 +214,17 @@ static int fail_internal(struct outcome *oc, const char *msg)
 	return -1;
 }
 
+/* Send msg (stolen) to the coordinator, stamped with the job's id and token. */
 static void send_msg(struct worker *w, json_t *msg)
 {
 	struct ks_error err;
 
-	if (ks_frame_write(w->out_fd, msg, NULL, 0, &err) < 0) {
-		/* the coordinator is gone: nothing left to work for */
+	if (w->job.token[0]) {
+		json_object_set_new(msg, "job", json_integer(w->job.id));
+		json_object_set_new(msg, "token", json_string(w->job.token));
+	}
+	if (ks_frame_write(w->out_fd, ks_now_ms() + REPLY_WRITE_MS, msg, NULL, 0, &err) < 0) {
+		/* the coordinator is gone or stopped listening: nothing left to work for */
 		json_decref(msg);
 		exit(1);
 	}
@@ -152,124 +237,274 @@ static void announce(struct worker *w, double seconds)
 	send_msg(w, json_pack("{s:s, s:I}", "type", "deadline", "ms", (json_int_t)(seconds * 1000.0)));
 }
 
+/* ---- device printf: captured, bounded, evidence only ---- */
+
+/*
+ * The driver writes device printf to stdout at synchronisation points.
+ * Our stdout is an anonymous file that nothing reads as a message: what a
+ * kernel prints is kept (the first PRINTF_KEEP bytes of a job) and counted,
+ * and shown as evidence, never parsed.
+ */
+static int printf_capture_start(void)
+{
+	int fd = memfd_create("ksearch-device-printf", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fd != 1 && (dup2(fd, 1) < 0 || close(fd) < 0))
+		return -1;
+	return fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_APPEND);
+}
+
+/* Move what was printed since the last call into the job's evidence and empty the file. */
+static void printf_collect(struct worker *w)
+{
+	struct stat st;
+	ssize_t n;
+
+	fflush(stdout);
+	if (fstat(1, &st) < 0 || st.st_size <= 0)
+		return;
+	if (w->printf_kept < PRINTF_KEEP) {
+		n = pread(1, w->printf_head + w->printf_kept, PRINTF_KEEP - w->printf_kept, 0);
+		if (n > 0)
+			w->printf_kept += (size_t)n;
+	}
+	w->printf_bytes += (uint64_t)st.st_size;
+	if (ftruncate(1, 0) < 0)
+		return;
+}
+
+static void printf_reset(struct worker *w)
+{
+	printf_collect(w);
+	w->printf_kept = 0;
+	w->printf_bytes = 0;
+}
+
+/* {"bytes": N, "head": "..."} with anything unprintable shown as '?', or NULL if nothing was printed. */
+static json_t *printf_json(struct worker *w)
+{
+	printf_collect(w);
+	if (!w->printf_bytes)
+		return NULL;
+	for (size_t i = 0; i < w->printf_kept; i++) {
+		unsigned char c = (unsigned char)w->printf_head[i];
+
+		if ((c < 0x20 && c != '\n' && c != '\t') || c >= 0x7f)
+			w->printf_head[i] = '?';
+	}
+	w->printf_head[w->printf_kept] = '\0';
+	return json_pack("{s:I, s:s}", "bytes", (json_int_t)w->printf_bytes, "head", w->printf_head);
+}
+
+/* ---- guarded buffers ---- */
+
+static void gbuf_free(struct worker *w, struct gbuf *b)
+{
+	if (b->base)
+		w->cu->mem_free(b->base);
+	memset(b, 0, sizeof(*b));
+}
+
+static CUresult gbuf_alloc(struct worker *w, size_t bytes, struct gbuf *b)
+{
+	size_t body = (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN;
+	CUresult rc;
+
+	memset(b, 0, sizeof(*b));
+	b->alloc = GUARD_BYTES + (body ? body : BUF_ALIGN) + GUARD_BYTES;
+	rc = w->cu->mem_alloc(&b->base, b->alloc);
+	if (rc != CUDA_SUCCESS) {
+		b->base = 0;
+		return rc;
+	}
+	b->ptr = b->base + GUARD_BYTES;
+	b->bytes = bytes;
+	return CUDA_SUCCESS;
+}
+
+static void guards_release(struct worker *w, struct guards *g)
+{
+	if (g->table)
+		w->cu->mem_free(g->table);
+	free(g->what);
+	memset(g, 0, sizeof(*g));
+}
+
+/* One more buffer to guard: its two bands, keyed by the job's secret. */
+static void guards_add(struct worker *w, struct ks_guard_region **regions, struct guards *g,
+		       const struct gbuf *b, const char *kind, const char *name)
+{
+	struct ks_guard_region before = { b->base, (uint64_t)(b->ptr - b->base), rng64(&w->job.rng) };
+	struct ks_guard_region after = { b->ptr + b->bytes,
+					 (uint64_t)(b->base + b->alloc - b->ptr - b->bytes),
+					 rng64(&w->job.rng) };
+
+	*regions = ks_realloc(*regions, (g->n + 2) * sizeof(**regions));
+	g->what = ks_realloc(g->what, (g->n + 2) * sizeof(*g->what));
+	(*regions)[g->n] = before;
+	snprintf(g->what[g->n++], sizeof(*g->what), "before %s '%s'", kind, name);
+	(*regions)[g->n] = after;
+	snprintf(g->what[g->n++], sizeof(*g->what), "past the end of %s '%s'", kind, name);
+	if (before.bytes > g->max_bytes)
+		g->max_bytes = before.bytes;
+	if (after.bytes > g->max_bytes)
+		g->max_bytes = after.bytes;
+}
+
 /* ---- buffers ---- */
 
 static void inputs_free(struct worker *w, const struct ks_op *op, struct inputs *in)
 {
-	if (!in->ptr)
+	if (!in->buf)
 		return;
 	for (size_t i = 0; i < op->n_inputs; i++)
-		if (in->ptr[i])
-			w->cu->mem_free(in->ptr[i]);
-	free(in->ptr);
-	free(in->bytes);
+		gbuf_free(w, &in->buf[i]);
+	free(in->buf);
 	free(in->scalar);
 	free(in->sum);
 	memset(in, 0, sizeof(*in));
 }
 
-/*
- * Generate a workload's inputs.  Values come from seed; the structure
- * (indptr lengths, page permutations) from structure_seed, so that timed
- * input sets differ in their data but not in their shape: a random split
- * of the KV lengths changes a kernel's time, and every candidate of a run
- * (and the reference) must be timed on the same one.
- */
-static int inputs_make(struct worker *w, const struct ks_op *op, const struct ks_workload *wl, uint64_t seed,
-		       uint64_t structure_seed, struct inputs *in, struct outcome *oc)
+/* Room for the checks queued after one run: input sums, variable sums, the guard result. */
+static int slots_reserve(struct worker *w, size_t n, struct outcome *oc)
 {
-	struct ks_error err;
+	CUresult rc;
 
-	in->ptr = ks_calloc(op->n_inputs, sizeof(*in->ptr));
-	in->bytes = ks_calloc(op->n_inputs, sizeof(*in->bytes));
-	in->scalar = ks_calloc(op->n_inputs, sizeof(*in->scalar));
-	in->sum = ks_calloc(op->n_inputs, sizeof(*in->sum));
+	if (n <= w->n_slots)
+		return 0;
+	if (w->slots)
+		w->cu->mem_free(w->slots);
+	w->slots = 0;
+	w->n_slots = 0;
+	rc = w->cu->mem_alloc(&w->slots, n * sizeof(uint64_t));
+	if (rc != CUDA_SUCCESS)
+		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "allocating the evaluator's check words");
+	w->n_slots = n;
+	return 0;
+}
+
+/* Is this generator part of a workload's structure (fixed for timing) rather than its values? */
+static int structural(enum ks_generator_kind kind)
+{
+	return kind == KS_GEN_INDPTR || kind == KS_GEN_PAGE_PERMUTATION;
+}
+
+/*
+ * Fill the inputs: values from seed, structure (indptr lengths, page
+ * permutations) from structure_seed, so that timed input sets differ in
+ * their data but not in their shape: a random split of the KV lengths
+ * changes a kernel's time, and every candidate of a run (and the
+ * reference) must be timed on the same one.  With values_only, only the
+ * inputs that get new values for every timed call (fresh_per_call) are
+ * made again.  Then the keyed sum of every input made, for the check
+ * after the next run.
+ */
+static int inputs_fill(struct worker *w, const struct ks_workload *wl, uint64_t seed, uint64_t structure_seed,
+		       int values_only, struct inputs *in, struct outcome *oc)
+{
+	const struct ks_op *op = &w->op;
+	struct ks_error err;
+	CUresult rc;
+
+	uint64_t *sums = ks_calloc(op->n_inputs ? op->n_inputs : 1, sizeof(*sums));
+	int ret = -1;
+
+	if (slots_reserve(w, op->n_inputs, oc) < 0)
+		goto cleanup;
 	for (size_t i = 0; i < op->n_inputs; i++) {
 		const struct ks_tensor *t = &op->inputs[i];
 		enum ks_generator_kind kind = wl->generators[i].kind;
-		int structural = kind == KS_GEN_INDPTR || kind == KS_GEN_PAGE_PERMUTATION;
-		uint64_t s = mix64(structural ? structure_seed : seed, i + 1);
-		int64_t numel;
-		CUresult rc;
+		uint64_t s = mix64(structural(kind) ? structure_seed : seed, i + 1);
+		int64_t numel = (int64_t)(in->buf[i].bytes / ks_dtype_size(t->dtype));
 
+		if (values_only && !t->fresh_per_call)
+			continue;
 		if (t->is_scalar) {
 			in->scalar[i] = ks_gpukit_scalar(&wl->generators[i], s);
 			continue;
 		}
-		if (ks_tensor_numel(t, wl, &numel, &err) < 0)
-			return fail_internal(oc, err.msg);
-		in->bytes[i] = (size_t)numel * ks_dtype_size(t->dtype);
-		rc = w->cu->mem_alloc(&in->ptr[i], in->bytes[i] ? in->bytes[i] : 16);
-		if (rc != CUDA_SUCCESS) {
-			in->ptr[i] = 0;
-			snprintf(err.msg, sizeof(err.msg), "cannot allocate input %s (%zu bytes): %s",
-				 t->name, in->bytes[i], ks_cuda_strerror(rc));
-			return fail_internal(oc, err.msg);
+		if (ks_gpukit_generate(w->kit, in->buf[i].ptr, t->dtype, numel, &wl->generators[i], &wl->axes,
+				       s, &err) < 0 ||
+		    (in->buf[i].bytes && ks_gpukit_checksum_async(w->kit, in->buf[i].ptr, in->buf[i].bytes,
+								  &w->job.key, w->slots + 8 * i, &err) < 0)) {
+			fail_internal(oc, err.msg);
+			goto cleanup;
 		}
-		if (ks_gpukit_generate(w->kit, in->ptr[i], t->dtype, numel, &wl->generators[i], &wl->axes, s,
-				       &err) < 0)
-			return fail_internal(oc, err.msg);
-		if (ks_gpukit_checksum(w->kit, in->ptr[i], in->bytes[i], &in->sum[i], &err) < 0)
-			return fail_internal(oc, err.msg);
 	}
-	return 0;
+	rc = w->cu->memcpy_dtoh_async(sums, w->slots, op->n_inputs * sizeof(uint64_t), w->stream);
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->stream_synchronize(w->stream);
+	if (rc != CUDA_SUCCESS) {
+		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: generating inputs", wl->id);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < op->n_inputs; i++)
+		if (in->buf[i].bytes && (!values_only || op->inputs[i].fresh_per_call))
+			in->sum[i] = sums[i];
+	ret = 0;
+cleanup:
+	free(sums);
+	return ret;
 }
 
-/* After a candidate ran: did it write into any input? */
-static int inputs_unchanged(struct worker *w, const struct ks_op *op, const struct ks_workload *wl,
-			    const struct inputs *in, struct outcome *oc)
+static int inputs_make(struct worker *w, const struct ks_workload *wl, uint64_t seed, uint64_t structure_seed,
+		       struct inputs *in, struct outcome *oc)
 {
+	const struct ks_op *op = &w->op;
 	struct ks_error err;
 
+	in->buf = ks_calloc(op->n_inputs, sizeof(*in->buf));
+	in->scalar = ks_calloc(op->n_inputs, sizeof(*in->scalar));
+	in->sum = ks_calloc(op->n_inputs, sizeof(*in->sum));
 	for (size_t i = 0; i < op->n_inputs; i++) {
-		uint64_t sum;
+		const struct ks_tensor *t = &op->inputs[i];
+		int64_t numel;
+		CUresult rc;
 
-		if (!in->ptr[i])
+		if (t->is_scalar)
 			continue;
-		if (ks_gpukit_checksum(w->kit, in->ptr[i], in->bytes[i], &sum, &err) < 0)
-			return fail_cuda(oc, KS_VERDICT_CRASH, CUDA_SUCCESS, "workload %s: %s", wl->id,
-					 err.msg);
-		if (sum != in->sum[i])
-			return fail_cuda(
-				oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
-				"workload %s: the candidate wrote into its input '%s' (inputs are read-only)",
-				wl->id, op->inputs[i].name);
+		if (ks_tensor_numel(t, wl, &numel, &err) < 0)
+			return fail_internal(oc, err.msg);
+		rc = gbuf_alloc(w, (size_t)numel * ks_dtype_size(t->dtype), &in->buf[i]);
+		if (rc != CUDA_SUCCESS) {
+			snprintf(err.msg, sizeof(err.msg), "cannot allocate input %s (%lld elements): %s",
+				 t->name, (long long)numel, ks_cuda_strerror(rc));
+			return fail_internal(oc, err.msg);
+		}
 	}
-	return 0;
+	return inputs_fill(w, wl, seed, structure_seed, 0, in, oc);
 }
 
 static void outputs_free(struct worker *w, const struct ks_op *op, struct outputs *out)
 {
-	if (!out->ptr)
+	if (!out->buf)
 		return;
 	for (size_t i = 0; i < op->n_outputs; i++)
-		if (out->ptr[i])
-			w->cu->mem_free(out->ptr[i]);
-	free(out->ptr);
-	free(out->bytes);
+		gbuf_free(w, &out->buf[i]);
+	free(out->buf);
 	free(out->numel);
 	memset(out, 0, sizeof(*out));
 }
 
-static int outputs_make(struct worker *w, const struct ks_op *op, const struct ks_workload *wl,
-			struct outputs *out, struct outcome *oc)
+static int outputs_make(struct worker *w, const struct ks_workload *wl, struct outputs *out,
+			struct outcome *oc)
 {
+	const struct ks_op *op = &w->op;
 	struct ks_error err;
 
-	out->ptr = ks_calloc(op->n_outputs, sizeof(*out->ptr));
-	out->bytes = ks_calloc(op->n_outputs, sizeof(*out->bytes));
+	out->buf = ks_calloc(op->n_outputs, sizeof(*out->buf));
 	out->numel = ks_calloc(op->n_outputs, sizeof(*out->numel));
 	for (size_t i = 0; i < op->n_outputs; i++) {
 		CUresult rc;
 
 		if (ks_tensor_numel(&op->outputs[i], wl, &out->numel[i], &err) < 0)
 			return fail_internal(oc, err.msg);
-		out->bytes[i] = (size_t)out->numel[i] * ks_dtype_size(op->outputs[i].dtype);
-		rc = w->cu->mem_alloc(&out->ptr[i], out->bytes[i] ? out->bytes[i] : 16);
+		rc = gbuf_alloc(w, (size_t)out->numel[i] * ks_dtype_size(op->outputs[i].dtype), &out->buf[i]);
 		if (rc != CUDA_SUCCESS) {
-			out->ptr[i] = 0;
-			snprintf(err.msg, sizeof(err.msg), "cannot allocate output %s (%zu bytes): %s",
-				 op->outputs[i].name, out->bytes[i], ks_cuda_strerror(rc));
+			snprintf(err.msg, sizeof(err.msg), "cannot allocate output %s (%lld elements): %s",
+				 op->outputs[i].name, (long long)out->numel[i], ks_cuda_strerror(rc));
 			return fail_internal(oc, err.msg);
 		}
 	}
@@ -279,8 +514,7 @@ static int outputs_make(struct worker *w, const struct ks_op *op, const struct k
 static void scratch_free(struct worker *w, struct scratch *s)
 {
 	for (size_t i = 0; i < s->n; i++)
-		if (s->ptr[i])
-			w->cu->mem_free(s->ptr[i]);
+		gbuf_free(w, &s->buf[i]);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -288,70 +522,152 @@ static void scratch_free(struct worker *w, struct scratch *s)
 static int scratch_make(struct worker *w, const struct program *prog, const struct ks_plan *plan,
 			struct scratch *s, struct outcome *oc)
 {
+	if (plan->n_scratch > MAX_SCRATCH)
+		return fail_cuda(oc, KS_VERDICT_CONTRACT_ERROR, CUDA_SUCCESS,
+				 "%zu scratch buffers (at most %d)", plan->n_scratch, MAX_SCRATCH);
 	s->n = plan->n_scratch;
 	for (size_t i = 0; i < plan->n_scratch; i++) {
-		CUresult rc;
+		CUresult rc = gbuf_alloc(w, (size_t)plan->scratch_bytes[i], &s->buf[i]);
 
-		s->bytes[i] = (size_t)plan->scratch_bytes[i];
-		rc = w->cu->mem_alloc(&s->ptr[i], s->bytes[i] ? s->bytes[i] : 16);
-		if (rc != CUDA_SUCCESS) {
-			s->ptr[i] = 0;
+		s->zeroed[i] = prog->cand->scratch[i].zeroed;
+		if (rc != CUDA_SUCCESS)
 			return fail_cuda(oc, KS_VERDICT_REFUSED, rc,
-					 "cannot allocate scratch '%s' of %zu bytes",
-					 prog->cand->scratch[i].name, s->bytes[i]);
-		}
+					 "cannot allocate scratch '%s' of %lld bytes",
+					 prog->cand->scratch[i].name, (long long)plan->scratch_bytes[i]);
 	}
 	return 0;
 }
 
+/* Guard every buffer a candidate is given (inputs, outputs, scratch) and fill the bands. */
+static int guards_make(struct worker *w, const struct program *prog, const struct inputs *in,
+		       const struct outputs *out, const struct scratch *s, struct guards *g,
+		       struct outcome *oc)
+{
+	const struct ks_op *op = &w->op;
+	struct ks_guard_region *regions = NULL;
+	struct ks_error err;
+	CUresult rc;
+	int ret = -1;
+
+	memset(g, 0, sizeof(*g));
+	for (size_t i = 0; i < op->n_inputs; i++)
+		if (in->buf[i].base)
+			guards_add(w, &regions, g, &in->buf[i], "input", op->inputs[i].name);
+	for (size_t i = 0; i < op->n_outputs; i++)
+		guards_add(w, &regions, g, &out->buf[i], "output", op->outputs[i].name);
+	for (size_t i = 0; i < s->n; i++)
+		guards_add(w, &regions, g, &s->buf[i], "scratch", prog->cand->scratch[i].name);
+	rc = w->cu->mem_alloc(&g->table, g->n * sizeof(*regions));
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->memcpy_htod_async(g->table, regions, g->n * sizeof(*regions), w->stream);
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->stream_synchronize(w->stream); /* the stream does not wait for the null stream */
+
+	if (rc != CUDA_SUCCESS) {
+		fail_cuda(oc, KS_VERDICT_CRASH, rc, "setting up guard bands");
+		oc->internal = 1;
+		goto cleanup;
+	}
+	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, 0, &err) < 0) {
+		fail_internal(oc, err.msg);
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	free(regions);
+	return ret;
+}
+
 /* NaN bytes in everything the program writes, so unwritten elements fail. */
-static int poison(struct worker *w, const struct ks_op *op, const struct outputs *out,
-		  const struct scratch *s, struct outcome *oc)
+static int poison(struct worker *w, const struct outputs *out, const struct scratch *s, struct outcome *oc)
 {
 	struct ks_error err;
 
-	for (size_t i = 0; i < op->n_outputs; i++)
-		if (out->bytes[i] && ks_gpukit_poison(w->kit, out->ptr[i], out->bytes[i], &err) < 0)
+	for (size_t i = 0; i < w->op.n_outputs; i++)
+		if (out->buf[i].bytes &&
+		    ks_gpukit_poison(w->kit, out->buf[i].ptr, out->buf[i].bytes, &err) < 0)
 			return fail_internal(oc, err.msg);
 	for (size_t i = 0; i < s->n; i++)
-		if (s->bytes[i] && ks_gpukit_poison(w->kit, s->ptr[i], s->bytes[i], &err) < 0)
+		if (s->buf[i].bytes && ks_gpukit_poison(w->kit, s->buf[i].ptr, s->buf[i].bytes, &err) < 0)
 			return fail_internal(oc, err.msg);
 	return 0;
 }
 
 /* ---- programs ---- */
 
-static int program_load(struct worker *w, struct program *prog, const void *image, struct outcome *oc)
-{
-	CUresult rc = w->cu->module_load_data(&prog->module, image);
-
-	if (rc != CUDA_SUCCESS) {
-		prog->module = NULL;
-		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "loading the compiled module");
-	}
-	for (size_t i = 0; i < prog->cand->n_launches && i < 16; i++) {
-		rc = w->cu->module_get_function(&prog->fns[i], prog->module, prog->cand->launches[i].kernel);
-		if (rc != CUDA_SUCCESS)
-			return fail_cuda(oc, KS_VERDICT_CONTRACT_ERROR, rc, "kernel '%s'",
-					 prog->cand->launches[i].kernel);
-	}
-	return 0;
-}
-
 static void program_unload(struct worker *w, struct program *prog)
 {
 	if (prog->module)
 		w->cu->module_unload(prog->module);
 	prog->module = NULL;
+	for (size_t i = 0; i < prog->n_vars; i++)
+		free(prog->vars[i].name);
+	free(prog->vars);
+	prog->vars = NULL;
+	prog->n_vars = 0;
+}
+
+/*
+ * Load a fresh module for this evaluation (nothing of an earlier load
+ * survives), find its kernels, and take the keyed sum of each of its
+ * module variables (variables: a JSON array of names, may be NULL), so
+ * that a change to any of them shows after every run.
+ */
+static int program_load(struct worker *w, struct program *prog, const void *image, const json_t *variables,
+			struct outcome *oc)
+{
+	CUresult rc = w->cu->module_load_data(&prog->module, image);
+	struct ks_error err;
+
+	if (rc != CUDA_SUCCESS) {
+		prog->module = NULL;
+		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "loading the compiled module");
+	}
+	if (prog->cand->n_launches > MAX_LAUNCHES)
+		return fail_cuda(oc, KS_VERDICT_CONTRACT_ERROR, CUDA_SUCCESS, "%zu launches (at most %d)",
+				 prog->cand->n_launches, MAX_LAUNCHES);
+	for (size_t i = 0; i < prog->cand->n_launches; i++) {
+		rc = w->cu->module_get_function(&prog->fns[i], prog->module, prog->cand->launches[i].kernel);
+		if (rc != CUDA_SUCCESS)
+			return fail_cuda(oc, KS_VERDICT_CONTRACT_ERROR, rc, "kernel '%s'",
+					 prog->cand->launches[i].kernel);
+	}
+	prog->vars = ks_calloc(json_array_size(variables) + 1, sizeof(*prog->vars));
+	for (size_t i = 0; i < json_array_size(variables); i++) {
+		const char *name = json_string_value(json_array_get(variables, i));
+		struct module_var *v = &prog->vars[prog->n_vars];
+
+		if (!name)
+			continue;
+		rc = w->cu->module_get_global(&v->ptr, &v->bytes, prog->module, name);
+		if (rc == CUDA_ERROR_NOT_FOUND || (rc == CUDA_SUCCESS && !v->bytes))
+			continue; /* ptxas dropped it: nothing can hold state in it */
+		if (rc != CUDA_SUCCESS)
+			return fail_cuda(oc, KS_VERDICT_CRASH, rc, "finding the module variable '%s'", name);
+		v->name = ks_strdup(name);
+		prog->n_vars++;
+		/* the same sum check_after_run() takes, without the length term */
+		if (slots_reserve(w, 1, oc) < 0)
+			return -1;
+		if (ks_gpukit_checksum_async(w->kit, v->ptr, v->bytes, &w->job.key, w->slots, &err) < 0)
+			return fail_internal(oc, err.msg);
+
+		rc = w->cu->memcpy_dtoh_async(&v->sum, w->slots, sizeof(v->sum), w->stream);
+		if (rc == CUDA_SUCCESS)
+			rc = w->cu->stream_synchronize(w->stream);
+		if (rc != CUDA_SUCCESS)
+			return fail_cuda(oc, KS_VERDICT_CRASH, rc, "reading the module variable '%s'", name);
+	}
+	return 0;
 }
 
 /* Allow each kernel the most dynamic shared memory any workload asks of it. */
-static int program_set_smem(struct worker *w, struct program *prog, const struct ks_op *op,
-			    struct outcome *oc)
+static int program_set_smem(struct worker *w, struct program *prog, struct outcome *oc)
 {
+	const struct ks_op *op = &w->op;
 	const struct ks_workload *lists[2] = { op->workloads, op->check_workloads };
 	size_t counts[2] = { op->n_workloads, op->n_check_workloads };
-	int64_t most[16] = { 0 };
+	int64_t most[MAX_LAUNCHES] = { 0 };
 	struct ks_error err;
 
 	for (int l = 0; l < 2; l++) {
@@ -360,13 +676,13 @@ static int program_set_smem(struct worker *w, struct program *prog, const struct
 
 			if (ks_plan_resolve(prog->cand, op, &lists[l][k], prog->params, &plan, &err) < 0)
 				return fail_cuda(oc, KS_VERDICT_CONTRACT_ERROR, CUDA_SUCCESS, "%s", err.msg);
-			for (size_t i = 0; i < plan.n_launches && i < 16; i++)
+			for (size_t i = 0; i < plan.n_launches && i < MAX_LAUNCHES; i++)
 				if (plan.launches[i].smem > most[i])
 					most[i] = plan.launches[i].smem;
 			ks_plan_release(&plan);
 		}
 	}
-	for (size_t i = 0; i < prog->cand->n_launches && i < 16; i++) {
+	for (size_t i = 0; i < prog->cand->n_launches; i++) {
 		CUresult rc;
 
 		if (most[i] <= 48 * 1024)
@@ -374,22 +690,37 @@ static int program_set_smem(struct worker *w, struct program *prog, const struct
 		rc = w->cu->func_set_attribute(prog->fns[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
 					       (int)most[i]);
 		if (rc != CUDA_SUCCESS)
-			return fail_cuda(oc, KS_VERDICT_REFUSED, rc,
-					 "kernel '%s' asks for %lld bytes of dynamic shared memory; this GPU "
-					 "allows %d per block",
-					 prog->cand->launches[i].kernel, (long long)most[i],
-					 w->prof.max_smem_per_block_optin);
+			return fail_cuda(
+				oc, KS_VERDICT_REFUSED, rc,
+				"kernel '%s' asks for %lld bytes of dynamic shared memory; this GPU allows "
+				"%d per block",
+				prog->cand->launches[i].kernel, (long long)most[i],
+				w->prof.max_smem_per_block_optin);
 	}
 	return 0;
 }
 
-/* Queue the program's launches on the stream; no synchronization. */
+/*
+ * Queue the program's launch sequence on the stream, no synchronization:
+ * the zeroing of "zeroed" scratch (part of the call, so it is timed),
+ * then the launches in order.
+ */
 static int program_launch(struct worker *w, const struct program *prog, const struct ks_plan *plan,
 			  const struct ks_workload *wl, const struct inputs *in, const struct outputs *out,
 			  const struct scratch *s, struct outcome *oc)
 {
 	const struct ks_op *op = &w->op;
 
+	for (size_t i = 0; i < s->n; i++) {
+		CUresult rc;
+
+		if (!s->zeroed[i] || !s->buf[i].bytes)
+			continue;
+		rc = w->cu->memset_d8_async(s->buf[i].ptr, 0, s->buf[i].bytes, w->stream);
+		if (rc != CUDA_SUCCESS)
+			return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: zeroing scratch '%s'",
+					 wl->id, prog->cand->scratch[i].name);
+	}
 	for (size_t l = 0; l < prog->cand->n_launches; l++) {
 		const struct ks_launch *launch = &prog->cand->launches[l];
 		const struct ks_launch_dims *d = &plan->launches[l];
@@ -410,15 +741,16 @@ static int program_launch(struct worker *w, const struct program *prog, const st
 		for (size_t a = 0; a < launch->n_args; a++) {
 			const struct ks_arg *arg = &launch->args[a];
 
+			memset(&slots[a], 0, sizeof(slots[a]));
 			switch (arg->kind) {
 			case KS_ARG_INPUT:
-				slots[a].ptr = in->ptr[arg->index];
+				slots[a].ptr = in->buf[arg->index].ptr;
 				break;
 			case KS_ARG_OUTPUT:
-				slots[a].ptr = out->ptr[arg->index];
+				slots[a].ptr = out->buf[arg->index].ptr;
 				break;
 			case KS_ARG_SCRATCH:
-				slots[a].ptr = s->ptr[arg->index];
+				slots[a].ptr = s->buf[arg->index].ptr;
 				break;
 			case KS_ARG_AXIS: {
 				int64_t v = 0;
@@ -467,27 +799,128 @@ static int program_launch(struct worker *w, const struct program *prog, const st
 	return 0;
 }
 
+/*
+ * What comes before every run of a candidate, outside any timed region:
+ * outputs and scratch poisoned, and every SM's shared memory scrubbed, so
+ * that nothing of an earlier run (its own, the reference's) can be read.
+ */
+static int prepare_run(struct worker *w, const struct outputs *out, const struct scratch *s,
+		       struct outcome *oc)
+{
+	struct ks_error err;
+
+	if (poison(w, out, s, oc) < 0)
+		return -1;
+	if (ks_gpukit_scrub_shared(w->kit, &err) < 0)
+		return fail_internal(oc, err.msg);
+	return 0;
+}
+
 static int sync_stream(struct worker *w, const char *what, const struct ks_workload *wl, struct outcome *oc)
 {
 	CUresult rc = w->cu->stream_synchronize(w->stream);
 
+	printf_collect(w);
 	if (rc != CUDA_SUCCESS)
 		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: %s", wl->id, what);
 	return 0;
 }
 
-/* Copy every output to the host (malloc'd arrays the caller frees). */
-static int download(struct worker *w, const struct ks_op *op, const struct outputs *out, void **host,
-		    const struct ks_workload *wl, struct outcome *oc)
+/*
+ * After a run of a candidate: its inputs (keyed sums against the ones
+ * taken after they were generated), its module variables (against their
+ * sums at load) and every guard band must be as they were.  Queued and
+ * read in one synchronization.  With only_fresh, the inputs that keep
+ * their values between timed calls are left for the check at the end of
+ * the timing (a change to them lasts until then: nothing makes them
+ * again).  when names the run in the evidence.
+ */
+static int check_after_run(struct worker *w, const struct program *prog, const struct ks_workload *wl,
+			   const struct inputs *in, const struct guards *g, int only_fresh, const char *when,
+			   struct outcome *oc)
 {
-	for (size_t i = 0; i < op->n_outputs; i++) {
+	const struct ks_op *op = &w->op;
+	size_t n_in = op->n_inputs, n_var = prog->n_vars, guard_slot = n_in + n_var;
+	uint64_t *got = ks_calloc(guard_slot + 2, sizeof(*got));
+	struct ks_error err;
+	CUresult rc;
+	int ret = -1;
+
+	if (slots_reserve(w, guard_slot + 2, oc) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < n_in; i++)
+		if (in->buf[i].bytes && (!only_fresh || op->inputs[i].fresh_per_call) &&
+		    ks_gpukit_checksum_async(w->kit, in->buf[i].ptr, in->buf[i].bytes, &w->job.key,
+					     w->slots + 8 * i, &err) < 0)
+			goto internal;
+	for (size_t i = 0; i < n_var; i++)
+		if (ks_gpukit_checksum_async(w->kit, prog->vars[i].ptr, prog->vars[i].bytes, &w->job.key,
+					     w->slots + 8 * (n_in + i), &err) < 0)
+			goto internal;
+	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, w->slots + 8 * guard_slot, &err) < 0)
+		goto internal;
+	rc = w->cu->memcpy_dtoh_async(got, w->slots, (guard_slot + 2) * sizeof(*got), w->stream);
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->stream_synchronize(w->stream);
+	if (rc != CUDA_SUCCESS) {
+		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s%s: checking what the candidate touched",
+			  wl->id, when);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < n_in; i++) {
+		if (in->buf[i].bytes && (!only_fresh || op->inputs[i].fresh_per_call) &&
+		    got[i] != in->sum[i]) {
+			fail_cuda(oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
+				  "workload %s%s: the candidate wrote into its input '%s' (inputs are "
+				  "read-only, "
+				  "every byte of them)",
+				  wl->id, when, op->inputs[i].name);
+			goto cleanup;
+		}
+	}
+	for (size_t i = 0; i < n_var; i++) {
+		if (got[n_in + i] != prog->vars[i].sum) {
+			fail_cuda(
+				oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
+				"workload %s%s: the module variable '%s' changed while the candidate ran: a "
+				"kernel must not keep state between calls",
+				wl->id, when, prog->vars[i].name);
+			goto cleanup;
+		}
+	}
+	if (got[guard_slot]) {
+		uint64_t first = got[guard_slot + 1];
+		unsigned int region = (unsigned int)(first >> 40);
+
+		fail_cuda(oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
+			  "workload %s%s: the candidate wrote outside its buffers: %llu byte%s of guard band "
+			  "changed, the first %s (offset %llu in the band)",
+			  wl->id, when, (unsigned long long)got[guard_slot], got[guard_slot] == 1 ? "" : "s",
+			  region < g->n ? g->what[region] : "in an unknown band",
+			  (unsigned long long)(first & ((1ull << 40) - 1)));
+		goto cleanup;
+	}
+	ret = 0;
+	goto cleanup;
+internal:
+	fail_internal(oc, err.msg);
+cleanup:
+	free(got);
+	return ret;
+}
+
+/* Copy every output to the host (malloc'd arrays the caller frees). */
+static int download(struct worker *w, const struct outputs *out, void **host, const struct ks_workload *wl,
+		    struct outcome *oc)
+{
+	for (size_t i = 0; i < w->op.n_outputs; i++) {
 		CUresult rc;
 
-		host[i] = ks_malloc(out->bytes[i] ? out->bytes[i] : 1);
-		rc = w->cu->memcpy_dtoh(host[i], out->ptr[i], out->bytes[i]);
+		host[i] = ks_malloc(out->buf[i].bytes ? out->buf[i].bytes : 1);
+		rc = w->cu->memcpy_dtoh(host[i], out->buf[i].ptr, out->buf[i].bytes);
 		if (rc != CUDA_SUCCESS)
 			return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: reading output %s", wl->id,
-					 op->outputs[i].name);
+					 w->op.outputs[i].name);
 	}
 	return 0;
 }
@@ -558,7 +991,7 @@ static int use_op(struct worker *w, const char *op_dir, struct outcome *oc)
 		ks_compile_result_release(&res);
 		return fail_internal(oc, err.msg);
 	}
-	if (program_load(w, &w->ref, res.cubin, oc) < 0 || program_set_smem(w, &w->ref, &w->op, oc) < 0) {
+	if (program_load(w, &w->ref, res.cubin, NULL, oc) < 0 || program_set_smem(w, &w->ref, oc) < 0) {
 		ks_compile_result_release(&res);
 		oc->internal = 1;
 		return -1;
@@ -571,57 +1004,83 @@ static int use_op(struct worker *w, const char *op_dir, struct outcome *oc)
 	return 0;
 }
 
-/*
- * Run the reference on in and bring its outputs home; its device outputs
- * are freed before the function returns, so the candidate can never see
- * them.  *seconds gets the wall time of the run.
- */
-static int reference_outputs(struct worker *w, const struct ks_workload *wl, const struct inputs *in,
-			     void **host, double *seconds, struct outcome *oc)
+/* One run of the reference, its outputs still on the device until reference_clear(). */
+struct ref_run {
+	struct outputs out;
+	struct scratch s;
+	struct ks_plan plan;
+};
+
+/* Overwrite the reference's outputs and free them: no candidate may ever find them. */
+static void reference_clear(struct worker *w, struct ref_run *rr)
 {
-	struct outputs out = { 0 };
-	struct scratch s = { 0 };
-	struct ks_plan plan = { 0 };
+	struct outcome ignored = { 0 };
+
+	if (rr->out.buf && poison(w, &rr->out, &rr->s, &ignored) == 0)
+		w->cu->stream_synchronize(w->stream);
+	outputs_free(w, &w->op, &rr->out);
+	scratch_free(w, &rr->s);
+	ks_plan_release(&rr->plan);
+}
+
+/* Run the reference on in into fresh device outputs; *seconds gets the run's wall time. */
+static int reference_run(struct worker *w, const struct ks_workload *wl, const struct inputs *in,
+			 struct ref_run *rr, double *seconds, struct outcome *oc)
+{
 	struct ks_error err;
 	double t0;
-	int ret = -1;
 
-	if (ks_plan_resolve(w->ref.cand, &w->op, wl, w->ref.params, &plan, &err) < 0) {
-		fail_internal(oc, err.msg);
-		goto cleanup;
-	}
-	if (outputs_make(w, &w->op, wl, &out, oc) < 0 || scratch_make(w, &w->ref, &plan, &s, oc) < 0 ||
-	    poison(w, &w->op, &out, &s, oc) < 0)
+	memset(rr, 0, sizeof(*rr));
+	if (ks_plan_resolve(w->ref.cand, &w->op, wl, w->ref.params, &rr->plan, &err) < 0)
+		return fail_internal(oc, err.msg);
+	if (outputs_make(w, wl, &rr->out, oc) < 0 || scratch_make(w, &w->ref, &rr->plan, &rr->s, oc) < 0 ||
+	    poison(w, &rr->out, &rr->s, oc) < 0)
 		goto internal;
 	t0 = now_s();
-	if (program_launch(w, &w->ref, &plan, wl, in, &out, &s, oc) < 0 ||
+	if (program_launch(w, &w->ref, &rr->plan, wl, in, &rr->out, &rr->s, oc) < 0 ||
 	    sync_stream(w, "running the reference", wl, oc) < 0)
 		goto internal;
 	*seconds = now_s() - t0;
-	if (download(w, &w->op, &out, host, wl, oc) < 0)
-		goto internal;
-	/* the reference must produce finite values everywhere, or nothing can be judged */
-	for (size_t i = 0; i < w->op.n_outputs; i++) {
-		struct ks_compare_report report;
-
-		if (!ks_compare(w->op.outputs[i].dtype, host[i], host[i], out.numel[i], 0, 0, &report)) {
-			char text[1024];
-
-			ks_compare_describe(&report, w->op.outputs[i].name, text, sizeof(text));
-			snprintf(err.msg, sizeof(err.msg),
-				 "workload %s: the reference produced non-finite values: %s", wl->id, text);
-			fail_internal(oc, err.msg);
-			goto cleanup;
-		}
-	}
-	ret = 0;
-	goto cleanup;
+	return 0;
 internal:
 	oc->internal = 1;
+	return -1;
+}
+
+/* The reference must produce finite values everywhere, or nothing can be judged. */
+static int reference_finite(struct worker *w, const struct ks_workload *wl, void **host,
+			    const struct outputs *out, struct outcome *oc)
+{
+	for (size_t i = 0; i < w->op.n_outputs; i++) {
+		struct ks_compare_report report;
+		char text[1024], msg[KS_ERROR_MAX];
+
+		if (ks_compare(w->op.outputs[i].dtype, host[i], host[i], out->numel[i], 0, 0, &report))
+			continue;
+		ks_compare_describe(&report, w->op.outputs[i].name, text, sizeof(text));
+		snprintf(msg, sizeof(msg), "workload %s: the reference produced non-finite values: %s",
+			 wl->id, text);
+		return fail_internal(oc, msg);
+	}
+	return 0;
+}
+
+/* Run the reference on in and bring its outputs home; nothing of them stays on the device. */
+static int reference_outputs(struct worker *w, const struct ks_workload *wl, const struct inputs *in,
+			     void **host, double *seconds, struct outcome *oc)
+{
+	struct ref_run rr;
+	int ret = -1;
+
+	if (reference_run(w, wl, in, &rr, seconds, oc) < 0)
+		goto cleanup;
+	if (download(w, &rr.out, host, wl, oc) < 0) {
+		oc->internal = 1;
+		goto cleanup;
+	}
+	ret = reference_finite(w, wl, host, &rr.out, oc);
 cleanup:
-	outputs_free(w, &w->op, &out);
-	scratch_free(w, &s);
-	ks_plan_release(&plan);
+	reference_clear(w, &rr);
 	return ret;
 }
 
@@ -640,29 +1099,31 @@ static int check_workload(struct worker *w, const struct program *cand, const st
 		struct inputs in = { 0 };
 		struct outputs out = { 0 };
 		struct scratch s = { 0 };
+		struct guards g = { 0 };
 		void *ref[16] = { 0 }, *got[16] = { 0 };
+		const char *when = trial ? " (second input set)" : "";
+		uint64_t trial_seed = mix64(seed, (uint64_t)trial);
 		double ref_s = 0;
 		int ok = 0;
 
 		announce(w, 120);
-		uint64_t trial_seed = mix64(seed, (uint64_t)trial);
-
-		if (inputs_make(w, &w->op, wl, trial_seed, trial_seed, &in, oc) < 0 ||
+		if (inputs_make(w, wl, trial_seed, trial_seed, &in, oc) < 0 ||
 		    reference_outputs(w, wl, &in, ref, &ref_s, oc) < 0)
 			goto trial_done;
 		/* the candidate gets a hundred times the reference's time, and a few seconds */
 		announce(w, 5 + 100 * ref_s);
-		if (outputs_make(w, &w->op, wl, &out, oc) < 0 || scratch_make(w, cand, &plan, &s, oc) < 0 ||
-		    poison(w, &w->op, &out, &s, oc) < 0 ||
+		if (outputs_make(w, wl, &out, oc) < 0 || scratch_make(w, cand, &plan, &s, oc) < 0 ||
+		    guards_make(w, cand, &in, &out, &s, &g, oc) < 0 || prepare_run(w, &out, &s, oc) < 0 ||
 		    program_launch(w, cand, &plan, wl, &in, &out, &s, oc) < 0 ||
 		    sync_stream(w, "running the candidate", wl, oc) < 0 ||
-		    inputs_unchanged(w, &w->op, wl, &in, oc) < 0 ||
-		    download(w, &w->op, &out, got, wl, oc) < 0)
+		    check_after_run(w, cand, wl, &in, &g, 0, when, oc) < 0 ||
+		    download(w, &out, got, wl, oc) < 0)
 			goto trial_done;
-		ok = compare_all(&w->op, got, ref, &out, wl, trial ? " (second input set)" : "", oc) == 0;
+		ok = compare_all(&w->op, got, ref, &out, wl, when, oc) == 0;
 	trial_done:
 		host_free(ref, w->op.n_outputs);
 		host_free(got, w->op.n_outputs);
+		guards_release(w, &g);
 		outputs_free(w, &w->op, &out);
 		scratch_free(w, &s);
 		inputs_free(w, &w->op, &in);
@@ -696,7 +1157,8 @@ static double quantile(const double *sorted, int n, double q)
 
 struct stats {
 	double median, p10, p90, min;
-	int reps;
+	int reps; /* timed runs the statistics are made of (for a candidate: the verified ones) */
+	int runs; /* timed runs made */
 };
 
 static void summarize(double *samples, int n, struct stats *st)
@@ -709,63 +1171,174 @@ static void summarize(double *samples, int n, struct stats *st)
 	st->reps = n;
 }
 
-/*
- * Time prog on the input sets: every repetition poisons what the program
- * writes (so no repetition can reuse the last one's results), flushes the
- * L2, and times the launch sequence alone with events.  Repeats until the
- * median stops moving or the time cap.
- */
-static int time_program(struct worker *w, const struct program *prog, const struct ks_plan *plan,
-			const struct ks_workload *wl, struct inputs *sets, int n_sets,
-			const struct outputs *out, const struct scratch *s, const struct settings *set,
-			int *last_set, struct stats *st, struct outcome *oc)
-{
-	double *samples = ks_calloc((size_t)set->max_reps, sizeof(*samples));
-	double *sorted = ks_calloc((size_t)set->max_reps, sizeof(*sorted));
-	double t_start = now_s(), last_median = -1;
-	struct ks_error err;
-	int n = 0, ret = -1, stable = 0;
+/* The buffers one program is timed with, and its plan. */
+struct timed {
+	const struct program *prog;
+	const struct ks_plan *plan;
+	const struct ks_workload *wl;
+	struct inputs *in;
+	const struct outputs *out;
+	const struct scratch *s;
+	const struct guards *g; /* NULL for the trusted reference */
+};
 
-	/* warm up until the clocks have settled: a few runs and at least 20 ms */
-	for (int i = 0; i < set->warmup || now_s() - t_start < 0.02; i++) {
-		if (program_launch(w, prog, plan, wl, &sets[i % n_sets], out, s, oc) < 0 ||
-		    sync_stream(w, "warming up", wl, oc) < 0)
+/*
+ * One timed run.  Outside the timed region: fresh input values from seed
+ * (so no answer of an earlier run is an answer to this one), outputs and
+ * scratch poisoned, shared memory scrubbed, the L2 flushed.  Timed: the
+ * launch sequence alone, between events.  After it, for a candidate: its
+ * inputs, variables and guard bands checked.
+ */
+static int run_timed(struct worker *w, const struct timed *t, uint64_t seed, int run, double *us,
+		     struct outcome *oc)
+{
+	struct ks_error err;
+	char when[64];
+	float ms = 0;
+	CUresult rc;
+
+	double t0 = now_s(), t1;
+	float prep_ms = 0;
+
+	if (inputs_fill(w, t->wl, seed, 0, 1, t->in, oc) < 0)
+		return -1;
+	w->overhead.inputs += now_s() - t0;
+	rc = w->cu->event_record(w->prepared, w->stream);
+	if (rc != CUDA_SUCCESS)
+		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: recording an event", t->wl->id);
+	if (prepare_run(w, t->out, t->s, oc) < 0)
+		return -1;
+	if (ks_gpukit_flush_l2(w->kit, &err) < 0)
+		return fail_internal(oc, err.msg);
+	rc = w->cu->event_record(w->start, w->stream);
+	if (rc != CUDA_SUCCESS)
+		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: recording an event", t->wl->id);
+	if (program_launch(w, t->prog, t->plan, t->wl, t->in, t->out, t->s, oc) < 0)
+		return -1;
+	rc = w->cu->event_record(w->stop, w->stream);
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->event_synchronize(w->stop);
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->event_elapsed_time(&ms, w->start, w->stop);
+	printf_collect(w);
+	if (rc != CUDA_SUCCESS)
+		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: timed run %d", t->wl->id, run);
+	*us = ms * 1000.0;
+	if (w->cu->event_elapsed_time(&prep_ms, w->prepared, w->start) == CUDA_SUCCESS)
+		w->overhead.prepare += prep_ms / 1000.0;
+	if (!t->g)
+		return 0;
+	w->overhead.runs++;
+	snprintf(when, sizeof(when), " (timed run %d)", run);
+	t1 = now_s();
+	if (check_after_run(w, t->prog, t->wl, t->in, t->g, 1, when, oc) < 0)
+		return -1;
+	w->overhead.checks += now_s() - t1;
+	return 0;
+}
+
+/*
+ * The candidate's outputs of timed run `run` against the reference's on
+ * the same inputs, compared on the device; only a failure brings both
+ * home, where compare.h decides and describes it.
+ */
+static int verify_run(struct worker *w, const struct timed *t, int run, struct outcome *oc)
+{
+	const struct ks_op *op = &w->op;
+	void *got[16] = { 0 }, *ref[16] = { 0 };
+	uint64_t found[32];
+	struct ref_run rr;
+	struct ks_error err;
+	char when[96];
+	double seconds, t0 = now_s();
+	int bad = 0, ret = -1;
+	CUresult rc;
+
+	snprintf(when, sizeof(when), " (timed run %d, one of the timed runs verified at random)", run);
+	if (reference_run(w, t->wl, t->in, &rr, &seconds, oc) < 0 ||
+	    slots_reserve(w, 2 * op->n_outputs, oc) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < op->n_outputs; i++) {
+		if (ks_gpukit_compare(w->kit, op->outputs[i].dtype, t->out->buf[i].ptr, rr.out.buf[i].ptr,
+				      t->out->numel[i], op->outputs[i].atol, op->outputs[i].rtol,
+				      w->slots + 16 * i, &err) < 0) {
+			fail_internal(oc, err.msg);
+			goto cleanup;
+		}
+	}
+	rc = w->cu->memcpy_dtoh_async(found, w->slots, 2 * op->n_outputs * sizeof(*found), w->stream);
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->stream_synchronize(w->stream);
+	if (rc != CUDA_SUCCESS) {
+		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s%s: comparing outputs", t->wl->id, when);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < op->n_outputs; i++)
+		bad |= found[2 * i] != 0;
+	if (bad) {
+		if (download(w, t->out, got, t->wl, oc) < 0 || download(w, &rr.out, ref, t->wl, oc) < 0 ||
+		    reference_finite(w, t->wl, ref, &rr.out, oc) < 0)
+			goto cleanup;
+		if (compare_all(op, got, ref, t->out, t->wl, when, oc) < 0)
+			goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	reference_clear(w, &rr);
+	host_free(got, op->n_outputs);
+	host_free(ref, op->n_outputs);
+	w->overhead.verify += now_s() - t0;
+	w->overhead.verified++;
+	return ret;
+}
+
+/*
+ * Time a program until the median of its samples stops moving or the
+ * time cap.  For a candidate, each run is verified with probability
+ * 1/VERIFY_ONE_IN, decided by the job's secret generator after the run,
+ * and only verified runs are samples: the time rests on runs whose output
+ * was checked, and the kernel cannot tell which those will be.
+ */
+static int time_program(struct worker *w, const struct timed *t, const struct settings *set, uint64_t seed,
+			double ref_s, struct stats *st, struct outcome *oc)
+{
+	double *samples = ks_calloc((size_t)set->max_reps + 1, sizeof(*samples));
+	double *sorted = ks_calloc((size_t)set->max_reps + 1, sizeof(*sorted));
+	double t_start = now_s(), last_median = -1, us = 0;
+	int verify = t->g != NULL, run = 0, n = 0, ret = -1, stable = 0;
+	int min_samples = verify ? (set->min_reps / 3 > MIN_VERIFIED ? set->min_reps / 3 : MIN_VERIFIED)
+				 : set->min_reps;
+
+	int step = verify ? 5 : 10;
+
+	/* warm up until the clocks have settled: a few runs and at least 5 ms */
+	for (int i = 0; i < set->warmup || now_s() - t_start < 0.005; i++) {
+		announce(w, 10 + 110 * ref_s);
+		if (run_timed(w, t, mix64(seed, 500 + (uint64_t)i), 0, &us, oc) < 0)
 			goto cleanup;
 		if (now_s() - t_start > set->time_cap_ms / 2000.0)
 			break; /* a slow kernel: its timed runs need the time more */
 	}
 	t_start = now_s();
-	while (n < set->max_reps) {
-		int k = n % n_sets;
-		float ms = 0;
-		CUresult rc;
+	while (run < set->max_reps) {
+		int counted;
 
-		if (poison(w, &w->op, out, s, oc) < 0 || ks_gpukit_flush_l2(w->kit, &err) < 0) {
-			if (!oc->evidence[0])
-				fail_internal(oc, err.msg);
+		announce(w, 10 + 110 * ref_s);
+		run++;
+		if (run_timed(w, t, mix64(seed, 1000 + (uint64_t)run), run, &us, oc) < 0)
 			goto cleanup;
-		}
-		rc = w->cu->event_record(w->start, w->stream);
-		if (rc != CUDA_SUCCESS) {
-			fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: recording an event", wl->id);
+		counted = !verify || ks_pcg32_bounded(&w->job.rng, VERIFY_ONE_IN) == 0;
+		/* never a time without a verified run behind it */
+		if (verify && !counted && n == 0 && run == set->max_reps)
+			counted = 1;
+		if (counted && verify && verify_run(w, t, run, oc) < 0)
 			goto cleanup;
-		}
-		if (program_launch(w, prog, plan, wl, &sets[k], out, s, oc) < 0)
-			goto cleanup;
-		rc = w->cu->event_record(w->stop, w->stream);
-		if (rc == CUDA_SUCCESS)
-			rc = w->cu->event_synchronize(w->stop);
-		if (rc == CUDA_SUCCESS)
-			rc = w->cu->event_elapsed_time(&ms, w->start, w->stop);
-		if (rc != CUDA_SUCCESS) {
-			fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: timed run %d", wl->id, n + 1);
-			goto cleanup;
-		}
-		samples[n++] = ms * 1000.0;
-		*last_set = k;
+		if (!counted)
+			continue;
+		samples[n++] = us;
 		if (n >= 3 && now_s() - t_start > set->time_cap_ms / 1000.0)
 			break;
-		if (n >= set->min_reps && n % 10 == 0) {
+		if (n >= min_samples && n % step == 0) {
 			double median;
 
 			memcpy(sorted, samples, (size_t)n * sizeof(*samples));
@@ -781,7 +1354,11 @@ static int time_program(struct worker *w, const struct program *prog, const stru
 			last_median = median;
 		}
 	}
+	/* the inputs that kept their values through every run: still every byte as made */
+	if (verify && check_after_run(w, t->prog, t->wl, t->in, t->g, 0, " (after the timed runs)", oc) < 0)
+		goto cleanup;
 	summarize(samples, n, st);
+	st->runs = run;
 	ret = 0;
 cleanup:
 	free(samples);
@@ -801,14 +1378,15 @@ static int time_workload(struct worker *w, const struct program *cand, size_t wi
 			 struct outcome *oc)
 {
 	const struct ks_workload *wl = &w->op.workloads[wi];
-	struct inputs sets[4] = { { 0 } };
-	void *ref_host[4][16] = { { 0 } }, *got[16] = { 0 };
+	struct inputs in = { 0 };
+	void *ref_host[16] = { 0 };
 	struct ks_plan plan = { 0 }, ref_plan = { 0 };
-	struct outputs out = { 0 };
-	struct scratch s = { 0 };
+	struct outputs out = { 0 }, ref_out = { 0 };
+	struct scratch s = { 0 }, ref_scratch = { 0 };
+	struct guards g = { 0 };
 	struct ks_error err;
-	int n_sets = set->timing_sets > 4 ? 4 : set->timing_sets, last = 0, ret = -1;
-	double ref_s = 0, slowest_ref_s = 0;
+	double ref_s = 0;
+	int ret = -1;
 
 	tm->id = wl->id;
 	if (ks_plan_resolve(cand->cand, &w->op, wl, cand->params, &plan, &err) < 0) {
@@ -816,51 +1394,37 @@ static int time_workload(struct worker *w, const struct program *cand, size_t wi
 		goto cleanup;
 	}
 	announce(w, 120);
-	for (int k = 0; k < n_sets; k++) {
-		if (inputs_make(w, &w->op, wl, mix64(seed, 1000 + (uint64_t)k),
-				mix64(structure_seed, hash_str(wl->id)), &sets[k], oc) < 0 ||
-		    reference_outputs(w, wl, &sets[k], ref_host[k], &ref_s, oc) < 0)
-			goto cleanup;
-		if (ref_s > slowest_ref_s)
-			slowest_ref_s = ref_s;
-	}
+	/* one reference run: it must give finite values, and its time sets the deadlines */
+	if (inputs_make(w, wl, mix64(seed, 1), mix64(structure_seed, hash_str(wl->id)), &in, oc) < 0 ||
+	    reference_outputs(w, wl, &in, ref_host, &ref_s, oc) < 0)
+		goto cleanup;
 	if (w->ref_us[wi] < 0) {
-		struct outputs ref_out = { 0 };
-		struct scratch ref_s_buf = { 0 };
 		struct stats ref_stats;
-		int ignored;
+		struct timed t;
 
 		if (ks_plan_resolve(w->ref.cand, &w->op, wl, w->ref.params, &ref_plan, &err) < 0) {
 			fail_internal(oc, err.msg);
 			goto cleanup;
 		}
-		announce(w, set->time_cap_ms / 1000.0 + 60 + 10 * slowest_ref_s * set->warmup);
-		if (outputs_make(w, &w->op, wl, &ref_out, oc) < 0 ||
-		    scratch_make(w, &w->ref, &ref_plan, &ref_s_buf, oc) < 0 ||
-		    time_program(w, &w->ref, &ref_plan, wl, sets, n_sets, &ref_out, &ref_s_buf, set, &ignored,
-				 &ref_stats, oc) < 0) {
+		t = (struct timed){ &w->ref, &ref_plan, wl, &in, &ref_out, &ref_scratch, NULL };
+		if (outputs_make(w, wl, &ref_out, oc) < 0 ||
+		    scratch_make(w, &w->ref, &ref_plan, &ref_scratch, oc) < 0 ||
+		    time_program(w, &t, set, mix64(seed, 2), ref_s, &ref_stats, oc) < 0) {
 			oc->internal = 1;
-			outputs_free(w, &w->op, &ref_out);
-			scratch_free(w, &ref_s_buf);
 			goto cleanup;
 		}
-		outputs_free(w, &w->op, &ref_out);
-		scratch_free(w, &ref_s_buf);
 		w->ref_us[wi] = ref_stats.median;
 	}
 	tm->ref_median = w->ref_us[wi];
 
-	announce(w, set->time_cap_ms / 1000.0 + 10 + 100 * slowest_ref_s * (set->warmup + 3));
-	if (outputs_make(w, &w->op, wl, &out, oc) < 0 || scratch_make(w, cand, &plan, &s, oc) < 0 ||
-	    time_program(w, cand, &plan, wl, sets, n_sets, &out, &s, set, &last, &tm->cand, oc) < 0)
-		goto cleanup;
-	for (int k = 0; k < n_sets; k++)
-		if (inputs_unchanged(w, &w->op, wl, &sets[k], oc) < 0)
+	{
+		struct timed t = { cand, &plan, wl, &in, &out, &s, &g };
+
+		if (outputs_make(w, wl, &out, oc) < 0 || scratch_make(w, cand, &plan, &s, oc) < 0 ||
+		    guards_make(w, cand, &in, &out, &s, &g, oc) < 0 ||
+		    time_program(w, &t, set, mix64(seed, 3), ref_s, &tm->cand, oc) < 0)
 			goto cleanup;
-	/* what the timed runs computed must be right too */
-	if (download(w, &w->op, &out, got, wl, oc) < 0 ||
-	    compare_all(&w->op, got, ref_host[last], &out, wl, " (output of the timed runs)", oc) < 0)
-		goto cleanup;
+	}
 	{
 		int64_t bytes = 0, flops = 0;
 		double t_bytes, t_flops;
@@ -876,13 +1440,13 @@ static int time_workload(struct worker *w, const struct program *cand, size_t wi
 	}
 	ret = 0;
 cleanup:
-	host_free(got, w->op.n_outputs);
-	for (int k = 0; k < n_sets; k++) {
-		host_free(ref_host[k], w->op.n_outputs);
-		inputs_free(w, &w->op, &sets[k]);
-	}
+	host_free(ref_host, w->op.n_outputs);
+	guards_release(w, &g);
+	inputs_free(w, &w->op, &in);
 	outputs_free(w, &w->op, &out);
+	outputs_free(w, &w->op, &ref_out);
 	scratch_free(w, &s);
+	scratch_free(w, &ref_scratch);
 	ks_plan_release(&plan);
 	ks_plan_release(&ref_plan);
 	return ret;
@@ -894,12 +1458,9 @@ static void read_settings(const json_t *job, struct settings *set)
 {
 	const json_t *v;
 
-	*set = (struct settings){ .trials = 2,
-				  .min_reps = 30,
-				  .max_reps = 500,
-				  .warmup = 3,
-				  .time_cap_ms = 300,
-				  .timing_sets = 2 };
+	*set = (struct settings){
+		.trials = 2, .min_reps = 30, .max_reps = 500, .warmup = 3, .time_cap_ms = 300
+	};
 	if ((v = json_object_get(job, "trials")) && json_integer_value(v) >= 2)
 		set->trials = (int)json_integer_value(v);
 	if ((v = json_object_get(job, "min_reps")) && json_integer_value(v) >= 3)
@@ -908,8 +1469,6 @@ static void read_settings(const json_t *job, struct settings *set)
 		set->max_reps = (int)json_integer_value(v);
 	if ((v = json_object_get(job, "time_cap_ms")) && json_integer_value(v) > 0)
 		set->time_cap_ms = (int)json_integer_value(v);
-	if ((v = json_object_get(job, "timing_sets")) && json_integer_value(v) >= 1)
-		set->timing_sets = (int)json_integer_value(v);
 }
 
 static json_t *launches_json(struct worker *w, const struct program *cand)
@@ -938,6 +1497,24 @@ static json_t *launches_json(struct worker *w, const struct program *cand)
 	return arr;
 }
 
+/* The job's secrets: its id and token (echoed in every frame) and a generator no kernel can see. */
+static int start_job(struct worker *w, const json_t *job, uint64_t seed)
+{
+	const char *token = json_string_value(json_object_get(job, "token"));
+	const json_t *id = json_object_get(job, "job");
+
+	if (!token || strlen(token) >= sizeof(w->job.token) || !json_is_integer(id))
+		return -1;
+	w->job.id = json_integer_value(id);
+	snprintf(w->job.token, sizeof(w->job.token), "%s", token);
+	ks_pcg32_seed(&w->job.rng, seed, 0x73656372657473ull /* "secrets" */);
+	w->job.key.k0 = rng64(&w->job.rng);
+	w->job.key.k1 = rng64(&w->job.rng);
+	printf_reset(w);
+	memset(&w->overhead, 0, sizeof(w->overhead));
+	return 0;
+}
+
 static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blob *cubin, int *crashed)
 {
 	struct outcome oc = { .verdict = KS_VERDICT_OK };
@@ -946,7 +1523,7 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 	struct settings set;
 	struct ks_error err;
 	struct timing *timings = NULL;
-	json_t *result = NULL, *params_json, *workloads_json = json_array(), *launches = NULL;
+	json_t *result = NULL, *params_json, *workloads_json = json_array(), *launches = NULL, *printed;
 	const char *op_dir, *path, *source, *seed_text, *structure_text;
 	int64_t *params = NULL;
 	uint64_t seed, structure_seed;
@@ -969,7 +1546,7 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 		fail_cuda(&oc, KS_VERDICT_CONTRACT_ERROR, CUDA_SUCCESS, "%s", err.msg);
 		goto done;
 	}
-	if (json_array_size(params_json) != cand.n_params || cand.n_launches > 16) {
+	if (json_array_size(params_json) != cand.n_params || cand.n_launches > MAX_LAUNCHES) {
 		fail_internal(&oc, "eval job: params do not match the candidate");
 		goto done;
 	}
@@ -979,7 +1556,8 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 	prog.cand = &cand;
 	prog.params = params;
 	seed = mix64(seed, hash_str(source));
-	if (program_load(w, &prog, cubin->data, &oc) < 0 || program_set_smem(w, &prog, &w->op, &oc) < 0)
+	if (program_load(w, &prog, cubin->data, json_object_get(job, "variables"), &oc) < 0 ||
+	    program_set_smem(w, &prog, &oc) < 0)
 		goto done;
 	launches = launches_json(w, &prog);
 
@@ -994,7 +1572,8 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 		int wanted = !json_array_size(only);
 
 		for (size_t k = 0; k < json_array_size(only); k++)
-			wanted |= !strcmp(json_string_value(json_array_get(only, k)), w->op.workloads[i].id);
+			wanted |= !strcmp(json_string_value(json_array_get(only, k)) ?: "",
+					  w->op.workloads[i].id);
 		if (!wanted)
 			continue;
 		if (time_workload(w, &prog, i, mix64(seed, 100 + i), structure_seed, &set, &timings[n_timed],
@@ -1009,11 +1588,12 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 		double sol = tm->floor_us / tm->cand.median;
 
 		json_array_append_new(workloads_json,
-				      json_pack("{s:s, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f}", "id",
-						tm->id, "median_us", tm->cand.median, "p10_us", tm->cand.p10,
-						"p90_us", tm->cand.p90, "min_us", tm->cand.min, "reps",
-						tm->cand.reps, "ref_median_us", tm->ref_median, "speedup",
-						speedup, "floor_us", tm->floor_us, "sol_fraction", sol));
+				      json_pack("{s:s, s:f, s:f, s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:f}",
+						"id", tm->id, "median_us", tm->cand.median, "p10_us",
+						tm->cand.p10, "p90_us", tm->cand.p90, "min_us", tm->cand.min,
+						"reps", tm->cand.reps, "runs", tm->cand.runs, "ref_median_us",
+						tm->ref_median, "speedup", speedup, "floor_us", tm->floor_us,
+						"sol_fraction", sol));
 		log_speedup += log(speedup);
 		log_sol += log(sol);
 		if (sol > SOL_IMPLAUSIBLE && oc.verdict == KS_VERDICT_OK)
@@ -1037,6 +1617,16 @@ done:
 				   verify_s, "time_s", time_s);
 		json_object_set_new(result, "launches", launches ? launches : json_array());
 		launches = NULL;
+		/* what the defences of the timed phase cost, beside the timed launches themselves */
+		json_object_set_new(result, "overhead",
+				    json_pack("{s:f, s:f, s:f, s:f, s:i, s:i}", "inputs_s",
+					      w->overhead.inputs, "prepare_s", w->overhead.prepare,
+					      "checks_s", w->overhead.checks, "verify_s", w->overhead.verify,
+					      "runs", w->overhead.runs, "verified_runs",
+					      w->overhead.verified));
+		/* what the kernel printed: evidence for a person, never read as a message */
+		if ((printed = printf_json(w)))
+			json_object_set_new(result, "printf", printed);
 	}
 	json_decref(launches);
 	json_decref(workloads_json);
@@ -1084,6 +1674,11 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 	char dir[4096];
 	int cached = 0;
 
+	if (printf_capture_start() < 0) {
+		send_msg(&w, json_pack("{s:s, s:b, s:s}", "type", "hello", "ok", 0, "error",
+				       "cannot set up the capture of device printf (memfd_create)"));
+		return 1;
+	}
 	if (ks_cuda_load(&w.cu, &err) < 0 || ks_gpukit_open(&w.kit, w.cu, gpu, &err) < 0 ||
 	    ks_gpukit_profile(w.kit, cache_dir(dir, sizeof(dir)), &w.prof, &cached, &err) < 0) {
 		send_msg(&w, json_pack("{s:s, s:b, s:s}", "type", "hello", "ok", 0, "error", err.msg));
@@ -1091,7 +1686,9 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 	}
 	w.stream = ks_gpukit_stream(w.kit);
 	if (w.cu->event_create(&w.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-	    w.cu->event_create(&w.stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+	    w.cu->event_create(&w.stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+	    w.cu->event_create(&w.prepared, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+
 		send_msg(&w, json_pack("{s:s, s:b, s:s}", "type", "hello", "ok", 0, "error",
 				       "cannot create CUDA events"));
 		return 1;
@@ -1102,7 +1699,7 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 		json_t *msg = NULL, *result;
 		struct ks_blob *blobs = NULL;
 		size_t n_blobs = 0;
-		const char *type;
+		const char *type, *seed_text;
 		int crashed = 0;
 
 		if (ks_frame_read(in_fd, -1, &msg, &blobs, &n_blobs, &err) != KS_FRAME_OK)
@@ -1113,19 +1710,24 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 			ks_blobs_free(blobs, n_blobs);
 			break;
 		}
-		if (!type || strcmp(type, "eval") || n_blobs < 1) {
+		seed_text = json_string_value(json_object_get(msg, "seed"));
+		memset(&w.job, 0, sizeof(w.job));
+		if (!type || strcmp(type, "eval") || n_blobs < 1 || !seed_text ||
+		    start_job(&w, msg, strtoull(seed_text, NULL, 10) ^ 0x5bd1e9955bd1e995ull) < 0)
 			result = json_pack("{s:s, s:s}", "type", "result", "internal_error",
-					   "unknown request");
-		} else {
+					   "malformed request");
+		else
 			result = evaluate(&w, msg, &blobs[0], &crashed);
-		}
 		send_msg(&w, result);
+		memset(&w.job, 0, sizeof(w.job));
 		json_decref(msg);
 		ks_blobs_free(blobs, n_blobs);
 		if (crashed)
 			return 3; /* the context is gone: the coordinator starts a fresh worker */
 	}
 	drop_op(&w);
+	if (w.slots)
+		w.cu->mem_free(w.slots);
 	ks_gpukit_close(w.kit);
 	return 0;
 }

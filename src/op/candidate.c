@@ -127,13 +127,27 @@ static int parse_scratch(struct ks_candidate *cand, const json_t *scratch, struc
 
 		if (!ks_is_identifier(name))
 			return ks_fail(err, "scratch: '%s' is not a valid buffer name", name);
-		if (!json_is_array(spec) || json_array_size(spec) != 2 ||
+		if (!json_is_array(spec) || json_array_size(spec) < 2 || json_array_size(spec) > 3 ||
 		    !json_is_string(json_array_get(spec, 0)))
-			return ks_fail(err,
-				       "scratch.%s: expected [dtype, element-count expression], e.g. "
-				       "[\"float32\", \"B*HQ*D\"]",
-				       name);
+			return ks_fail(
+				err,
+				"scratch.%s: expected [dtype, element-count expression] or [dtype, "
+				"element-count expression, \"zeroed\"], e.g. [\"float32\", \"B*HQ*D\"]",
+				name);
+		if (json_array_size(spec) == 3) {
+			const char *init = json_string_value(json_array_get(spec, 2));
+
+			if (!init || strcmp(init, "zeroed"))
+				return ks_fail(
+					err,
+					"scratch.%s[2]: the only initialisation is \"zeroed\" (every byte 0 "
+					"before each call, as part of the timed sequence); without it the "
+					"buffer holds garbage (NaN bytes) on entry",
+					name);
+			s->zeroed = 1;
+		}
 		s->name = ks_strdup(name);
+
 		cand->n_scratch++;
 		if (ks_dtype_parse(json_string_value(json_array_get(spec, 0)), &s->dtype, err) < 0) {
 			ks_error_prefix(err, "scratch.%s", name);

@@ -636,7 +636,52 @@ static int parse_grid(struct ks_op *op, const json_t *grid, struct ks_error *err
 	return 0;
 }
 
+/*
+ * Which inputs get new values for every timed call: the ones named in
+ * ksearch.fresh_per_call, or without it every input whose values come from
+ * a normal or uniform generator.  Structure (indptr, page permutations) and
+ * constants never change between timed calls.
+ */
+static int parse_fresh(struct ks_op *op, const json_t *list, struct ks_error *err)
+{
+	size_t i, n_fresh = 0;
+	json_t *item;
+
+	for (size_t k = 0; k < op->n_inputs; k++) {
+		enum ks_generator_kind kind = op->inputs[k].generator.kind;
+
+		op->inputs[k].fresh_per_call = !list && (kind == KS_GEN_NORMAL || kind == KS_GEN_UNIFORM);
+	}
+	if (!list)
+		return 0;
+	if (!json_is_array(list))
+		return ks_fail(err, "ksearch.fresh_per_call: expected a list of input names");
+	json_array_foreach(list, i, item)
+	{
+		const char *name = json_string_value(item);
+		int k = name ? ks_op_input_index(op, name) : -1;
+		enum ks_generator_kind kind;
+
+		if (k < 0)
+			return ks_fail(err, "ksearch.fresh_per_call[%zu]: %s is not an input of the op", i,
+				       name ? name : "(not a string)");
+		kind = op->inputs[k].generator.kind;
+		if (kind != KS_GEN_NORMAL && kind != KS_GEN_UNIFORM)
+			return ks_fail(err,
+				       "ksearch.fresh_per_call[%zu]: %s is made by the generator %s; only inputs with "
+				       "normal or uniform values can be new for each call",
+				       i, name, ks_generator_kind_name(kind));
+		op->inputs[k].fresh_per_call = 1;
+		n_fresh++;
+	}
+	if (!n_fresh)
+		return ks_fail(err, "ksearch.fresh_per_call: name at least one input (or leave it out: then "
+				    "every normal or uniform input is new for each call)");
+	return 0;
+}
+
 static int parse_tolerances(struct ks_op *op, const json_t *tol, struct ks_error *err)
+
 {
 	const char *name;
 	json_t *spec;
@@ -798,7 +843,8 @@ int ks_op_load(const char *dir, struct ks_op *op, struct ks_error *err)
 			goto fail;
 		}
 	}
-	if (parse_tolerances(op, json_object_get(ext, "tolerances"), err) < 0 ||
+	if (parse_fresh(op, json_object_get(ext, "fresh_per_call"), err) < 0 ||
+	    parse_tolerances(op, json_object_get(ext, "tolerances"), err) < 0 ||
 	    get_expr(ext, "min_bytes", "ksearch.", 1, &op->min_bytes, err) < 0 ||
 	    check_axis_expr(op, op->min_bytes, "ksearch.min_bytes", err) < 0 ||
 	    get_expr(ext, "flops", "ksearch.", 1, &op->flops, err) < 0 ||

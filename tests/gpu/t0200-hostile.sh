@@ -20,7 +20,7 @@ echo "$gpus" | head -n 1
 
 # all cases in one process, sorted so zz_good.cu comes last
 mapfile -t files < <(printf '%s\n' tests/gpu/hostile/*.cu | LC_ALL=C sort)
-[ "${#files[@]}" -ge 15 ] || fail "expected at least 15 cases in tests/gpu/hostile, found ${#files[@]}"
+[ "${#files[@]}" -ge 30 ] || fail "expected at least 30 cases in tests/gpu/hostile, found ${#files[@]}"
 [ "$(basename "${files[-1]}")" = zz_good.cu ] || fail "zz_good.cu must be checked last"
 
 start=$(date +%s)
@@ -64,6 +64,7 @@ for path in files:
         continue
     expect = m.group(1)
     needles = re.findall(r"^// evidence: *(.+?) *$", text, re.M)
+    wants_printf = re.search(r"^// printf: captured", text, re.M) is not None
     worst = max(worst, EXIT.get(expect, 0))
     got = by_file.get(path, [])
     if len(got) != 1:
@@ -73,6 +74,11 @@ for path in files:
     r = got[0]
     verdict, evidence = r.get("verdict", "?"), r.get("evidence") or ""
     rows.append((name, expect, verdict, " ".join(evidence.split())[:100]))
+    printed = r.get("printf") or {}
+    if wants_printf and not printed.get("bytes"):
+        problems.append(f"{name}: its device printf output was not captured as evidence")
+    if len(printed.get("head", "")) > 2048:
+        problems.append(f"{name}: {len(printed['head'])} bytes of printf kept (the bound is 2048)")
     if verdict != expect:
         problems.append(f"{name}: verdict {verdict}, expected {expect}: {evidence[:300]}")
         continue

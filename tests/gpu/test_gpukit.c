@@ -19,6 +19,7 @@
 #include "ksearch/evaluate/compare.h"
 #include "ksearch/evaluate/cuda.h"
 #include "ksearch/evaluate/gpukit.h"
+#include "ksearch/compile/nvrtc.h"
 #include "ksearch/base/util.h"
 
 static const struct ks_cuda *cu;
@@ -63,6 +64,13 @@ static void download(void *host, CUdeviceptr src, size_t bytes)
 {
 	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
 	CU_OK(cu->memcpy_dtoh(host, src, bytes));
+}
+
+/* cuMemcpyHtoD from pageable memory may return before the DMA lands: wait for it. */
+static void upload(CUdeviceptr dst, const void *host, size_t bytes)
+{
+	CU_OK(cu->memcpy_htod(dst, host, bytes));
+	CU_OK(cu->ctx_synchronize());
 }
 
 static void set_byte(CUdeviceptr ptr, size_t offset, unsigned char value)
@@ -443,7 +451,15 @@ static uint64_t mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-static uint64_t host_checksum(const unsigned char *p, size_t n)
+/* The public key a NULL key stands for. */
+static const struct ks_hash_key public_key = { 0, 0x9e3779b97f4a7c15ull };
+
+static uint64_t word_term(uint64_t w, uint64_t i, const struct ks_hash_key *key)
+{
+	return mix64((w ^ key->k0) + mix64(i ^ key->k1));
+}
+
+static uint64_t host_checksum_keyed(const unsigned char *p, size_t n, const struct ks_hash_key *key)
 {
 	uint64_t sum = 0;
 
@@ -452,9 +468,24 @@ static uint64_t host_checksum(const unsigned char *p, size_t n)
 
 		for (size_t k = 0; k < 8 && i * 8 + k < n; k++)
 			w |= (uint64_t)p[i * 8 + k] << (8 * k);
-		sum += mix64(w ^ mix64(i + 0x9e3779b97f4a7c15ull));
+		sum += word_term(w, i, key);
 	}
 	return sum + mix64(n ^ 0x13198a2e03707344ull);
+}
+
+static uint64_t host_checksum(const unsigned char *p, size_t n)
+{
+	return host_checksum_keyed(p, n, &public_key);
+}
+
+/* mix64's inverse: lets the test forge what an attacker who knew the key could. */
+static uint64_t unmix64(uint64_t z)
+{
+	z = (z ^ (z >> 31) ^ (z >> 62));
+	z *= 0x319642b2d24d8ec3ull;
+	z = (z ^ (z >> 27) ^ (z >> 54));
+	z *= 0x96de1b173f119089ull;
+	return z ^ (z >> 30) ^ (z >> 60);
 }
 
 static void checksum_is_stable_and_sees_any_change(void **state)
@@ -472,8 +503,8 @@ static void checksum_is_stable_and_sees_any_change(void **state)
 	(void)state;
 	OK(ks_gpukit_generate(kit, buf, KS_DTYPE_FLOAT32, (int64_t)(bytes + 3) / 4, &gen, NULL, 4, &err));
 	download(host, buf, bytes + 3);
-	OK(ks_gpukit_checksum(kit, buf, bytes, &base, &err));
-	OK(ks_gpukit_checksum(kit, buf, bytes, &again, &err));
+	OK(ks_gpukit_checksum(kit, buf, bytes, NULL, &base, &err));
+	OK(ks_gpukit_checksum(kit, buf, bytes, NULL, &again, &err));
 	printf("  %zu bytes: checksum %016llx, again %016llx, host recomputation %016llx\n", bytes,
 	       (unsigned long long)base, (unsigned long long)again,
 	       (unsigned long long)host_checksum(host, bytes));
@@ -484,9 +515,9 @@ static void checksum_is_stable_and_sees_any_change(void **state)
 		size_t at = offsets[i];
 
 		set_byte(buf, at, (unsigned char)(host[at] ^ 0x01));
-		OK(ks_gpukit_checksum(kit, buf, bytes, &changed, &err));
+		OK(ks_gpukit_checksum(kit, buf, bytes, NULL, &changed, &err));
 		set_byte(buf, at, host[at]);
-		OK(ks_gpukit_checksum(kit, buf, bytes, &restored, &err));
+		OK(ks_gpukit_checksum(kit, buf, bytes, NULL, &restored, &err));
 		if (changed == base || restored != base) {
 			printf("  byte %zu flipped: checksum %s; restored: %s\n", at,
 			       changed == base ? "UNCHANGED" : "changed",
@@ -502,22 +533,220 @@ static void checksum_is_stable_and_sees_any_change(void **state)
 	CU_OK(cu->memcpy_htod(buf, host + 8, 8));
 	CU_OK(cu->memcpy_htod(buf + 8, host, 8));
 	CU_OK(cu->ctx_synchronize());
-	OK(ks_gpukit_checksum(kit, buf, bytes, &swapped, &err));
+	OK(ks_gpukit_checksum(kit, buf, bytes, NULL, &swapped, &err));
 	CU_OK(cu->memcpy_htod(buf, host, 16));
 	CU_OK(cu->ctx_synchronize());
 	printf("  first two words swapped: checksum %s\n", swapped == base ? "UNCHANGED" : "changed");
 	assert_true(swapped != base);
 
 	/* Unaligned start and a short length take the byte-wise path. */
-	OK(ks_gpukit_checksum(kit, buf + 3, 1001, &odd, &err));
+	OK(ks_gpukit_checksum(kit, buf + 3, 1001, NULL, &odd, &err));
 	printf("  1001 bytes at offset 3: %016llx, host %016llx\n", (unsigned long long)odd,
 	       (unsigned long long)host_checksum(host + 3, 1001));
 	assert_true(odd == host_checksum(host + 3, 1001));
-	OK(ks_gpukit_checksum(kit, buf, 0, &odd, &err));
+	OK(ks_gpukit_checksum(kit, buf, 0, NULL, &odd, &err));
 	assert_true(odd == host_checksum(host, 0));
 
 	free(host);
 	dev_free(buf);
+}
+
+/*
+ * An attacker who knows the checksum's key can change one word and
+ * balance it with another (mix64 is invertible): the public-key sum stays
+ * the same.  With a secret key the same forgery shows.
+ */
+static void keyed_checksum_defeats_a_balanced_forgery(void **state)
+{
+	const struct ks_hash_key secret = { 0x0123456789abcdefull, 0xfedcba9876543210ull };
+	const size_t bytes = 4096;
+	CUdeviceptr buf = dev_alloc(bytes);
+	unsigned char *host = ks_malloc(bytes);
+	uint64_t w0, w1, forged0, forged1, before_public, after_public, before_secret, after_secret;
+
+	(void)state;
+	assert_true(unmix64(mix64(12345)) == 12345);
+	OK(ks_gpukit_generate(kit, buf, KS_DTYPE_FLOAT32, (int64_t)bytes / 4,
+			      &(struct ks_generator){ .kind = KS_GEN_UNIFORM, .a = -1, .b = 1 }, NULL, 9,
+			      &err));
+	download(host, buf, bytes);
+	memcpy(&w0, host, 8);
+	memcpy(&w1, host + 8, 8);
+	/* change word 0 at will, then solve word 1 so the public-key sum is unchanged */
+	forged0 = w0 ^ 0xdeadbeefull;
+	forged1 = (unmix64(word_term(w0, 0, &public_key) + word_term(w1, 1, &public_key) -
+			   word_term(forged0, 0, &public_key)) -
+		   mix64(1 ^ public_key.k1)) ^
+		  public_key.k0;
+	OK(ks_gpukit_checksum(kit, buf, bytes, NULL, &before_public, &err));
+	OK(ks_gpukit_checksum(kit, buf, bytes, &secret, &before_secret, &err));
+	assert_true(before_secret == host_checksum_keyed(host, bytes, &secret));
+	CU_OK(cu->memcpy_htod(buf, &forged0, 8));
+	CU_OK(cu->memcpy_htod(buf + 8, &forged1, 8));
+	CU_OK(cu->ctx_synchronize());
+	OK(ks_gpukit_checksum(kit, buf, bytes, NULL, &after_public, &err));
+	OK(ks_gpukit_checksum(kit, buf, bytes, &secret, &after_secret, &err));
+	printf("  two words forged to balance the public-key sum: public %s, secret-key %s\n",
+	       after_public == before_public ? "unchanged (fooled)" : "changed",
+	       after_secret == before_secret ? "UNCHANGED" : "changed (caught)");
+	assert_true(after_public == before_public); /* the forgery works against a known key */
+	assert_true(after_secret != before_secret);
+	free(host);
+	dev_free(buf);
+}
+
+/* Guard bands: filled, intact, then one byte changed in one region is found, and where. */
+static void guards_find_one_changed_byte(void **state)
+{
+	const size_t region_bytes = 4099;
+	CUdeviceptr a = dev_alloc(region_bytes), b = dev_alloc(region_bytes + 5),
+		    table = dev_alloc(2 * sizeof(struct ks_guard_region)), result = dev_alloc(16);
+	struct ks_guard_region regions[2] = { { a, region_bytes, 77 }, { b + 5, region_bytes, 78 } };
+	uint64_t found[2];
+	unsigned char byte;
+
+	(void)state;
+	upload(table, regions, sizeof(regions));
+	OK(ks_gpukit_guards(kit, table, 2, region_bytes, 0, &err));
+	OK(ks_gpukit_guards(kit, table, 2, region_bytes, result, &err));
+	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+	CU_OK(cu->memcpy_dtoh(found, result, 16));
+	assert_true(found[0] == 0);
+	assert_true(found[1] == ~0ull);
+	/* a pattern is keyed: the two regions differ */
+	{
+		unsigned char ha[64], hb[64];
+
+		CU_OK(cu->memcpy_dtoh(ha, a, 64));
+		CU_OK(cu->memcpy_dtoh(hb, b + 5, 64));
+		assert_true(memcmp(ha, hb, 64) != 0);
+	}
+	CU_OK(cu->memcpy_dtoh(&byte, b + 5 + 4098, 1));
+	byte ^= 0x10;
+	upload(b + 5 + 4098, &byte, 1);
+	OK(ks_gpukit_guards(kit, table, 2, region_bytes, result, &err));
+	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+	CU_OK(cu->memcpy_dtoh(found, result, 16));
+	printf("  one byte changed in region 1 at 4098: %llu bad, first at region %llu offset %llu\n",
+	       (unsigned long long)found[0], (unsigned long long)(found[1] >> 40),
+	       (unsigned long long)(found[1] & ((1ull << 40) - 1)));
+	assert_true(found[0] == 1);
+	assert_true(found[1] == (1ull << 40 | 4098));
+	dev_free(a);
+	dev_free(b);
+	dev_free(table);
+	dev_free(result);
+}
+
+/* What a kernel leaves in shared memory is gone after a scrub. */
+static void scrub_overwrites_what_a_kernel_left_in_shared_memory(void **state)
+{
+	static const char src[] =
+		"extern \"C\" __global__ void leave(unsigned n) {\n"
+		"  extern __shared__ unsigned s[]; volatile unsigned *v = s;\n"
+		"  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) v[i] = 0x5a5a0000u + i; }\n"
+		"extern \"C\" __global__ void look(unsigned n, unsigned *found) {\n"
+		"  extern __shared__ unsigned s[]; volatile unsigned *v = s; unsigned c = 0;\n"
+		"  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) c += (v[i] & 0xffff0000u) == "
+		"0x5a5a0000u;\n"
+		"  atomicAdd(found, c); }\n";
+	struct ks_compile_request req = { .source = src,
+					  .source_name = "scrub-test.cu",
+					  .resources_optional = 1 };
+	struct ks_compile_result res;
+	CUmodule mod;
+	CUfunction leave, look;
+	CUdeviceptr found_dev = dev_alloc(4);
+	unsigned int words = 12 * 1024, before = 0, after = 0, zero = 0;
+	void *leave_args[] = { &words }, *look_args[] = { &words, &found_dev };
+	int sms = 0;
+	char arch[16];
+	struct ks_gpu_info info;
+
+	(void)state;
+	OK(ks_cuda_device_info(0, &info, &err));
+	ks_gpu_arch(&info, arch, sizeof(arch));
+	req.arch = arch;
+	sms = info.sm_count;
+	OK(ks_nvrtc_compile(&req, &res, &err));
+	CU_OK(cu->module_load_data(&mod, res.cubin));
+	CU_OK(cu->module_get_function(&leave, mod, "leave"));
+	CU_OK(cu->module_get_function(&look, mod, "look"));
+	/* leave a pattern, look for it in a later launch: without a scrub it is usually still there */
+	upload(found_dev, &zero, 4);
+	CU_OK(cu->launch_kernel(leave, (unsigned)sms, 1, 1, 256, 1, 1, 4 * words, ks_gpukit_stream(kit),
+				leave_args, NULL));
+	CU_OK(cu->launch_kernel(look, (unsigned)sms, 1, 1, 256, 1, 1, 4 * words, ks_gpukit_stream(kit),
+				look_args, NULL));
+	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+	CU_OK(cu->memcpy_dtoh(&before, found_dev, 4));
+	upload(found_dev, &zero, 4);
+	CU_OK(cu->launch_kernel(leave, (unsigned)sms, 1, 1, 256, 1, 1, 4 * words, ks_gpukit_stream(kit),
+				leave_args, NULL));
+	OK(ks_gpukit_scrub_shared(kit, &err));
+	CU_OK(cu->launch_kernel(look, (unsigned)sms, 1, 1, 256, 1, 1, 4 * words, ks_gpukit_stream(kit),
+				look_args, NULL));
+	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+	CU_OK(cu->memcpy_dtoh(&after, found_dev, 4));
+	printf("  words of a earlier launch's shared memory seen by a later one: %u without a scrub, %u "
+	       "after\n",
+	       before, after);
+	assert_true(after == 0);
+	cu->module_unload(mod);
+	ks_compile_result_release(&res);
+	dev_free(found_dev);
+}
+
+/* The device comparison counts exactly the elements compare.h fails, for every dtype. */
+static void device_compare_agrees_with_the_host(void **state)
+{
+	static const enum ks_dtype dtypes[] = { KS_DTYPE_BFLOAT16, KS_DTYPE_FLOAT16, KS_DTYPE_FLOAT32,
+						KS_DTYPE_INT32, KS_DTYPE_INT64 };
+	const int64_t n = 100003;
+
+	(void)state;
+	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+		enum ks_dtype dtype = dtypes[d];
+		size_t bytes = (size_t)n * ks_dtype_size(dtype);
+		CUdeviceptr got = dev_alloc(bytes), ref = dev_alloc(bytes), result = dev_alloc(16);
+		unsigned char *hg = ks_malloc(bytes), *hr = ks_malloc(bytes);
+		struct ks_generator gen = { .kind = KS_GEN_UNIFORM, .a = -3, .b = 3 };
+		struct ks_generator ints = { .kind = KS_GEN_CONST, .a = 7 };
+		struct ks_compare_report report;
+		uint64_t found[2];
+		int is_int = dtype == KS_DTYPE_INT32 || dtype == KS_DTYPE_INT64;
+
+		OK(ks_gpukit_generate(kit, ref, dtype, n, is_int ? &ints : &gen, NULL, 11, &err));
+		download(hr, ref, bytes);
+		memcpy(hg, hr, bytes);
+		/* a few elements off by a lot, one NaN-ish byte pattern, the last element */
+		for (int64_t i = 5; i < n; i += 9973)
+			hg[(size_t)i * ks_dtype_size(dtype)] ^= 0x40;
+		memset(hg + (size_t)(n / 2) * ks_dtype_size(dtype), 0xff, ks_dtype_size(dtype));
+		hg[bytes - 1] ^= 0x20;
+		upload(got, hg, bytes);
+		OK(ks_gpukit_compare(kit, dtype, got, ref, n, 0.001, 0.01, result, &err));
+		CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+		CU_OK(cu->memcpy_dtoh(found, result, 16));
+		ks_compare(dtype, hg, hr, n, 0.001, 0.01, &report);
+		printf("  %s: device %llu failing (first %llu), host %lld (first %lld)\n",
+		       ks_dtype_name(dtype), (unsigned long long)found[0], (unsigned long long)found[1],
+		       (long long)report.mismatches,
+		       report.n_first ? (long long)report.first[0].index : -1LL);
+		assert_true(report.mismatches > 0);
+		assert_true(found[0] == (uint64_t)report.mismatches);
+		assert_true(found[1] == (uint64_t)report.first[0].index);
+		/* identical buffers: nothing fails */
+		OK(ks_gpukit_compare(kit, dtype, ref, ref, n, 0, 0, result, &err));
+		CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+		CU_OK(cu->memcpy_dtoh(found, result, 16));
+		assert_true(found[0] == 0 && found[1] == ~0ull);
+		free(hg);
+		free(hr);
+		dev_free(got);
+		dev_free(ref);
+		dev_free(result);
+	}
 }
 
 static void poison_reads_as_nan(void **state)
@@ -705,6 +934,10 @@ int main(void)
 		cmocka_unit_test(indptr_explicit_lengths_are_honoured),
 		cmocka_unit_test(page_permutation_is_distinct_and_in_range),
 		cmocka_unit_test(checksum_is_stable_and_sees_any_change),
+		cmocka_unit_test(keyed_checksum_defeats_a_balanced_forgery),
+		cmocka_unit_test(guards_find_one_changed_byte),
+		cmocka_unit_test(device_compare_agrees_with_the_host),
+		cmocka_unit_test(scrub_overwrites_what_a_kernel_left_in_shared_memory),
 		cmocka_unit_test(poison_reads_as_nan),
 		cmocka_unit_test(flush_l2_runs_on_the_stream),
 		cmocka_unit_test(scalar_draws_follow_their_generator),

@@ -71,8 +71,31 @@ static void test_valid_op_loads_and_resolves_axes(void **state)
 	assert_int_equal(op.n_grid, 2);
 	assert_int_equal(op.grid[1].descriptor, KS_DESC_SMEM_BYTES);
 	assert_ptr_equal(ks_op_workload(&op, "r3"), &op.check_workloads[1]);
+	/* without fresh_per_call, the normal input is new for every timed call; structure and consts never */
+	assert_true(op.inputs[0].fresh_per_call);
+	assert_false(op.inputs[1].fresh_per_call);
+	assert_false(op.inputs[2].fresh_per_call);
+	assert_false(op.inputs[3].fresh_per_call);
 	ks_op_release(&op);
 	test_rmtree(dir);
+}
+
+static void test_fresh_per_call_names_the_inputs(void **state)
+{
+	char *json =
+		test_replace(base_op, "\"workloads\": [", "\"fresh_per_call\": [\"x\"], \"workloads\": [");
+	char *dir = write_op(json);
+	struct ks_op op;
+	struct ks_error err;
+
+	(void)state;
+	if (ks_op_load(dir, &op, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_true(op.inputs[0].fresh_per_call);
+	assert_false(op.inputs[1].fresh_per_call);
+	ks_op_release(&op);
+	test_rmtree(dir);
+	free(json);
 }
 
 /* Each broken variant of base_op and a piece of the error it must give. */
@@ -101,6 +124,13 @@ static const struct broken broken_ops[] = {
 	{ "\"type\": \"const\", \"value\": 64", "\"type\": \"const\"", "needs an integer value" },
 	{ "\"scale\": {\"kind\": \"const\", \"value\": 0.5}",
 	  "\"scale\": {\"kind\": \"page_permutation\", \"pool\": \"4\"}", "needs a 1-D int32 input" },
+	{ "\"workloads\": [", "\"fresh_per_call\": [\"ptr\"], \"workloads\": [",
+	  "fresh_per_call[0]: ptr is made by the generator indptr" },
+	{ "\"workloads\": [", "\"fresh_per_call\": [\"z\"], \"workloads\": [",
+	  "z is not an input of the op" },
+	{ "\"workloads\": [", "\"fresh_per_call\": [], \"workloads\": [", "name at least one input" },
+	{ "\"workloads\": [", "\"fresh_per_call\": \"x\", \"workloads\": [",
+	  "expected a list of input names" },
 };
 
 static void test_broken_ops_get_clear_errors(void **state)
@@ -215,6 +245,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid_op_loads_and_resolves_axes),
+		cmocka_unit_test(test_fresh_per_call_names_the_inputs),
 		cmocka_unit_test(test_broken_ops_get_clear_errors),
 		cmocka_unit_test(test_missing_reference_is_an_error),
 		cmocka_unit_test(test_unknown_operator_suggests),

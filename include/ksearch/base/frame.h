@@ -8,8 +8,9 @@
  *
  * little-endian, written in one go over a pipe.  Sizes are bounded so that
  * a confused or hostile peer cannot make the reader allocate without limit;
- * anything malformed is an error, never a crash.  Reads can wait until a
- * deadline, which is how the coordinator notices a worker stuck in a kernel.
+ * anything malformed is an error, never a crash.  Reads and writes both
+ * take a deadline: that is how the coordinator notices a worker stuck in a
+ * kernel, and why neither side can hang on a peer that stopped listening.
  */
 #ifndef KSEARCH_FRAME_H
 #define KSEARCH_FRAME_H
@@ -36,9 +37,15 @@ enum ks_frame_status {
 	KS_FRAME_BAD,	  /* malformed frame or I/O error (err says which) */
 };
 
-/* Write msg (borrowed) and blobs.  Fails on I/O errors (EPIPE included). */
-int ks_frame_write(int fd, const json_t *msg, const struct ks_blob *blobs, size_t n_blobs,
-		   struct ks_error *err);
+/*
+ * Write msg (borrowed) and blobs, finishing before deadline_ms on the
+ * monotonic clock (negative: no deadline).  The deadline holds only on a
+ * non-blocking fd (ks_child_spawn() makes both message pipes so): a peer
+ * that stopped reading cannot block the writer past it.  Fails on I/O
+ * errors (EPIPE included) and on the deadline.
+ */
+int ks_frame_write(int fd, int64_t deadline_ms, const json_t *msg, const struct ks_blob *blobs,
+		   size_t n_blobs, struct ks_error *err);
 
 /*
  * Read one frame, waiting until deadline_ms on the monotonic clock

@@ -3,9 +3,12 @@
  *
  * Children are exec'd (never a bare fork of a process that may hold an
  * LMDB environment or a CUDA context): ks_child_spawn() runs the ksearch
- * binary itself with a hidden subcommand ("__worker", "__compile"), its
- * stdin and stdout connected to pipes for the framed protocol (frame.h),
- * its stderr shared with ours.  Limits (address space, CPU time) are set
+ * binary itself with a hidden subcommand ("__worker", "__compile").  It
+ * reads requests on its stdin and writes replies on KS_CHILD_REPLY_FD, both
+ * pipes for the framed protocol (frame.h); its stdout goes to /dev/null and
+ * its stderr is shared with ours.  Replies never travel on stdout: a GPU
+ * worker's stdout is where device printf lands, and code a candidate
+ * controls must have no way to write a reply.  Limits (address space, CPU time) are set
  * in the child before exec; the wall-clock deadline is the caller's to
  * enforce with ks_frame_read() and ks_child_kill().
  */
@@ -17,10 +20,13 @@
 
 #include "ksearch/base/error.h"
 
+/* The child's end of the reply pipe. */
+#define KS_CHILD_REPLY_FD 3
+
 struct ks_child {
 	pid_t pid;	/* 0 when not running */
-	int to_child;	/* write end of the child's stdin */
-	int from_child; /* read end of the child's stdout */
+	int to_child;	/* write end of the child's stdin (non-blocking) */
+	int from_child; /* read end of the child's replies (its KS_CHILD_REPLY_FD) */
 };
 
 struct ks_child_limits {

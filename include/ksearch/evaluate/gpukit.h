@@ -3,8 +3,10 @@
  *
  * Everything here runs ksearch's own kernels, never a candidate's: input
  * generation on the GPU from an op's generator vocabulary, poisoning
- * buffers, checksumming them, flushing the L2, and characterising the
- * device (DRAM bandwidth from a copy kernel, L2 size, SMs, peak rates).
+ * buffers, keyed checksums, guard bands, scrubbing shared memory, flushing
+ * the L2, and characterising the device (DRAM bandwidth from a copy
+ * kernel, L2 size, SMs, peak rates).
+
  * The kit's kernels are compiled once with NVRTC for the device.
  *
  * A kit owns a retained primary context of one device (made current on the
@@ -74,9 +76,59 @@ double ks_gpukit_scalar(const struct ks_generator *gen, uint64_t seed);
 /* Set every byte to 0xFF (a NaN in every float dtype), asynchronously. */
 int ks_gpukit_poison(struct ks_gpukit *kit, CUdeviceptr dst, size_t bytes, struct ks_error *err);
 
-/* A 64-bit checksum of bytes at src (order-sensitive); synchronizes. */
-int ks_gpukit_checksum(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes, uint64_t *sum,
-		       struct ks_error *err);
+/*
+ * The secret key of a keyed checksum.  Without the key, no change to the
+ * bytes can be balanced by another so that the sum stays the same (the
+ * terms are mix64((word ^ k0) + mix64(index ^ k1)), unknown to the writer).
+ */
+struct ks_hash_key {
+	uint64_t k0, k1;
+};
+
+/*
+ * A 64-bit keyed checksum of bytes at src (order-sensitive; key NULL: a
+ * fixed public key), including the length; synchronizes.
+ */
+int ks_gpukit_checksum(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes, const struct ks_hash_key *key,
+		       uint64_t *sum, struct ks_error *err);
+
+/*
+ * The same sum (without the length term) into the 8-byte device word
+ * slot, asynchronously: for checks queued between runs and read in one go.
+ */
+int ks_gpukit_checksum_async(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes,
+			     const struct ks_hash_key *key, CUdeviceptr slot, struct ks_error *err);
+
+/*
+ * Guard bands.  regions is a device array of n_regions
+ * struct ks_guard_region; max_bytes the largest region.  With result 0
+ * each region is filled with its keyed pattern; otherwise the regions are
+ * checked against it, and result (two device u64) gets the number of bytes
+ * that differ and the lowest (region index << 40 | byte offset) among
+ * them (all ones if none).  Asynchronous.
+ */
+struct ks_guard_region {
+	uint64_t ptr, bytes, key;
+};
+int ks_gpukit_guards(struct ks_gpukit *kit, CUdeviceptr regions, unsigned int n_regions, uint64_t max_bytes,
+		     CUdeviceptr result, struct ks_error *err);
+
+/*
+ * Compare numel elements of dtype at got against ref on the device, with
+ * compare.h's rule (both finite and |got - ref| <= atol + rtol * |ref|):
+ * result (two device u64) gets the number of failing elements and the
+ * lowest failing index (all ones if none).  Asynchronous.  A filter only:
+ * where it finds failures, compare.h describes them from host copies.
+ */
+int ks_gpukit_compare(struct ks_gpukit *kit, enum ks_dtype dtype, CUdeviceptr got, CUdeviceptr ref,
+		      int64_t numel, double atol, double rtol, CUdeviceptr result, struct ks_error *err);
+
+/*
+ * Overwrite the shared memory of every SM (asynchronously), so that no
+ * launch can find what an earlier one left there.
+ */
+
+int ks_gpukit_scrub_shared(struct ks_gpukit *kit, struct ks_error *err);
 
 /* Evict the L2 by writing a buffer larger than it, asynchronously on the kit's stream. */
 int ks_gpukit_flush_l2(struct ks_gpukit *kit, struct ks_error *err);

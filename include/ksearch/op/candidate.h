@@ -34,6 +34,7 @@ struct ks_scratch {
 	char *name;
 	enum ks_dtype dtype;
 	char *size; /* element-count expression */
+	int zeroed; /* ["dtype", "size", "zeroed"]: all zero bytes on entry to every call */
 };
 
 enum ks_arg_kind {

@@ -68,6 +68,7 @@ struct ks_tensor {
 	int is_scalar;
 	char *description;
 	struct ks_generator generator; /* inputs */
+	int fresh_per_call;	       /* inputs: new values for every timed call (ksearch.fresh_per_call) */
 	double atol, rtol;	       /* outputs */
 };
 

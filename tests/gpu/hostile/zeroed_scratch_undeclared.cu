@@ -1,0 +1,58 @@
+/* ksearch
+{ "params": {},
+  "scratch": {"claims": ["int32", "num_rows"]},
+  "launch": [
+    {"kernel": "rmsnorm_zeroed_scratch_undeclared", "grid": ["num_rows"], "block": ["256"], "args": ["x", "weight", "eps", "y", "num_rows", "hidden", "claims"]} ] }
+*/
+// expect: wrong
+// evidence: NaN
+// The same row-claiming kernel, but its counter is not declared "zeroed": scratch is poisoned
+// (0xFF bytes, -1 as int32), every claim sees a non-zero count, no row is written, and the
+// output is NaN. A kernel may rely on zeroed memory only where it asks for it.
+#include <cuda_bf16.h>
+
+#define THREADS 256
+#define WARPS (THREADS / 32)
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+rmsnorm_zeroed_scratch_undeclared(const __nv_bfloat16 *x, const __nv_bfloat16 *weight, float eps, __nv_bfloat16 *y, int num_rows, int hidden, int *claims)
+{
+	__shared__ float warp_sums[WARPS];
+	const int row = blockIdx.x;
+	if (row >= num_rows)
+		return;
+	const __nv_bfloat16 *xr = x + (size_t)row * hidden;
+	__nv_bfloat16 *yr = y + (size_t)row * hidden;
+	__shared__ int claimed;
+	if (threadIdx.x == 0)
+		claimed = atomicAdd(&claims[row], 1);
+	__syncthreads();
+	if (claimed != 0)
+		return; /* someone else claimed the row */
+
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < hidden; i += THREADS) {
+		const float v = __bfloat162float(xr[i]);
+		ss = fmaf(v, v, ss);
+	}
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0)
+		warp_sums[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float total = 0.0f;
+#pragma unroll
+	for (int w = 0; w < WARPS; ++w)
+		total += warp_sums[w];
+	const float inv_rms = rsqrtf(total / (float)hidden + eps);
+
+	for (int i = threadIdx.x; i < hidden; i += THREADS)
+		yr[i] = __float2bfloat16((__bfloat162float(xr[i]) * inv_rms) * __bfloat162float(weight[i]));
+}

@@ -1,0 +1,161 @@
+/*
+ * test_frame.c - the framed protocol between ksearch and its children:
+ * round trips, deadlines on both reads and writes (no side can hang on a
+ * peer that stopped listening), malformed frames, and the reply channel of
+ * a real child (replies on KS_CHILD_REPLY_FD; stdout is not a channel).
+ */
+#include "testlib.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+#include "ksearch/base/frame.h"
+#include "ksearch/base/proc.h"
+
+static void round_trip_with_blobs(void **state)
+{
+	int fds[2];
+	json_t *msg = json_pack("{s:s, s:i}", "type", "eval", "job", 7), *got = NULL;
+	char blob_a[] = "cubin bytes", blob_b[1000];
+	struct ks_blob blobs[2] = { { blob_a, sizeof(blob_a) }, { blob_b, sizeof(blob_b) } }, *read_blobs = NULL;
+	size_t n = 0;
+	struct ks_error err;
+
+	(void)state;
+	memset(blob_b, 0x5a, sizeof(blob_b));
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(ks_frame_write(fds[1], ks_now_ms() + 1000, msg, blobs, 2, &err), 0);
+	assert_int_equal(ks_frame_read(fds[0], ks_now_ms() + 1000, &got, &read_blobs, &n, &err), KS_FRAME_OK);
+	assert_true(json_equal(msg, got));
+	assert_int_equal(n, 2);
+	assert_int_equal(read_blobs[0].size, sizeof(blob_a));
+	assert_memory_equal(read_blobs[1].data, blob_b, sizeof(blob_b));
+	json_decref(msg);
+	json_decref(got);
+	ks_blobs_free(read_blobs, n);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/* A reader that never reads: the write gives up at its deadline instead of blocking for ever. */
+static void write_to_a_peer_that_stopped_reading_times_out(void **state)
+{
+	int fds[2];
+	size_t big = 4 << 20;
+	char *data = calloc(1, big);
+	struct ks_blob blob = { data, big };
+	json_t *msg = json_pack("{s:s}", "type", "eval");
+	struct ks_error err;
+	int64_t t0;
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK), 0);
+	t0 = ks_now_ms();
+	assert_int_equal(ks_frame_write(fds[1], t0 + 300, msg, &blob, 1, &err), -1);
+	assert_true(ks_now_ms() - t0 >= 250);
+	assert_true(ks_now_ms() - t0 < 5000);
+	assert_non_null(strstr(err.msg, "stopped reading"));
+	json_decref(msg);
+	free(data);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+static void read_waits_until_its_deadline(void **state)
+{
+	int fds[2];
+	json_t *msg = NULL;
+	struct ks_blob *blobs = NULL;
+	size_t n = 0;
+	struct ks_error err;
+	int64_t t0;
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	t0 = ks_now_ms();
+	assert_int_equal(ks_frame_read(fds[0], t0 + 200, &msg, &blobs, &n, &err), KS_FRAME_TIMEOUT);
+	assert_true(ks_now_ms() - t0 >= 150);
+	close(fds[1]);
+	assert_int_equal(ks_frame_read(fds[0], ks_now_ms() + 200, &msg, &blobs, &n, &err), KS_FRAME_EOF);
+	close(fds[0]);
+}
+
+/* What a kernel printing on a worker's stdout would produce, or worse: refused, never trusted. */
+static void malformed_frames_are_errors(void **state)
+{
+	static const struct {
+		const char *bytes;
+		size_t len;
+		const char *why;
+	} cases[] = {
+		{ "KSF2\x02\0\0\0\0\0\0\0{}", 14, "bad magic" },
+		{ "KSF1\xff\xff\xff\x7f\0\0\0\0", 12, "JSON over the bound" },
+		{ "KSF1\x02\0\0\0\x09\0\0\0", 12, "too many blobs" },
+		{ "KSF1\x05\0\0\0\0\0\0\0{oops", 17, "not JSON" },
+		{ "KSF1\x02\0\0\0\x01\0\0\0\xff\xff\xff\xff\xff\xff\xff\xff{}", 22, "blob over the bound" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int fds[2];
+		json_t *msg = NULL;
+		struct ks_blob *blobs = NULL;
+		size_t n = 0;
+		struct ks_error err;
+
+		assert_int_equal(pipe(fds), 0);
+		assert_int_equal(write(fds[1], cases[i].bytes, cases[i].len), (ssize_t)cases[i].len);
+		close(fds[1]);
+		if (ks_frame_read(fds[0], ks_now_ms() + 500, &msg, &blobs, &n, &err) == KS_FRAME_OK)
+			fail_msg("case '%s' was read as a frame", cases[i].why);
+		assert_null(msg);
+		close(fds[0]);
+	}
+}
+
+/*
+ * A real child (ksearch __compile): its reply arrives on the reply pipe,
+ * and nothing it might write on stdout could take that pipe's place.
+ */
+static void a_child_replies_on_its_own_pipe(void **state)
+{
+	const char *const args[] = { "__compile", NULL };
+	struct ks_child child;
+	json_t *req = json_pack("{s:s, s:s, s:s, s:[]}", "source", "extern \"C\" __global__ void k() {}\n",
+				"source_name", "k.cu", "arch", "sm_80", "defines"),
+	       *reply = NULL;
+	struct ks_blob *blobs = NULL;
+	size_t n = 0;
+	struct ks_error err;
+	int ok = 0;
+
+	(void)state;
+	if (!getenv("KSEARCH"))
+		skip();
+	ks_child_set_program(getenv("KSEARCH"));
+	assert_int_equal(ks_child_spawn(&child, args, NULL, &err), 0);
+	assert_true(fcntl(child.to_child, F_GETFL) & O_NONBLOCK);
+	assert_int_equal(ks_frame_write(child.to_child, ks_now_ms() + 5000, req, NULL, 0, &err), 0);
+	assert_int_equal(ks_frame_read(child.from_child, ks_now_ms() + 120000, &reply, &blobs, &n, &err),
+			 KS_FRAME_OK);
+	assert_int_equal(json_unpack(reply, "{s:b}", "ok", &ok), 0);
+	assert_true(ok);
+	ks_child_finish(&child, 5000, NULL);
+	json_decref(req);
+	json_decref(reply);
+	ks_blobs_free(blobs, n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(round_trip_with_blobs),
+		cmocka_unit_test(write_to_a_peer_that_stopped_reading_times_out),
+		cmocka_unit_test(read_waits_until_its_deadline),
+		cmocka_unit_test(malformed_frames_are_errors),
+		cmocka_unit_test(a_child_replies_on_its_own_pipe),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
