@@ -98,6 +98,7 @@ struct scratch {
 
 /* The guard bands of one set of buffers, as the kit's region table, and what each region guards. */
 struct guards {
+	struct ks_guard_region *regions; /* kept here: the device copy is written anew for each check */
 	CUdeviceptr table;
 	unsigned int n;
 	uint64_t max_bytes;
@@ -328,24 +329,25 @@ static void guards_release(struct worker *w, struct guards *g)
 {
 	if (g->table)
 		w->cu->mem_free(g->table);
+	free(g->regions);
 	free(g->what);
 	memset(g, 0, sizeof(*g));
 }
 
 /* One more buffer to guard: its two bands, keyed by the job's secret. */
-static void guards_add(struct worker *w, struct ks_guard_region **regions, struct guards *g,
-		       const struct gbuf *b, const char *kind, const char *name)
+static void guards_add(struct worker *w, struct guards *g, const struct gbuf *b, const char *kind,
+		       const char *name)
 {
 	struct ks_guard_region before = { b->base, (uint64_t)(b->ptr - b->base), rng64(&w->job.rng) };
 	struct ks_guard_region after = { b->ptr + b->bytes,
 					 (uint64_t)(b->base + b->alloc - b->ptr - b->bytes),
 					 rng64(&w->job.rng) };
 
-	*regions = ks_realloc(*regions, (g->n + 2) * sizeof(**regions));
+	g->regions = ks_realloc(g->regions, (g->n + 2) * sizeof(*g->regions));
 	g->what = ks_realloc(g->what, (g->n + 2) * sizeof(*g->what));
-	(*regions)[g->n] = before;
+	g->regions[g->n] = before;
 	snprintf(g->what[g->n++], sizeof(*g->what), "before %s '%s'", kind, name);
-	(*regions)[g->n] = after;
+	g->regions[g->n] = after;
 	snprintf(g->what[g->n++], sizeof(*g->what), "past the end of %s '%s'", kind, name);
 	if (before.bytes > g->max_bytes)
 		g->max_bytes = before.bytes;
@@ -538,44 +540,45 @@ static int scratch_make(struct worker *w, const struct program *prog, const stru
 	return 0;
 }
 
+/*
+ * The region table on the device, queued anew before every use: it sits
+ * in device memory a kernel could find, and a table it had emptied would
+ * pass every check.  (From pageable memory the copy is staged before the
+ * call returns, and it is ordered on the stream before the guard kernel.)
+ */
+static CUresult guards_upload(struct worker *w, const struct guards *g)
+{
+	return w->cu->memcpy_htod_async(g->table, g->regions, g->n * sizeof(*g->regions), w->stream);
+}
+
 /* Guard every buffer a candidate is given (inputs, outputs, scratch) and fill the bands. */
 static int guards_make(struct worker *w, const struct program *prog, const struct inputs *in,
 		       const struct outputs *out, const struct scratch *s, struct guards *g,
 		       struct outcome *oc)
 {
 	const struct ks_op *op = &w->op;
-	struct ks_guard_region *regions = NULL;
 	struct ks_error err;
 	CUresult rc;
-	int ret = -1;
 
 	memset(g, 0, sizeof(*g));
 	for (size_t i = 0; i < op->n_inputs; i++)
 		if (in->buf[i].base)
-			guards_add(w, &regions, g, &in->buf[i], "input", op->inputs[i].name);
+			guards_add(w, g, &in->buf[i], "input", op->inputs[i].name);
 	for (size_t i = 0; i < op->n_outputs; i++)
-		guards_add(w, &regions, g, &out->buf[i], "output", op->outputs[i].name);
+		guards_add(w, g, &out->buf[i], "output", op->outputs[i].name);
 	for (size_t i = 0; i < s->n; i++)
-		guards_add(w, &regions, g, &s->buf[i], "scratch", prog->cand->scratch[i].name);
-	rc = w->cu->mem_alloc(&g->table, g->n * sizeof(*regions));
+		guards_add(w, g, &s->buf[i], "scratch", prog->cand->scratch[i].name);
+	rc = w->cu->mem_alloc(&g->table, g->n * sizeof(*g->regions));
 	if (rc == CUDA_SUCCESS)
-		rc = w->cu->memcpy_htod_async(g->table, regions, g->n * sizeof(*regions), w->stream);
-	if (rc == CUDA_SUCCESS)
-		rc = w->cu->stream_synchronize(w->stream); /* the stream does not wait for the null stream */
-
+		rc = guards_upload(w, g);
 	if (rc != CUDA_SUCCESS) {
 		fail_cuda(oc, KS_VERDICT_CRASH, rc, "setting up guard bands");
 		oc->internal = 1;
-		goto cleanup;
+		return -1;
 	}
-	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, 0, &err) < 0) {
-		fail_internal(oc, err.msg);
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
-	free(regions);
-	return ret;
+	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, 0, &err) < 0)
+		return fail_internal(oc, err.msg);
+	return 0;
 }
 
 /* NaN bytes in everything the program writes, so unwritten elements fail. */
@@ -857,8 +860,14 @@ static int check_after_run(struct worker *w, const struct program *prog, const s
 		if (ks_gpukit_checksum_async(w->kit, prog->vars[i].ptr, prog->vars[i].bytes, &w->job.key,
 					     w->slots + 8 * (n_in + i), &err) < 0)
 			goto internal;
+	rc = guards_upload(w, g);
+	if (rc != CUDA_SUCCESS) {
+		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s%s: checking guard bands", wl->id, when);
+		goto cleanup;
+	}
 	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, w->slots + 8 * guard_slot, &err) < 0)
 		goto internal;
+
 	rc = w->cu->memcpy_dtoh_async(got, w->slots, (guard_slot + 2) * sizeof(*got), w->stream);
 	if (rc == CUDA_SUCCESS)
 		rc = w->cu->stream_synchronize(w->stream);

@@ -668,7 +668,8 @@ static int parse_fresh(struct ks_op *op, const json_t *list, struct ks_error *er
 		kind = op->inputs[k].generator.kind;
 		if (kind != KS_GEN_NORMAL && kind != KS_GEN_UNIFORM)
 			return ks_fail(err,
-				       "ksearch.fresh_per_call[%zu]: %s is made by the generator %s; only inputs with "
+				       "ksearch.fresh_per_call[%zu]: %s is made by the generator %s; only "
+				       "inputs with "
 				       "normal or uniform values can be new for each call",
 				       i, name, ks_generator_kind_name(kind));
 		op->inputs[k].fresh_per_call = 1;

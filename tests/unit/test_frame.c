@@ -17,7 +17,8 @@ static void round_trip_with_blobs(void **state)
 	int fds[2];
 	json_t *msg = json_pack("{s:s, s:i}", "type", "eval", "job", 7), *got = NULL;
 	char blob_a[] = "cubin bytes", blob_b[1000];
-	struct ks_blob blobs[2] = { { blob_a, sizeof(blob_a) }, { blob_b, sizeof(blob_b) } }, *read_blobs = NULL;
+	struct ks_blob blobs[2] = { { blob_a, sizeof(blob_a) }, { blob_b, sizeof(blob_b) } },
+		       *read_blobs = NULL;
 	size_t n = 0;
 	struct ks_error err;
 
