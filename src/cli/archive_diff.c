@@ -123,7 +123,8 @@ static void print_step(const json_t *parent, const json_t *record)
 
 int ks_archive_cmd_lineage(int argc, char **argv)
 {
-	struct ks_opt opts[] = { KS_ARCHIVE_COMMON_OPTS, { 0 } };
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	struct ks_option opts[] = { KS_ARCHIVE_COMMON_OPTS(&pick), KS_OPT_END };
 	const char *cmd = "archive lineage";
 	struct ks_archive *ar = NULL;
 	json_t **chain = NULL;
@@ -142,7 +143,7 @@ int ks_archive_cmd_lineage(int argc, char **argv)
 	}
 	if (ks_archive_cli_parse_id(cmd, pos[0], &id) < 0)
 		goto cleanup;
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
@@ -459,11 +460,13 @@ static void diff_records(const json_t *a, const json_t *b)
 
 int ks_archive_cmd_diff(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		KS_ARCHIVE_COMMON_OPTS,
-		{ "color", 0, KS_OPT_VALUE, "WHEN", "colour the source diff: auto, always or never", 0, 0, 0,
-		  0 },
-		{ 0 },
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	int color_when = KS_COLOR_AUTO;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_CHOICE(0, "color", &color_when, "WHEN", ks_color_choices,
+			      "colour the source diff: auto, always or never"),
+		KS_OPT_END,
 	};
 	const char *cmd = "archive diff";
 	struct ks_archive *ar = NULL;
@@ -483,10 +486,8 @@ int ks_archive_cmd_diff(int argc, char **argv)
 	}
 	if (ks_archive_cli_parse_id(cmd, pos[0], &ida) < 0 || ks_archive_cli_parse_id(cmd, pos[1], &idb) < 0)
 		goto cleanup;
-	color = ks_archive_cli_color(cmd, opts[3].set ? opts[3].value : NULL);
-	if (color < 0)
-		goto cleanup;
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	color = ks_archive_cli_color((enum ks_color_when)color_when);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
