@@ -47,26 +47,25 @@ static int odd_option(const struct ks_option *opt, const char *arg, struct ks_er
 
 enum { GROUP_EXTRA = 1 };
 
-#define TABLE(v)                                                                                        \
-	{                                                                                               \
-		KS_OPT_BOOL('f', "flag", &(v)->flag, "a flag"),                                          \
-		KS_OPT_INT('n', "n", &(v)->n, "N", 1, 64, "1 to 64 things", "a small int"),              \
-		KS_OPT_UINT64(0, "big", &(v)->big, "N", 1, "a number of things > 0", "a big count"),     \
-		KS_OPT_DOUBLE(0, "ratio", &(v)->ratio, "R", 0, 2, "a ratio from 0 to 2", "a ratio"),      \
-		KS_OPT_DURATION(0, "time", &(v)->seconds, "D", "a duration such as 8h", "how long"),      \
-		KS_OPT_STRING(0, "name", &(v)->name, "NAME", "a name"),                                  \
-		KS_OPT_CHOICE(0, "color", &(v)->choice, "WHEN", colours, "auto, always or never"),       \
-		KS_OPT_LIST('p', "param", &(v)->list, "K=V", "repeatable"),                               \
-		KS_OPT_CALLBACK(0, "odd", &(v)->odd, "N", odd_option, "an odd number"),                  \
-		KS_OPT_GROUP(GROUP_EXTRA),                                                               \
-		KS_OPT_INT(0, "grouped", &(v)->grouped, "N", 0, 9, "0 to 9", "in the group"),            \
-		KS_OPT_GROUP(0),                                                                         \
-		KS_OPT_END,                                                                              \
+#define TABLE(v)                                                                                             \
+	{                                                                                                    \
+		KS_OPT_BOOL('f', "flag", &(v)->flag, "a flag"),                                              \
+			KS_OPT_INT('n', "n", &(v)->n, "N", 1, 64, "1 to 64 things", "a small int"),          \
+			KS_OPT_UINT64(0, "big", &(v)->big, "N", 1, "a number of things > 0", "a big count"), \
+			KS_OPT_DOUBLE(0, "ratio", &(v)->ratio, "R", 0, 2, "a ratio from 0 to 2", "a ratio"), \
+			KS_OPT_DURATION(0, "time", &(v)->seconds, "D", "a duration such as 8h", "how long"), \
+			KS_OPT_STRING(0, "name", &(v)->name, "NAME", "a name"),                              \
+			KS_OPT_CHOICE(0, "color", &(v)->choice, "WHEN", colours, "auto, always or never"),   \
+			KS_OPT_LIST('p', "param", &(v)->list, "K=V", "repeatable"),                          \
+			KS_OPT_CALLBACK(0, "odd", &(v)->odd, "N", odd_option, "an odd number"),              \
+			KS_OPT_GROUP(GROUP_EXTRA),                                                           \
+			KS_OPT_INT(0, "grouped", &(v)->grouped, "N", 0, 9, "0 to 9", "in the group"),        \
+			KS_OPT_GROUP(0), KS_OPT_END,                                                         \
 	}
 
 /* Parse argv[0..argc); the return code, with what went to stderr in errbuf. */
-static int parse_argv(struct ks_option *opts, char **argv, int argc, char *errbuf, size_t size, const char ***pos,
-		      size_t *n_pos)
+static int parse_argv(struct ks_option *opts, char **argv, int argc, char *errbuf, size_t size,
+		      const char ***pos, size_t *n_pos)
 {
 	FILE *capture = tmpfile();
 	int rc, saved;
@@ -141,8 +140,8 @@ static void test_values_go_to_their_variables(void **state)
 
 	(void)state;
 	assert_int_equal(parse(opts, err, sizeof(err), &pos, &n_pos, "-f", "file.cu", "--big",
-			       "18446744073709551615", "--time=1h30m", "--name", "x", "--color", "never", "-p",
-			       "A=1", "--param", "B=2", "--odd", "3", "--", "--n", NULL),
+			       "18446744073709551615", "--time=1h30m", "--name", "x", "--color", "never",
+			       "-p", "A=1", "--param", "B=2", "--odd", "3", "--", "--n", NULL),
 			 0);
 	assert_int_equal(v.flag, 1);
 	assert_int_equal(v.n, 7); /* after "--" it is an argument, and the default stays */
@@ -236,8 +235,8 @@ static void test_repeats_that_are_allowed(void **state)
 
 	(void)state;
 	/* a flag twice says the same thing twice; a list grows */
-	assert_int_equal(parse(opts, err, sizeof(err), &pos, &n_pos, "--flag", "-f", "-p", "a", "-p", "b", "-p",
-			       "c", "-p", "d", "-p", "e", NULL),
+	assert_int_equal(parse(opts, err, sizeof(err), &pos, &n_pos, "--flag", "-f", "-p", "a", "-p", "b",
+			       "-p", "c", "-p", "d", "-p", "e", NULL),
 			 0);
 	assert_int_equal(v.flag, 1);
 	assert_int_equal(v.list.n, 5);
