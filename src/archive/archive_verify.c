@@ -261,7 +261,8 @@ static int check_grid(struct ks_archive *ar, MDB_txn *txn, struct recount *r, st
 	size_t next = 0;
 	int rc;
 
-	qsort(r->placed, r->n_placed, sizeof(*r->placed), cmp_placed);
+	if (r->n_placed) /* qsort's base must not be NULL, even for 0 elements */
+		qsort(r->placed, r->n_placed, sizeof(*r->placed), cmp_placed);
 	for (rc = scan(ar, txn, ar->grid, &cur, &key, &val, 1, err); !rc;
 	     rc = scan(ar, txn, ar->grid, &cur, &key, &val, 0, err)) {
 		uint64_t cell, id;

@@ -15,7 +15,7 @@ void *ks_calloc(size_t count, size_t size);
 void *ks_realloc(void *ptr, size_t size);
 char *ks_strdup(const char *s);
 char *ks_strndup(const char *s, size_t n);
-char *ks_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *ks_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2), nonnull(1)));
 
 /* A growing NUL-terminated string; buf is never NULL after init. */
 struct ks_strbuf {
