@@ -331,7 +331,7 @@ int ks_archive_cmd_prompts(int argc, char **argv)
 		else
 			rows[n_rows++] = p;
 	}
-	qsort(rows, n_rows, sizeof(*rows), cmp_of[sort]);
+	KS_QSORT(rows, n_rows, cmp_of[sort]);
 	ret = KS_EXIT_OK;
 	if (json) {
 		print_json_list(rows, n_rows);

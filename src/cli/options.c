@@ -224,10 +224,7 @@ static int store(const char *cmd, struct ks_option *o, const char *value)
 	case KS_OPTION_LIST: {
 		struct ks_opt_list *list = o->value;
 
-		if (list->n == list->alloc) {
-			list->alloc = list->alloc ? 2 * list->alloc : 4;
-			list->items = ks_realloc(list->items, list->alloc * sizeof(*list->items));
-		}
+		KS_ALLOC_GROW(list->items, list->n + 1, list->alloc);
 		list->items[list->n++] = value;
 		return 0;
 	}

@@ -49,7 +49,7 @@ struct ks_strategy {
 
 struct ks_strategies {
 	struct ks_strategy *items;
-	size_t n;
+	size_t n, alloc;
 	uint64_t next_id;
 };
 
