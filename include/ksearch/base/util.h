@@ -55,7 +55,8 @@ void ks_strbuf_init(struct ks_strbuf *sb);
 void ks_strbuf_release(struct ks_strbuf *sb);
 void ks_strbuf_add(struct ks_strbuf *sb, const char *data, size_t len);
 void ks_strbuf_adds(struct ks_strbuf *sb, const char *s);
-void ks_strbuf_addf(struct ks_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ks_strbuf_addf(struct ks_strbuf *sb, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), nonnull(2)));
 /* Hand the buffer to the caller (who frees it) and reset sb. */
 char *ks_strbuf_detach(struct ks_strbuf *sb);
 
