@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "ksearch/archive/archive.h"
+#include "ksearch/base/util.h"
 
 static double launch_edges[] = { 1, 2, 3, 9 };
 static double smem_edges[] = { 0, 1, 16384, 49153, 102401, 232449 };
@@ -288,10 +289,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
-	dir = strdup(ks_archive_path(ar));
+	dir = ks_strdup(ks_archive_path(ar));
 	ks_archive_close(ar);
-	data = malloc(strlen(dir) + 16);
-	sprintf(data, "%s/data.mdb", dir);
+	data = ks_path_join(dir, "data.mdb");
 	stat(data, &st);
 	printf("inserted     %llu in %.1f s: %.0f inserts/s\n", (unsigned long long)n, last, n / last);
 	printf("data.mdb     %.1f MB (%.0f bytes/candidate; allocated %.0f bytes/candidate)\n",

@@ -233,6 +233,7 @@ int ks_archive_list_envs(const char *root, struct ks_archive_env **envs, size_t 
 {
 	DIR *top = opendir(root);
 	struct dirent *op;
+	size_t alloc = 0;
 
 	*envs = NULL;
 	*n = 0;
@@ -259,7 +260,7 @@ int ks_archive_list_envs(const char *root, struct ks_archive_env **envs, size_t 
 			dir = ks_path_join(op_dir, gpu->d_name);
 			data = ks_path_join(dir, "data.mdb");
 			if (stat(data, &st) == 0) {
-				*envs = ks_realloc(*envs, (*n + 1) * sizeof(**envs));
+				KS_ALLOC_GROW(*envs, *n + 1, alloc);
 				(*envs)[*n].op = ks_strdup(op->d_name);
 				(*envs)[*n].gpu_slug = ks_strdup(gpu->d_name);
 				(*envs)[*n].path = dir;
@@ -274,8 +275,7 @@ int ks_archive_list_envs(const char *root, struct ks_archive_env **envs, size_t 
 		free(op_dir);
 	}
 	closedir(top);
-	if (*n)
-		qsort(*envs, *n, sizeof(**envs), cmp_env);
+	KS_QSORT(*envs, *n, cmp_env);
 	return 0;
 }
 

@@ -64,19 +64,25 @@ static void write_header(struct ks_archive *ar, FILE *out, unsigned flags)
 	json_decref(grid);
 }
 
+/* Source hashes, to write each source once. */
+struct hashes {
+	unsigned char (*items)[KS_SHA256_LEN];
+	size_t n, alloc;
+};
+
 /* One record line; remembers its source hash in *hashes when hashes is not NULL. */
-static int write_record(FILE *out, uint64_t id, const MDB_val *val, int *first, unsigned char **hashes,
-			size_t *n_hashes, struct ks_error *err)
+static int write_record(FILE *out, uint64_t id, const MDB_val *val, int *first, struct hashes *hashes,
+			struct ks_error *err)
 {
 	json_t *record;
 
 	if (ks_archive_parse_record(id, val, &record, err) < 0)
 		return -1;
 	if (hashes) {
-		*hashes = ks_realloc(*hashes, (*n_hashes + 1) * KS_SHA256_LEN);
+		KS_ALLOC_GROW(hashes->items, hashes->n + 1, hashes->alloc);
 		if (ks_unhex_sha256(json_string_value(json_object_get(record, "source_hash")),
-				    *hashes + *n_hashes * KS_SHA256_LEN) == 0)
-			(*n_hashes)++;
+				    hashes->items[hashes->n]) == 0)
+			hashes->n++;
 	}
 	fputs(*first ? "\n    " : ",\n    ", out);
 	*first = 0;
@@ -111,8 +117,8 @@ static int export_elites(struct ks_archive *ar, MDB_txn *txn, FILE *out, struct 
 	MDB_cursor *cur = NULL;
 	MDB_val key, val;
 	uint64_t *ids = NULL;
-	unsigned char *hashes = NULL;
-	size_t n_ids = 0, n_hashes = 0;
+	struct hashes hashes = { 0 };
+	size_t n_ids = 0, alloc_ids = 0;
 	int first = 1, rc, ret = -1;
 
 	rc = mdb_cursor_open(txn, ar->grid, &cur);
@@ -120,14 +126,14 @@ static int export_elites(struct ks_archive *ar, MDB_txn *txn, FILE *out, struct 
 	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
 		if (val.mv_size != 16)
 			continue; /* verify reports it */
-		ids = ks_realloc(ids, (n_ids + 1) * sizeof(*ids));
+		KS_ALLOC_GROW(ids, n_ids + 1, alloc_ids);
 		ids[n_ids++] = ks_be64_get(val.mv_data);
 	}
 	if (rc != MDB_NOTFOUND) {
 		ks_archive_lmdb_fail(err, rc, "reading the grid");
 		goto cleanup;
 	}
-	qsort(ids, n_ids, sizeof(*ids), cmp_u64);
+	KS_QSORT(ids, n_ids, cmp_u64);
 	for (size_t i = 0; i < n_ids; i++) {
 		unsigned char k[8];
 		MDB_val kv = { 8, k };
@@ -140,16 +146,16 @@ static int export_elites(struct ks_archive *ar, MDB_txn *txn, FILE *out, struct 
 			ks_archive_lmdb_fail(err, rc, "reading a record");
 			goto cleanup;
 		}
-		if (write_record(out, ids[i], &val, &first, &hashes, &n_hashes, err) < 0)
+		if (write_record(out, ids[i], &val, &first, &hashes, err) < 0)
 			goto cleanup;
 	}
 	fprintf(out, "\n  ],\n  \"sources\": {");
-	qsort(hashes, n_hashes, KS_SHA256_LEN, cmp_hash);
+	KS_QSORT(hashes.items, hashes.n, cmp_hash);
 	first = 1;
-	for (size_t i = 0; i < n_hashes; i++) {
-		MDB_val kv = { KS_SHA256_LEN, hashes + i * KS_SHA256_LEN };
+	for (size_t i = 0; i < hashes.n; i++) {
+		MDB_val kv = { KS_SHA256_LEN, hashes.items[i] };
 
-		if (i && !memcmp(hashes + i * KS_SHA256_LEN, hashes + (i - 1) * KS_SHA256_LEN, KS_SHA256_LEN))
+		if (i && !memcmp(hashes.items[i], hashes.items[i - 1], KS_SHA256_LEN))
 			continue;
 		if (mdb_get(txn, ar->sources, &kv, &val) == 0 &&
 		    write_source(ar, txn, out, kv.mv_data, &val, &first, err) < 0)
@@ -160,7 +166,7 @@ cleanup:
 	if (cur)
 		mdb_cursor_close(cur);
 	free(ids);
-	free(hashes);
+	free(hashes.items);
 	return ret;
 }
 
@@ -204,7 +210,7 @@ static int export_record_fn(const MDB_val *key, const MDB_val *val, void *ctx_)
 
 	if (key->mv_size != 8)
 		return ks_fail(ctx->err, "a record key is damaged");
-	return write_record(ctx->out, ks_be64_get(key->mv_data), val, &ctx->first, NULL, NULL, ctx->err);
+	return write_record(ctx->out, ks_be64_get(key->mv_data), val, &ctx->first, NULL, ctx->err);
 }
 
 static int export_source_fn(const MDB_val *key, const MDB_val *val, void *ctx_)
@@ -411,7 +417,7 @@ static int check_prompts(const json_t *prompts, struct import_prompt **list, siz
 		(*list)[*n].prompt = prompt;
 		(*n)++;
 	}
-	qsort(*list, *n, sizeof(**list), cmp_prompt);
+	KS_QSORT(*list, *n, cmp_prompt);
 	for (i = 1; i < *n; i++) {
 		if ((*list)[i].id == (*list)[i - 1].id) {
 			ks_fail(err, "prompts: id %llu appears twice", (unsigned long long)(*list)[i].id);
@@ -656,7 +662,7 @@ int ks_archive_import(struct ks_archive *ar, const json_t *doc, struct ks_archiv
 	for (size_t i = 0; i < ctx.n_items; i++)
 		if (check_item(sources, json_array_get(candidates, i), i, &ctx.items[i], err) < 0)
 			goto cleanup;
-	qsort(ctx.items, ctx.n_items, sizeof(*ctx.items), cmp_item);
+	KS_QSORT(ctx.items, ctx.n_items, cmp_item);
 	for (size_t i = 1; i < ctx.n_items; i++) {
 		if (ctx.items[i].old_id == ctx.items[i - 1].old_id) {
 			ks_fail(err, "candidates: id %llu appears twice",

@@ -344,10 +344,7 @@ int ks_archive_elites(struct ks_archive *ar, struct ks_archive_elite **elites, s
 			ret = ks_fail(err, "%s: a grid entry is damaged", ar->path);
 			break;
 		}
-		if (*n == alloc) {
-			alloc = alloc ? 2 * alloc : 64;
-			*elites = ks_realloc(*elites, alloc * sizeof(**elites));
-		}
+		KS_ALLOC_GROW(*elites, *n + 1, alloc);
 		(*elites)[*n].cell = ks_be64_get(key.mv_data);
 		(*elites)[*n].id = ks_be64_get(val.mv_data);
 		(*elites)[*n].fitness = bits_double(ks_be64_get((unsigned char *)val.mv_data + 8));
@@ -402,10 +399,7 @@ static int add_point(const MDB_val *val, struct ks_archive_qd_point **points, si
 		json_decref(point);
 		return -1;
 	}
-	if (*n == *alloc) {
-		*alloc = *alloc ? 2 * *alloc : 64;
-		*points = ks_realloc(*points, *alloc * sizeof(**points));
-	}
+	KS_ALLOC_GROW(*points, *n + 1, *alloc);
 	p = &(*points)[(*n)++];
 	p->evals = json_u64(point, "evals");
 	p->best_fitness = json_number_value(json_object_get(point, "best"));

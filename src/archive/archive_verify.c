@@ -19,7 +19,7 @@
 
 struct problems {
 	char **list;
-	size_t n;
+	size_t n, alloc;
 	size_t more;
 };
 
@@ -27,24 +27,16 @@ static void problem(struct problems *p, const char *fmt, ...) __attribute__((for
 
 static void problem(struct problems *p, const char *fmt, ...)
 {
-	struct ks_strbuf sb;
 	va_list ap;
-	int len;
 
 	if (p->n >= MAX_PROBLEMS) {
 		p->more++;
 		return;
 	}
-	ks_strbuf_init(&sb);
+	KS_ALLOC_GROW(p->list, p->n + 1, p->alloc);
 	va_start(ap, fmt);
-	len = vsnprintf(NULL, 0, fmt, ap);
+	p->list[p->n++] = ks_vasprintf(fmt, ap);
 	va_end(ap);
-	sb.buf = ks_realloc(sb.buf, (size_t)len + 1);
-	va_start(ap, fmt);
-	vsnprintf(sb.buf, (size_t)len + 1, fmt, ap);
-	va_end(ap);
-	p->list = ks_realloc(p->list, (p->n + 1) * sizeof(*p->list));
-	p->list[p->n++] = sb.buf;
 }
 
 /* A placed ok record: the grid must hold the best of each cell. */
@@ -69,7 +61,7 @@ struct recount {
 	struct ks_counters c; /* what the records say */
 	uint64_t max_id;
 	struct placed *placed;
-	size_t n_placed;
+	size_t n_placed, alloc_placed;
 	double qd_score;
 };
 
@@ -141,7 +133,7 @@ static void check_record(struct ks_archive *ar, MDB_txn *txn, uint64_t id, const
 		}
 		if (!ks_archive_cell_of(ar, json_object_get(record, "descriptors"), &cell, why,
 					sizeof(why))) {
-			r->placed = ks_realloc(r->placed, (r->n_placed + 1) * sizeof(*r->placed));
+			KS_ALLOC_GROW(r->placed, r->n_placed + 1, r->alloc_placed);
 			r->placed[r->n_placed++] = (struct placed){ cell, fitness, id };
 		}
 	}
@@ -261,7 +253,7 @@ static int check_grid(struct ks_archive *ar, MDB_txn *txn, struct recount *r, st
 	size_t next = 0;
 	int rc;
 
-	qsort(r->placed, r->n_placed, sizeof(*r->placed), cmp_placed);
+	KS_QSORT(r->placed, r->n_placed, cmp_placed);
 	for (rc = scan(ar, txn, ar->grid, &cur, &key, &val, 1, err); !rc;
 	     rc = scan(ar, txn, ar->grid, &cur, &key, &val, 0, err)) {
 		uint64_t cell, id;
@@ -433,7 +425,7 @@ int ks_archive_verify(struct ks_archive *ar, char ***problems, size_t *n_problem
 	check_counters(ar, txn, &c, &r, &p);
 	check_history(ar, txn, &c, &p);
 	if (p.more) {
-		p.list = ks_realloc(p.list, (p.n + 1) * sizeof(*p.list));
+		KS_ALLOC_GROW(p.list, p.n + 1, p.alloc);
 		p.list[p.n++] = ks_asprintf("... and %zu more problems", p.more);
 	}
 	*problems = p.list;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,61 @@ void *ks_realloc(void *ptr, size_t size)
 	return p;
 }
 
+/* The capacity for nr elements of elem_size bytes, or 0 when it does not fit size_t. */
+static size_t grown_capacity(size_t nr, size_t alloc, size_t elem_size)
+{
+	size_t want = alloc + alloc / 2 + 16;
+
+	if (want < alloc || want < nr)
+		want = nr;
+	if (elem_size && want > SIZE_MAX / elem_size)
+		return nr <= SIZE_MAX / elem_size ? nr : 0;
+	return want;
+}
+
+int ks_array_try_grow(void *array_ptr, size_t nr, size_t *alloc, size_t elem_size)
+{
+	void *array, *grown;
+	size_t want;
+
+	if (nr <= *alloc)
+		return 0;
+	want = grown_capacity(nr, *alloc, elem_size);
+	if (!want)
+		return -1;
+	/* array_ptr is the address of a T *: copied, not aliased as a void * */
+	memcpy(&array, array_ptr, sizeof(array));
+	grown = realloc(array, want * elem_size > 0 ? want * elem_size : 1);
+	if (!grown)
+		return -1;
+	memcpy(array_ptr, &grown, sizeof(grown));
+	*alloc = want;
+	return 0;
+}
+
+void *ks_array_grow(void *array, size_t nr, size_t *alloc, size_t elem_size)
+{
+	size_t want;
+
+	if (nr <= *alloc)
+		return array;
+	want = grown_capacity(nr, *alloc, elem_size);
+	if (!want) {
+		fprintf(stderr, "ksearch: out of memory (an array of %zu elements of %zu bytes)\n", nr,
+			elem_size);
+		abort();
+	}
+	array = ks_realloc(array, want * elem_size);
+	*alloc = want;
+	return array;
+}
+
+void ks_qsort(void *base, size_t n, size_t elem_size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, elem_size, cmp);
+}
+
 char *ks_strdup(const char *s)
 {
 	return ks_strndup(s, strlen(s));
@@ -55,23 +111,33 @@ char *ks_strndup(const char *s, size_t n)
 	return p;
 }
 
-char *ks_asprintf(const char *fmt, ...)
+char *ks_vasprintf(const char *fmt, va_list ap)
 {
-	struct ks_strbuf sb;
-	va_list ap;
+	va_list again;
+	char *text;
 	int len;
 
-	ks_strbuf_init(&sb);
-	va_start(ap, fmt);
+	va_copy(again, ap);
 	len = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (len < 0)
-		return sb.buf;
-	sb.buf = ks_realloc(sb.buf, (size_t)len + 1);
+	if (len < 0) {
+		va_end(again);
+		return ks_strdup("");
+	}
+	text = ks_malloc((size_t)len + 1);
+	vsnprintf(text, (size_t)len + 1, fmt, again);
+	va_end(again);
+	return text;
+}
+
+char *ks_asprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *text;
+
 	va_start(ap, fmt);
-	vsnprintf(sb.buf, (size_t)len + 1, fmt, ap);
+	text = ks_vasprintf(fmt, ap);
 	va_end(ap);
-	return sb.buf;
+	return text;
 }
 
 void ks_strbuf_init(struct ks_strbuf *sb)
@@ -91,11 +157,11 @@ void ks_strbuf_release(struct ks_strbuf *sb)
 
 static void strbuf_grow(struct ks_strbuf *sb, size_t extra)
 {
-	if (sb->len + extra + 1 <= sb->alloc)
-		return;
-	while (sb->len + extra + 1 > sb->alloc)
-		sb->alloc *= 2;
-	sb->buf = ks_realloc(sb->buf, sb->alloc);
+	if (extra > SIZE_MAX - sb->len - 1) {
+		fprintf(stderr, "ksearch: out of memory (a string of %zu + %zu bytes)\n", sb->len, extra);
+		abort();
+	}
+	KS_ALLOC_GROW(sb->buf, sb->len + extra + 1, sb->alloc);
 }
 
 void ks_strbuf_add(struct ks_strbuf *sb, const char *data, size_t len)

@@ -4,6 +4,7 @@
  * options and help.  Every reading subcommand opens the archive
  * read-only, so it works while a search writes to it.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +22,9 @@ static void list_envs(struct ks_strbuf *sb, const struct ks_archive_env *envs, s
 		ks_strbuf_addf(sb, "%s%s/%s", i ? ", " : "", envs[i].op, envs[i].gpu_slug);
 }
 
-int ks_archive_cli_open(const char *cmd, const struct ks_opt *opts, struct ks_archive **ar)
+int ks_archive_cli_open(const char *cmd, const struct ks_archive_pick *pick, struct ks_archive **ar)
 {
-	const char *root = opts[0].set ? opts[0].value : KS_ARCHIVE_DEFAULT_ROOT;
-	const char *op = opts[1].set ? opts[1].value : NULL;
-	const char *gpu = opts[2].set ? opts[2].value : NULL;
+	const char *root = pick->root, *op = pick->op, *gpu = pick->gpu;
 	struct ks_archive_options options = { .flags = KS_ARCHIVE_READONLY };
 	struct ks_archive_env *envs;
 	char *slug = gpu ? ks_archive_gpu_slug(gpu) : NULL;
@@ -78,7 +77,7 @@ int ks_archive_cli_open(const char *cmd, const struct ks_opt *opts, struct ks_ar
 	return ret;
 }
 
-int ks_archive_cli_parse_id(const char *cmd, const char *text, uint64_t *id)
+int ks_archive_parse_id(const char *text, uint64_t *id, struct ks_error *err)
 {
 	char *end;
 	unsigned long long v;
@@ -87,13 +86,30 @@ int ks_archive_cli_parse_id(const char *cmd, const char *text, uint64_t *id)
 		text++;
 	errno = 0;
 	v = strtoull(text, &end, 10);
-	if (!*text || *end || errno || v == 0 || text[0] == '-') {
-		ks_cli_usage(cmd,
-			     "'%s' is not a candidate id (a number from 1, as `ksearch archive ls` shows)",
-			     text);
+	if (!*text || *end || errno || v == 0 || !isdigit((unsigned char)text[0]))
+		return ks_fail(err,
+			       "'%s' is not a candidate id (a number from 1, as `ksearch archive ls` shows)",
+			       text);
+	*id = v;
+	return 0;
+}
+
+int ks_archive_cli_parse_id(const char *cmd, const char *text, uint64_t *id)
+{
+	struct ks_error err;
+
+	if (ks_archive_parse_id(text, id, &err) == 0)
+		return 0;
+	ks_cli_usage(cmd, "%s", err.msg);
+	return -1;
+}
+
+int ks_archive_id_option(const struct ks_option *opt, const char *arg, struct ks_error *err)
+{
+	if (ks_archive_parse_id(arg, opt->value, err) < 0) {
+		ks_error_prefix(err, "--%s", opt->long_name);
 		return -1;
 	}
-	*id = v;
 	return 0;
 }
 
@@ -170,18 +186,17 @@ double ks_record_num(const json_t *record, const char *field)
 	return json_number_value(json_object_get(record, field));
 }
 
-int ks_archive_cli_color(const char *cmd, const char *when)
+const char *const ks_color_choices[] = { "auto", "always", "never", NULL };
+
+int ks_archive_cli_color(enum ks_color_when when)
 {
 	const char *term = getenv("TERM");
 
-	if (!when || !strcmp(when, "auto"))
-		return isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
-	if (!strcmp(when, "always"))
+	if (when == KS_COLOR_ALWAYS)
 		return 1;
-	if (!strcmp(when, "never"))
+	if (when == KS_COLOR_NEVER)
 		return 0;
-	ks_cli_usage(cmd, "--color takes auto, always or never (got '%s')", when);
-	return -1;
+	return isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
 }
 
 /*
@@ -189,7 +204,7 @@ int ks_archive_cli_color(const char *cmd, const char *when)
  * on, or 1 when the command is done (help shown, or a usage error
  * printed) with *exit_code what it returns.
  */
-static int parse(const char *cmd, struct ks_opt *opts, const struct ks_help *help, int argc, char **argv,
+static int parse(const char *cmd, struct ks_option *opts, const struct ks_help *help, int argc, char **argv,
 		 const char ***pos, size_t *n_pos, size_t min_pos, size_t max_pos, const char *what,
 		 int *exit_code)
 {
@@ -219,7 +234,8 @@ static void verdict_list(struct ks_strbuf *sb)
 		ks_strbuf_addf(sb, "%s%s", v ? ", " : "", ks_verdict_name((enum ks_verdict)v));
 }
 
-static int parse_verdict(const char *cmd, const char *name, int *verdict)
+/* --verdict V: the verdict's number into the int the row points to; a suggestion when misspelt. */
+static int verdict_option(const struct ks_option *opt, const char *name, struct ks_error *err)
 {
 	enum ks_verdict v;
 	const char *best = NULL;
@@ -227,7 +243,7 @@ static int parse_verdict(const char *cmd, const char *name, int *verdict)
 	struct ks_strbuf sb;
 
 	if (ks_verdict_parse(name, &v) == 0) {
-		*verdict = (int)v;
+		*(int *)opt->value = (int)v;
 		return 0;
 	}
 	for (int i = 0; i < KS_VERDICT_COUNT; i++) {
@@ -241,10 +257,9 @@ static int parse_verdict(const char *cmd, const char *name, int *verdict)
 	ks_strbuf_init(&sb);
 	verdict_list(&sb);
 	if (best && ks_is_close(name, best))
-		ks_cli_usage(cmd, "unknown verdict '%s'; did you mean '%s'? (verdicts: %s)", name, best,
-			     sb.buf);
+		ks_fail(err, "unknown verdict '%s'; did you mean '%s'? (verdicts: %s)", name, best, sb.buf);
 	else
-		ks_cli_usage(cmd, "unknown verdict '%s' (verdicts: %s)", name, sb.buf);
+		ks_fail(err, "unknown verdict '%s' (verdicts: %s)", name, sb.buf);
 	ks_strbuf_release(&sb);
 	return -1;
 }
@@ -361,18 +376,25 @@ static int ls_row(const json_t *record, void *ctx_)
 
 static int archive_ls(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		KS_ARCHIVE_COMMON_OPTS,
-		{ "verdict", 0, KS_OPT_VALUE, "V", "only candidates with this verdict", 0, 0, 0, 0 },
-		{ "sort", 0, KS_OPT_VALUE, "KEY",
-		  "fitness (best first, the default), time (newest first) or id", 0, 0, 0, 0 },
-		{ "limit", 'n', KS_OPT_VALUE, "N", "show at most N candidates", 0, 0, 0, 0 },
-		{ "json", 0, KS_OPT_FLAG, NULL, "print the records as a JSON list", 0, 0, 0, 0 },
-		{ 0 },
-	};
-	const char *cmd = "archive ls";
+	static const char *const sorts[] = { "fitness", "time", "id", NULL };
+	static const enum ks_archive_sort sort_of[] = { KS_ARCHIVE_SORT_FITNESS, KS_ARCHIVE_SORT_TIME,
+							KS_ARCHIVE_SORT_ID };
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
 	struct ks_archive_query query = { -1, KS_ARCHIVE_SORT_FITNESS, 0 };
 	struct ls_ctx ctx = { 0 };
+	int sort = 0;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_CALLBACK(0, "verdict", &query.verdict, "V", verdict_option,
+				"only candidates with this verdict"),
+		KS_OPT_CHOICE(0, "sort", &sort, "KEY", sorts,
+			      "fitness (best first, the default), time (newest first) or id"),
+		KS_OPT_UINT64('n', "limit", &query.limit, "N", 1, "a number >= 1",
+			      "show at most N candidates"),
+		KS_OPT_BOOL(0, "json", &ctx.json, "print the records as a JSON list"),
+		KS_OPT_END,
+	};
+	const char *cmd = "archive ls";
 	const char **pos;
 	size_t n_pos;
 	struct ks_error err;
@@ -381,33 +403,8 @@ static int archive_ls(int argc, char **argv)
 	if (parse(cmd, opts, &ls_help, argc, argv, &pos, &n_pos, 0, 0, "no arguments", &ret))
 		return ret;
 	free(pos);
-	ret = KS_EXIT_USAGE;
-	if (opts[3].set && parse_verdict(cmd, opts[3].value, &query.verdict) < 0)
-		goto cleanup;
-	if (opts[4].set) {
-		if (!strcmp(opts[4].value, "fitness"))
-			query.sort = KS_ARCHIVE_SORT_FITNESS;
-		else if (!strcmp(opts[4].value, "time"))
-			query.sort = KS_ARCHIVE_SORT_TIME;
-		else if (!strcmp(opts[4].value, "id"))
-			query.sort = KS_ARCHIVE_SORT_ID;
-		else {
-			ks_cli_usage(cmd, "--sort takes fitness, time or id (got '%s')", opts[4].value);
-			goto cleanup;
-		}
-	}
-	if (opts[5].set) {
-		char *end;
-		long long n = strtoll(opts[5].value, &end, 10);
-
-		if (!*opts[5].value || *end || n < 1) {
-			ks_cli_usage(cmd, "--limit takes a number >= 1 (got '%s')", opts[5].value);
-			goto cleanup;
-		}
-		query.limit = (uint64_t)n;
-	}
-	ctx.json = opts[6].set;
-	ret = ks_archive_cli_open(cmd, opts, &ctx.ar);
+	query.sort = sort_of[sort];
+	ret = ks_archive_cli_open(cmd, &pick, &ctx.ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
@@ -422,8 +419,9 @@ static int archive_ls(int argc, char **argv)
 	if (ctx.json)
 		fputs(ctx.shown ? "\n]\n" : "[]\n", stdout);
 	else if (!ctx.shown)
-		fprintf(stderr, "no candidates%s%s in %s\n", opts[3].set ? " with verdict " : "",
-			opts[3].set ? opts[3].value : "", ks_archive_path(ctx.ar));
+		fprintf(stderr, "no candidates%s%s in %s\n", query.verdict >= 0 ? " with verdict " : "",
+			query.verdict >= 0 ? ks_verdict_name((enum ks_verdict)query.verdict) : "",
+			ks_archive_path(ctx.ar));
 	ret = KS_EXIT_OK;
 cleanup:
 	free(ctx.elites);
@@ -601,11 +599,13 @@ static void show_record(struct ks_archive *ar, const json_t *record, const char 
 
 static int archive_show(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		KS_ARCHIVE_COMMON_OPTS,
-		{ "json", 0, KS_OPT_FLAG, NULL, "print the record and its source as JSON", 0, 0, 0, 0 },
-		{ "no-source", 0, KS_OPT_FLAG, NULL, "leave the source text out", 0, 0, 0, 0 },
-		{ 0 },
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	int json = 0, no_source = 0;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_BOOL(0, "json", &json, "print the record and its source as JSON"),
+		KS_OPT_BOOL(0, "no-source", &no_source, "leave the source text out"),
+		KS_OPT_END,
 	};
 	const char *cmd = "archive show";
 	struct ks_archive *ar = NULL;
@@ -621,19 +621,19 @@ static int archive_show(int argc, char **argv)
 	ret = KS_EXIT_USAGE;
 	if (ks_archive_cli_parse_id(cmd, pos[0], &id) < 0)
 		goto cleanup;
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
 	if (ks_archive_cli_get(cmd, ar, id, &record, &source) < 0)
 		goto cleanup;
-	if (opts[3].set) {
-		if (!opts[4].set)
+	if (json) {
+		if (!no_source)
 			json_object_set_new(record, "source", json_string(source));
 		json_dumpf(record, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 		putchar('\n');
 	} else {
-		show_record(ar, record, source, !opts[4].set);
+		show_record(ar, record, source, !no_source);
 	}
 	ret = KS_EXIT_OK;
 cleanup:
@@ -725,10 +725,12 @@ static void print_history(const struct ks_archive_qd_point *points, size_t n, ui
 
 static int archive_stats(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		KS_ARCHIVE_COMMON_OPTS,
-		{ "json", 0, KS_OPT_FLAG, NULL, "print JSON, with the full history", 0, 0, 0, 0 },
-		{ 0 },
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	int json = 0;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_BOOL(0, "json", &json, "print JSON, with the full history"),
+		KS_OPT_END,
 	};
 	const char *cmd = "archive stats";
 	struct ks_archive *ar = NULL;
@@ -746,25 +748,25 @@ static int archive_stats(int argc, char **argv)
 	if (parse(cmd, opts, &stats_help, argc, argv, &pos, &n_pos, 0, 0, "no arguments", &ret))
 		return ret;
 	free(pos);
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
 	/* the text shows a dozen points; --json all of them, for plots */
 	if (ks_archive_metrics(ar, &m, &err) < 0 ||
-	    ks_archive_history(ar, opts[3].set ? 0 : 12, &points, &n_points, &err) < 0) {
+	    ks_archive_history(ar, json ? 0 : 12, &points, &n_points, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
 	usage = llm_usage(ar);
-	if (opts[3].set) {
-		json_t *json = stats_json(ar, &m, points, n_points);
+	if (json) {
+		json_t *doc = stats_json(ar, &m, points, n_points);
 
 		if (usage)
-			json_object_set(json, "llm", usage);
-		json_dumpf(json, stdout, JSON_INDENT(2));
+			json_object_set(doc, "llm", usage);
+		json_dumpf(doc, stdout, JSON_INDENT(2));
 		putchar('\n');
-		json_decref(json);
+		json_decref(doc);
 		ret = KS_EXIT_OK;
 		goto cleanup;
 	}
@@ -824,11 +826,14 @@ static const struct ks_help export_help = {
 
 static int archive_export(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		KS_ARCHIVE_COMMON_OPTS,
-		{ "elites", 0, KS_OPT_FLAG, NULL, "only the elites of the grid", 0, 0, 0, 0 },
-		{ "output", 'o', KS_OPT_VALUE, "FILE", "write to FILE instead of stdout", 0, 0, 0, 0 },
-		{ 0 },
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	const char *output = NULL;
+	int elites = 0;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_BOOL(0, "elites", &elites, "only the elites of the grid"),
+		KS_OPT_STRING('o', "output", &output, "FILE", "write to FILE instead of stdout"),
+		KS_OPT_END,
 	};
 	const char *cmd = "archive export";
 	struct ks_archive *ar = NULL;
@@ -842,23 +847,23 @@ static int archive_export(int argc, char **argv)
 		  "no arguments (the export goes to stdout or -o FILE)", &ret))
 		return ret;
 	free(pos);
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
-	if (opts[4].set && !(out = fopen(opts[4].value, "w"))) {
-		ks_cli_error(cmd, "cannot write %s: %s", opts[4].value, strerror(errno));
+	if (output && !(out = fopen(output, "w"))) {
+		ks_cli_error(cmd, "cannot write %s: %s", output, strerror(errno));
 		out = stdout;
 		goto cleanup;
 	}
-	if (ks_archive_export(ar, out, opts[3].set ? KS_ARCHIVE_EXPORT_ELITES : 0, &err) < 0) {
+	if (ks_archive_export(ar, out, elites ? KS_ARCHIVE_EXPORT_ELITES : 0, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
 	ret = KS_EXIT_OK;
 cleanup:
 	if (out != stdout && fclose(out) && ret == KS_EXIT_OK) {
-		ks_cli_error(cmd, "writing %s: %s", opts[4].value, strerror(errno));
+		ks_cli_error(cmd, "writing %s: %s", output, strerror(errno));
 		ret = KS_EXIT_FAILED;
 	}
 	ks_archive_close(ar);
@@ -897,10 +902,10 @@ static void remove_created(const char *dir)
 	rmdir(dir);
 }
 
-static int import_open(const char *cmd, const struct ks_opt *opts, const json_t *doc, struct ks_archive **ar,
-		       int *created, char **dir)
+static int import_open(const char *cmd, const struct ks_archive_pick *pick, const json_t *doc,
+		       struct ks_archive **ar, int *created, char **dir)
 {
-	const char *root = opts[0].set ? opts[0].value : KS_ARCHIVE_DEFAULT_ROOT;
+	const char *root = pick->root;
 	struct ks_archive_options options = { .flags = KS_ARCHIVE_CREATE };
 	const char *op, *gpu;
 	struct ks_grid_axis *grid = NULL;
@@ -914,10 +919,10 @@ static int import_open(const char *cmd, const struct ks_opt *opts, const json_t 
 		ks_cli_error(cmd, "%s", err.msg);
 		return KS_EXIT_FAILED;
 	}
-	if (opts[1].set)
-		op = opts[1].value;
-	if (opts[2].set)
-		gpu = opts[2].value;
+	if (pick->op)
+		op = pick->op;
+	if (pick->gpu)
+		gpu = pick->gpu;
 	if (!*op || strchr(op, '/') || !strcmp(op, ".") || !strcmp(op, "..")) {
 		ks_cli_error(cmd, "'%s' is not an operator name", op);
 		goto cleanup;
@@ -944,7 +949,8 @@ cleanup:
 
 static int archive_import(int argc, char **argv)
 {
-	struct ks_opt opts[] = { KS_ARCHIVE_COMMON_OPTS, { 0 } };
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	struct ks_option opts[] = { KS_ARCHIVE_COMMON_OPTS(&pick), KS_OPT_END };
 	const char *cmd = "archive import";
 	struct ks_archive *ar = NULL;
 	struct ks_archive_import_result result;
@@ -967,7 +973,7 @@ static int archive_import(int argc, char **argv)
 			ks_cli_error(cmd, "%s: %s", pos[0], jerr.text);
 		goto cleanup;
 	}
-	ret = import_open(cmd, opts, doc, &ar, &created, &dir);
+	ret = import_open(cmd, &pick, doc, &ar, &created, &dir);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
@@ -1014,7 +1020,8 @@ static const struct ks_help verify_help = {
 
 static int archive_verify(int argc, char **argv)
 {
-	struct ks_opt opts[] = { KS_ARCHIVE_COMMON_OPTS, { 0 } };
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	struct ks_option opts[] = { KS_ARCHIVE_COMMON_OPTS(&pick), KS_OPT_END };
 	const char *cmd = "archive verify";
 	struct ks_archive *ar = NULL;
 	struct ks_archive_metrics m;
@@ -1028,7 +1035,7 @@ static int archive_verify(int argc, char **argv)
 	if (parse(cmd, opts, &verify_help, argc, argv, &pos, &n_pos, 0, 0, "no arguments", &ret))
 		return ret;
 	free(pos);
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;

@@ -16,30 +16,41 @@
 #include "ksearch/archive/archive.h"
 #include "ksearch/base/util.h"
 
-/* The first three entries of every subcommand's option table. */
-#define KS_ARCHIVE_COMMON_OPTS                                                                                \
-	{ "archive", 0, KS_OPT_VALUE, "DIR", "the archive folder (default: archive)", 0, 0, 0, 0 },           \
-		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator; needed when DIR holds several", 0, 0, 0, 0 }, \
-	{                                                                                                     \
-		"gpu", 0, KS_OPT_VALUE, "MODEL",                                                              \
-			"the GPU model or its folder name; needed when DIR "                                  \
-			"holds several for the operator",                                                     \
-			0, 0, 0, 0                                                                            \
-	}
-
 /* Default of --archive. */
 #define KS_ARCHIVE_DEFAULT_ROOT "archive"
 
-/*
- * Open the archive opts (a table starting with KS_ARCHIVE_COMMON_OPTS)
- * names, read-only.  Prints the error (listing the archives the folder
- * holds when the choice is ambiguous) and returns KS_EXIT_FAILED, or
- * returns 0.
- */
-int ks_archive_cli_open(const char *cmd, const struct ks_opt *opts, struct ks_archive **ar);
+/* Which archive a subcommand reads: the three options every subcommand takes. */
+struct ks_archive_pick {
+	const char *root; /* --archive DIR */
+	const char *op;	  /* --op NAME, or NULL */
+	const char *gpu;  /* --gpu MODEL, or NULL */
+};
+#define KS_ARCHIVE_PICK_INIT                                                                                 \
+	{                                                                                                    \
+		KS_ARCHIVE_DEFAULT_ROOT, NULL, NULL                                                          \
+	}
 
-/* A candidate id from the command line; prints a usage error and returns -1 when it is not one. */
+/* The first three rows of every subcommand's option table, bound to *pick. */
+#define KS_ARCHIVE_COMMON_OPTS(pick)                                                                         \
+	KS_OPT_STRING(0, "archive", &(pick)->root, "DIR", "the archive folder (default: archive)"),          \
+		KS_OPT_STRING(0, "op", &(pick)->op, "NAME", "the operator; needed when DIR holds several"),  \
+		KS_OPT_STRING(                                                                               \
+			0, "gpu", &(pick)->gpu, "MODEL",                                                     \
+			"the GPU model or its folder name; needed when DIR holds several for the operator")
+
+/*
+ * Open the archive pick names, read-only.  Prints the error (listing the
+ * archives the folder holds when the choice is ambiguous) and returns
+ * KS_EXIT_FAILED, or returns 0.
+ */
+int ks_archive_cli_open(const char *cmd, const struct ks_archive_pick *pick, struct ks_archive **ar);
+
+/* A candidate id ("42" or "#42"); -1 with err when text is not one. */
+int ks_archive_parse_id(const char *text, uint64_t *id, struct ks_error *err);
+/* The same, printing a usage error for cmd. */
 int ks_archive_cli_parse_id(const char *cmd, const char *text, uint64_t *id);
+/* An option callback: a candidate id into the uint64_t the row's value points to. */
+int ks_archive_id_option(const struct ks_option *opt, const char *arg, struct ks_error *err);
 
 /* Get a record (and its source); prints "no candidate #N ..." when absent. */
 int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record, char **source);
@@ -54,8 +65,10 @@ uint64_t ks_record_id(const json_t *record);
 const char *ks_record_str(const json_t *record, const char *field, const char *fallback);
 double ks_record_num(const json_t *record, const char *field);
 
-/* Whether to use colour on stdout: --color always|never|auto; -1 on a bad value. */
-int ks_archive_cli_color(const char *cmd, const char *when);
+/* --color WHEN: a KS_OPT_CHOICE over ks_color_choices, and whether that means colour on stdout. */
+enum ks_color_when { KS_COLOR_AUTO, KS_COLOR_ALWAYS, KS_COLOR_NEVER };
+extern const char *const ks_color_choices[];
+int ks_archive_cli_color(enum ks_color_when when);
 
 int ks_archive_cmd_grid(int argc, char **argv);
 int ks_archive_cmd_lineage(int argc, char **argv);

@@ -123,11 +123,12 @@ static void print_step(const json_t *parent, const json_t *record)
 
 int ks_archive_cmd_lineage(int argc, char **argv)
 {
-	struct ks_opt opts[] = { KS_ARCHIVE_COMMON_OPTS, { 0 } };
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	struct ks_option opts[] = { KS_ARCHIVE_COMMON_OPTS(&pick), KS_OPT_END };
 	const char *cmd = "archive lineage";
 	struct ks_archive *ar = NULL;
 	json_t **chain = NULL;
-	size_t n = 0;
+	size_t n = 0, alloc = 0;
 	uint64_t id, missing = 0;
 	const char **pos;
 	size_t n_pos;
@@ -142,11 +143,11 @@ int ks_archive_cmd_lineage(int argc, char **argv)
 	}
 	if (ks_archive_cli_parse_id(cmd, pos[0], &id) < 0)
 		goto cleanup;
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
-	chain = ks_malloc(sizeof(*chain));
+	KS_ALLOC_GROW(chain, 1, alloc);
 	if (ks_archive_cli_get(cmd, ar, id, &chain[0], NULL) < 0)
 		goto cleanup;
 	n = 1;
@@ -169,7 +170,7 @@ int ks_archive_cmd_lineage(int argc, char **argv)
 			missing = parent;
 			break;
 		}
-		chain = ks_realloc(chain, (n + 1) * sizeof(*chain));
+		KS_ALLOC_GROW(chain, n + 1, alloc);
 		chain[n++] = record;
 	}
 	printf("lineage of #%llu, oldest first (%zu step%s):\n", (unsigned long long)id, n,
@@ -193,36 +194,30 @@ cleanup:
 /* A unified diff of two texts */
 
 struct lines {
-	const char **start;
-	size_t *len;
-	size_t n;
+	struct line {
+		const char *start;
+		size_t len; /* without the newline */
+	} * line;
+	size_t n, alloc;
 };
 
 static void split_lines(const char *text, struct lines *l)
 {
-	size_t alloc = 16;
-
-	l->n = 0;
-	l->start = ks_malloc(alloc * sizeof(*l->start));
-	l->len = ks_malloc(alloc * sizeof(*l->len));
+	*l = (struct lines){ 0 };
 	while (*text) {
 		const char *nl = strchr(text, '\n');
 		size_t len = nl ? (size_t)(nl - text) : strlen(text);
 
-		if (l->n == alloc) {
-			alloc *= 2;
-			l->start = ks_realloc(l->start, alloc * sizeof(*l->start));
-			l->len = ks_realloc(l->len, alloc * sizeof(*l->len));
-		}
-		l->start[l->n] = text;
-		l->len[l->n++] = len;
+		KS_ALLOC_GROW(l->line, l->n + 1, l->alloc);
+		l->line[l->n++] = (struct line){ text, len };
 		text += len + (nl != NULL);
 	}
 }
 
 static int line_eq(const struct lines *a, size_t i, const struct lines *b, size_t j)
 {
-	return a->len[i] == b->len[j] && !memcmp(a->start[i], b->start[j], a->len[i]);
+	return a->line[i].len == b->line[j].len &&
+	       !memcmp(a->line[i].start, b->line[j].start, a->line[i].len);
 }
 
 struct edit {
@@ -232,10 +227,7 @@ struct edit {
 
 static void add_edit(struct edit **ops, size_t *n, size_t *alloc, char kind, size_t a, size_t b)
 {
-	if (*n == *alloc) {
-		*alloc = *alloc ? 2 * *alloc : 64;
-		*ops = ks_realloc(*ops, *alloc * sizeof(**ops));
-	}
+	KS_ALLOC_GROW(*ops, *n + 1, *alloc);
 	(*ops)[(*n)++] = (struct edit){ kind, a, b };
 }
 
@@ -313,7 +305,7 @@ static void print_hunk(const struct lines *a, const struct lines *b, const struc
 				 : ops[k].kind == '-' ? "\033[31m"
 						      : "";
 
-		printf("%s%c%.*s%s\n", on, ops[k].kind, (int)l->len[line], l->start[line],
+		printf("%s%c%.*s%s\n", on, ops[k].kind, (int)l->line[line].len, l->line[line].start,
 		       *on ? "\033[0m" : "");
 	}
 }
@@ -362,10 +354,8 @@ static int unified_diff(const char *a_text, const char *b_text, const char *a_na
 		i = stop;
 	}
 	free(ops);
-	free(a.start);
-	free(a.len);
-	free(b.start);
-	free(b.len);
+	free(a.line);
+	free(b.line);
 	return printed;
 }
 
@@ -459,11 +449,13 @@ static void diff_records(const json_t *a, const json_t *b)
 
 int ks_archive_cmd_diff(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		KS_ARCHIVE_COMMON_OPTS,
-		{ "color", 0, KS_OPT_VALUE, "WHEN", "colour the source diff: auto, always or never", 0, 0, 0,
-		  0 },
-		{ 0 },
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	int color_when = KS_COLOR_AUTO;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_CHOICE(0, "color", &color_when, "WHEN", ks_color_choices,
+			      "colour the source diff: auto, always or never"),
+		KS_OPT_END,
 	};
 	const char *cmd = "archive diff";
 	struct ks_archive *ar = NULL;
@@ -483,10 +475,8 @@ int ks_archive_cmd_diff(int argc, char **argv)
 	}
 	if (ks_archive_cli_parse_id(cmd, pos[0], &ida) < 0 || ks_archive_cli_parse_id(cmd, pos[1], &idb) < 0)
 		goto cleanup;
-	color = ks_archive_cli_color(cmd, opts[3].set ? opts[3].value : NULL);
-	if (color < 0)
-		goto cleanup;
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	color = ks_archive_cli_color((enum ks_color_when)color_when);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;

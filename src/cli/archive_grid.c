@@ -163,14 +163,16 @@ static void draw(const struct heatmap *h, const char *x_name, const char *y_name
 
 int ks_archive_cmd_grid(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		KS_ARCHIVE_COMMON_OPTS,
-		{ "x", 0, KS_OPT_VALUE, "DESCRIPTOR", "the axis across (default: the grid's first)", 0, 0, 0,
-		  0 },
-		{ "y", 0, KS_OPT_VALUE, "DESCRIPTOR", "the axis down (default: the grid's second)", 0, 0, 0,
-		  0 },
-		{ "color", 0, KS_OPT_VALUE, "WHEN", "auto (on a terminal), always or never", 0, 0, 0, 0 },
-		{ 0 },
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	const char *x_name = NULL, *y_name = NULL;
+	int color_when = KS_COLOR_AUTO;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_STRING(0, "x", &x_name, "DESCRIPTOR", "the axis across (default: the grid's first)"),
+		KS_OPT_STRING(0, "y", &y_name, "DESCRIPTOR", "the axis down (default: the grid's second)"),
+		KS_OPT_CHOICE(0, "color", &color_when, "WHEN", ks_color_choices,
+			      "auto (on a terminal), always or never"),
+		KS_OPT_END,
 	};
 	const char *cmd = "archive grid";
 	struct ks_archive *ar = NULL;
@@ -195,19 +197,17 @@ int ks_archive_cmd_grid(int argc, char **argv)
 		ks_cli_usage(cmd, "unexpected argument '%s' (choose axes with --x and --y)", pos[0]);
 		goto cleanup;
 	}
-	h.color = ks_archive_cli_color(cmd, opts[5].set ? opts[5].value : NULL);
-	if (h.color < 0)
-		goto cleanup;
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	h.color = ks_archive_cli_color((enum ks_color_when)color_when);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_USAGE;
 	axes = ks_archive_grid(ar, &n_axes);
-	xa = opts[3].set ? find_axis(cmd, "--x", opts[3].value, axes, n_axes) : 0;
+	xa = x_name ? find_axis(cmd, "--x", x_name, axes, n_axes) : 0;
 	if (xa < 0)
 		goto cleanup;
-	if (opts[4].set)
-		ya = find_axis(cmd, "--y", opts[4].value, axes, n_axes);
+	if (y_name)
+		ya = find_axis(cmd, "--y", y_name, axes, n_axes);
 	else
 		ya = n_axes < 2 ? -2 : xa == 0 ? 1 : 0;
 	if (ya == -1)

@@ -4,6 +4,7 @@
  * table sorted by reward, one strategy with its text and ancestry, or
  * JSON.  Reads the archive's prompts store only.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,23 +220,21 @@ static void print_one(const json_t *prompts, const json_t *prompt)
 		putchar('\n');
 }
 
-static int parse_prompt_id(const char *cmd, const char *text, uint64_t *id)
+/* --show ID: a strategy id ("3" or "#3") into the uint64_t the row points to. */
+static int prompt_id_option(const struct ks_option *opt, const char *arg, struct ks_error *err)
 {
+	const char *text = arg[0] == '#' ? arg + 1 : arg;
 	char *end;
 	unsigned long long v;
 
-	if (text[0] == '#')
-		text++;
 	errno = 0;
 	v = strtoull(text, &end, 10);
-	if (!*text || *end || errno || v == 0 || text[0] == '-') {
-		ks_cli_usage(cmd,
-			     "'%s' is not a strategy id (a number from 1, as `ksearch archive "
-			     "prompts` shows)",
-			     text);
-		return -1;
-	}
-	*id = v;
+	if (!*text || *end || errno || v == 0 || !isdigit((unsigned char)text[0]))
+		return ks_fail(
+			err,
+			"'%s' is not a strategy id (a number from 1, as `ksearch archive prompts` shows)",
+			text);
+	*(uint64_t *)opt->value = v;
 	return 0;
 }
 
@@ -278,19 +277,23 @@ static int show(const char *cmd, struct ks_archive *ar, const json_t *prompts, u
 
 int ks_archive_cmd_prompts(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		KS_ARCHIVE_COMMON_OPTS,
-		{ "sort", 0, KS_OPT_VALUE, "KEY", "reward (best first, the default), uses (most first) or id",
-		  0, 0, 0, 0 },
-		{ "all", 'a', KS_OPT_FLAG, NULL, "include retired strategies", 0, 0, 0, 0 },
-		{ "show", 0, KS_OPT_VALUE, "ID", "one strategy: its text, statistics and ancestors", 0, 0, 0,
-		  0 },
-		{ "json", 0, KS_OPT_FLAG, NULL, "print the stored objects as a JSON list (one with --show)",
-		  0, 0, 0, 0 },
-		{ 0 },
+	/* the order of the message "--sort takes reward, id or uses" */
+	static const char *const sorts[] = { "reward", "id", "uses", NULL };
+	static int (*const cmp_of[])(const void *, const void *) = { cmp_reward, cmp_id, cmp_uses };
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	uint64_t show_id = 0;
+	int sort = 0, all = 0, json = 0;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_CHOICE(0, "sort", &sort, "KEY", sorts,
+			      "reward (best first, the default), uses (most first) or id"),
+		KS_OPT_BOOL('a', "all", &all, "include retired strategies"),
+		KS_OPT_CALLBACK(0, "show", &show_id, "ID", prompt_id_option,
+				"one strategy: its text, statistics and ancestors"),
+		KS_OPT_BOOL(0, "json", &json, "print the stored objects as a JSON list (one with --show)"),
+		KS_OPT_END,
 	};
 	const char *cmd = "archive prompts";
-	int (*cmp)(const void *, const void *) = cmp_reward;
 	struct ks_archive *ar = NULL;
 	json_t *prompts = NULL, *p;
 	const json_t **rows = NULL;
@@ -298,7 +301,6 @@ int ks_archive_cmd_prompts(int argc, char **argv)
 	struct ks_error err;
 	const char **pos;
 	size_t n_pos;
-	uint64_t show_id = 0;
 	int ret;
 
 	ret = ks_opts_parse(cmd, opts, &prompts_help, argc, argv, &pos, &n_pos);
@@ -309,21 +311,7 @@ int ks_archive_cmd_prompts(int argc, char **argv)
 		ks_cli_usage(cmd, "unexpected argument '%s' (to show one strategy: --show ID)", pos[0]);
 		goto cleanup;
 	}
-	if (opts[3].set) {
-		if (!strcmp(opts[3].value, "reward"))
-			cmp = cmp_reward;
-		else if (!strcmp(opts[3].value, "id"))
-			cmp = cmp_id;
-		else if (!strcmp(opts[3].value, "uses"))
-			cmp = cmp_uses;
-		else {
-			ks_cli_usage(cmd, "--sort takes reward, id or uses (got '%s')", opts[3].value);
-			goto cleanup;
-		}
-	}
-	if (opts[5].set && parse_prompt_id(cmd, opts[5].value, &show_id) < 0)
-		goto cleanup;
-	ret = ks_archive_cli_open(cmd, opts, &ar);
+	ret = ks_archive_cli_open(cmd, &pick, &ar);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
@@ -332,20 +320,20 @@ int ks_archive_cmd_prompts(int argc, char **argv)
 		goto cleanup;
 	}
 	if (show_id) {
-		ret = show(cmd, ar, prompts, show_id, opts[6].set);
+		ret = show(cmd, ar, prompts, show_id, json);
 		goto cleanup;
 	}
 	rows = ks_calloc(json_array_size(prompts) + 1, sizeof(*rows));
 	json_array_foreach(prompts, i, p)
 	{
-		if (!is_active(p) && !opts[4].set)
+		if (!is_active(p) && !all)
 			retired++;
 		else
 			rows[n_rows++] = p;
 	}
-	qsort(rows, n_rows, sizeof(*rows), cmp);
+	KS_QSORT(rows, n_rows, cmp_of[sort]);
 	ret = KS_EXIT_OK;
-	if (opts[6].set) {
+	if (json) {
 		print_json_list(rows, n_rows);
 		goto cleanup;
 	}

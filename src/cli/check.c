@@ -152,8 +152,14 @@ static json_t *result_json(const struct ks_candidate *cand, const int64_t *param
 }
 
 /* Check every requested param combination of one file; returns its worst exit code. */
+/* What the command line asks of every file. */
+struct check_args {
+	struct ks_opt_list param; /* --param K=V */
+	int all_params;
+};
+
 static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const char *path,
-		      const struct ks_opt *opts, const struct ks_eval_options *eopts, json_t *all)
+		      const struct check_args *args, const struct ks_eval_options *eopts, json_t *all)
 {
 	struct ks_candidate cand = { 0 };
 	struct ks_error err;
@@ -171,18 +177,18 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 	}
 	params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
 	ks_params_first(&cand, params);
-	if (ks_params_assign(&cand, opts[1].list, opts[1].n_list, params, &err) < 0) {
+	if (ks_params_assign(&cand, args->param.items, args->param.n, params, &err) < 0) {
 		ret = ks_cli_usage("check", "%s", err.msg);
 		goto cleanup;
 	}
-	if (opts[2].set)
+	if (args->all_params)
 		combos = ks_params_count(&cand);
 	for (size_t c = 0; c < combos; c++) {
 		struct ks_build build;
 		struct ks_eval_result res = { 0 };
 		int code;
 
-		if (opts[2].set)
+		if (args->all_params)
 			ks_params_nth(&cand, c, params);
 		ks_error_clear(&err);
 		if (ks_build(&cand, op, params, ev->profile.arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
@@ -232,28 +238,33 @@ cleanup:
 
 int cmd_check(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator the candidate implements (required)", 0, 0, 0,
-		  0 },
-		{ "param", 'p', KS_OPT_LIST, "K=V", "set a param (repeatable); others take their first value",
-		  0, 0, 0, 0 },
-		{ "all-params", 0, KS_OPT_FLAG, NULL, "check every combination of the params", 0, 0, 0, 0 },
-		{ "workload", 'w', KS_OPT_LIST, "ID", "time only this benchmark workload (repeatable)", 0, 0,
-		  0, 0 },
-		{ "gpu", 0, KS_OPT_VALUE, "N", "the GPU to use (default 0)", 0, 0, 0, 0 },
-		{ "json", 0, KS_OPT_FLAG, NULL, "print JSON instead of text", 0, 0, 0, 0 },
-		{ "time-cap", 0, KS_OPT_VALUE, "MS", "time budget per benchmark workload (default 300)", 0, 0,
-		  0, 0 },
-		{ 0 },
+	struct ks_eval_options eopts = { 0 };
+	struct check_args args = { 0 };
+	struct ks_opt_list workload = { 0 };
+	const char *op_name = NULL;
+	int gpu = 0, json = 0;
+	struct ks_option opts[] = {
+		KS_OPT_STRING(0, "op", &op_name, "NAME", "the operator the candidate implements (required)"),
+		KS_OPT_LIST('p', "param", &args.param, "K=V",
+			    "set a param (repeatable); others take their first value"),
+		KS_OPT_BOOL(0, "all-params", &args.all_params, "check every combination of the params"),
+		KS_OPT_LIST('w', "workload", &workload, "ID",
+			    "time only this benchmark workload (repeatable)"),
+		KS_OPT_INT(0, "gpu", &gpu, "N", 0, 1024, "a GPU number (0, 1, ...)",
+			   "the GPU to use (default 0)"),
+		KS_OPT_BOOL(0, "json", &json, "print JSON instead of text"),
+		KS_OPT_INT(0, "time-cap", &eopts.time_cap_ms, "MS", 1, 3600000,
+			   "milliseconds from 1 to 3600000",
+			   "time budget per benchmark workload (default 300)"),
+		KS_OPT_END,
 	};
 	struct ks_op op = { 0 };
 	struct ks_evaluator ev = { 0 };
-	struct ks_eval_options eopts = { 0 };
 	const char **positional = NULL;
 	size_t n_positional;
 	struct ks_error err;
 	json_t *all = NULL;
-	int rc, ret = KS_EXIT_OK, worst = KS_EXIT_OK, gpu = 0, ev_open = 0;
+	int rc, ret = KS_EXIT_OK, worst = KS_EXIT_OK, ev_open = 0;
 
 	rc = ks_opts_parse("check", opts, &help, argc, argv, &positional, &n_positional);
 	if (rc)
@@ -262,39 +273,21 @@ int cmd_check(int argc, char **argv)
 		ret = ks_cli_usage("check", "expected a candidate file (FILE.cu)");
 		goto cleanup;
 	}
-	if (!opts[0].set) {
+	if (!op_name) {
 		ret = ks_cli_usage("check", "--op NAME is required (see `ksearch ops`)");
 		goto cleanup;
 	}
-	if (opts[1].set && opts[2].set) {
+	if (args.param.n && args.all_params) {
 		ret = ks_cli_usage("check", "--param and --all-params do not go together");
 		goto cleanup;
 	}
-	if (opts[4].set) {
-		char *end;
-
-		gpu = (int)strtol(opts[4].value, &end, 10);
-		if (*end || gpu < 0) {
-			ret = ks_cli_usage("check", "--gpu %s: expected a GPU number (0, 1, ...)",
-					   opts[4].value);
-			goto cleanup;
-		}
-	}
-	if (opts[6].set) {
-		eopts.time_cap_ms = atoi(opts[6].value);
-		if (eopts.time_cap_ms <= 0) {
-			ret = ks_cli_usage("check", "--time-cap %s: expected milliseconds > 0",
-					   opts[6].value);
-			goto cleanup;
-		}
-	}
-	if (ks_op_find(opts[0].value, &op, &err) < 0) {
+	if (ks_op_find(op_name, &op, &err) < 0) {
 		ks_cli_error("check", "%s", err.msg);
 		ret = KS_EXIT_FAILED;
 		goto cleanup;
 	}
-	for (size_t i = 0; i < opts[3].n_list; i++) {
-		const struct ks_workload *w = ks_op_workload(&op, opts[3].list[i]);
+	for (size_t i = 0; i < workload.n; i++) {
+		const struct ks_workload *w = ks_op_workload(&op, workload.items[i]);
 
 		if (!w || w < op.workloads || w >= op.workloads + op.n_workloads) {
 			struct ks_strbuf known;
@@ -303,14 +296,14 @@ int cmd_check(int argc, char **argv)
 			for (size_t k = 0; k < op.n_workloads; k++)
 				ks_strbuf_addf(&known, "%s%s", k ? ", " : "", op.workloads[k].id);
 			ret = ks_cli_usage("check", "--workload %s: not a benchmark workload of %s (%s)%s",
-					   opts[3].list[i], op.key, known.buf,
+					   workload.items[i], op.key, known.buf,
 					   w ? "; check workloads always all run" : "");
 			ks_strbuf_release(&known);
 			goto cleanup;
 		}
 	}
-	eopts.workloads = opts[3].list;
-	eopts.n_workloads = opts[3].n_list;
+	eopts.workloads = workload.items;
+	eopts.n_workloads = workload.n;
 	/* every usage error before the GPU is touched */
 	for (size_t f = 0; f < n_positional; f++) {
 		struct ks_candidate cand;
@@ -320,7 +313,7 @@ int cmd_check(int argc, char **argv)
 		    ks_candidate_bind(&cand, &op, &err) < 0)
 			continue; /* reported, with its verdict, when its turn comes */
 		params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
-		if (ks_params_assign(&cand, opts[1].list, opts[1].n_list, params, &err) < 0)
+		if (ks_params_assign(&cand, args.param.items, args.param.n, params, &err) < 0)
 			ret = ks_cli_usage("check", "%s", err.msg);
 		free(params);
 		ks_candidate_release(&cand);
@@ -336,10 +329,10 @@ int cmd_check(int argc, char **argv)
 		goto cleanup;
 	}
 	ev_open = 1;
-	if (opts[5].set)
+	if (json)
 		all = json_array();
 	for (size_t f = 0; f < n_positional; f++) {
-		int code = check_file(&ev, &op, positional[f], opts, &eopts, all);
+		int code = check_file(&ev, &op, positional[f], &args, &eopts, all);
 
 		if (code == KS_EXIT_FAILED || code == KS_EXIT_USAGE) {
 			ret = code;
@@ -350,8 +343,8 @@ int cmd_check(int argc, char **argv)
 	}
 	ret = worst;
 	if (all) {
-		json_t *out = opts[2].set || n_positional > 1 ? json_incref(all)
-							      : json_incref(json_array_get(all, 0));
+		json_t *out = args.all_params || n_positional > 1 ? json_incref(all)
+								  : json_incref(json_array_get(all, 0));
 
 		json_dumpf(out, stdout, JSON_INDENT(2));
 		putchar('\n');

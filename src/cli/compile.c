@@ -157,16 +157,18 @@ static void print_row(const struct ks_candidate *cand, const int64_t *params, co
 
 int cmd_compile(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator the candidate implements (required)", 0, 0, 0,
-		  0 },
-		{ "param", 'p', KS_OPT_LIST, "K=V", "set a param (repeatable); others take their first value",
-		  0, 0, 0, 0 },
-		{ "all-params", 0, KS_OPT_FLAG, NULL, "compile every combination of the params", 0, 0, 0, 0 },
-		{ "arch", 0, KS_OPT_VALUE, "sm_XX", "target architecture (default: GPU 0's, else sm_90a)", 0,
-		  0, 0, 0 },
-		{ "json", 0, KS_OPT_FLAG, NULL, "print JSON instead of text", 0, 0, 0, 0 },
-		{ 0 },
+	const char *op_name = NULL, *arch_given = NULL;
+	struct ks_opt_list param = { 0 };
+	int all_params = 0, json = 0;
+	struct ks_option opts[] = {
+		KS_OPT_STRING(0, "op", &op_name, "NAME", "the operator the candidate implements (required)"),
+		KS_OPT_LIST('p', "param", &param, "K=V",
+			    "set a param (repeatable); others take their first value"),
+		KS_OPT_BOOL(0, "all-params", &all_params, "compile every combination of the params"),
+		KS_OPT_STRING(0, "arch", &arch_given, "sm_XX",
+			      "target architecture (default: GPU 0's, else sm_90a)"),
+		KS_OPT_BOOL(0, "json", &json, "print JSON instead of text"),
+		KS_OPT_END,
 	};
 	struct ks_op op = { 0 };
 	struct ks_candidate cand = { 0 };
@@ -189,15 +191,15 @@ int cmd_compile(int argc, char **argv)
 			ret = ks_cli_usage("compile", "expected a candidate file (FILE.cu)");
 		goto cleanup;
 	}
-	if (!opts[0].set) {
+	if (!op_name) {
 		ret = ks_cli_usage("compile", "--op NAME is required (see `ksearch ops`)");
 		goto cleanup;
 	}
-	if (opts[1].set && opts[2].set) {
+	if (param.n && all_params) {
 		ret = ks_cli_usage("compile", "--param and --all-params do not go together");
 		goto cleanup;
 	}
-	if (ks_op_find(opts[0].value, &op, &err) < 0) {
+	if (ks_op_find(op_name, &op, &err) < 0) {
 		ks_cli_error("compile", "%s", err.msg);
 		ret = KS_EXIT_FAILED;
 		goto cleanup;
@@ -209,23 +211,23 @@ int cmd_compile(int argc, char **argv)
 	}
 	params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
 	ks_params_first(&cand, params);
-	if (ks_params_assign(&cand, opts[1].list, opts[1].n_list, params, &err) < 0) {
+	if (ks_params_assign(&cand, param.items, param.n, params, &err) < 0) {
 		ret = ks_cli_usage("compile", "%s", err.msg);
 		goto cleanup;
 	}
-	arch = ks_cli_pick_arch(opts[3].value, arch_buf, sizeof(arch_buf), &arch_why);
-	if (opts[2].set)
+	arch = ks_cli_pick_arch(arch_given, arch_buf, sizeof(arch_buf), &arch_why);
+	if (all_params)
 		combos = ks_params_count(&cand);
-	if (opts[4].set)
+	if (json)
 		all = json_array();
-	else if (opts[2].set)
+	else if (all_params)
 		printf("%s: %zu param combinations, op %s, %s (%s)\n\n", cand.path, combos, op.key, arch,
 		       arch_why);
 	for (size_t c = 0; c < combos; c++) {
 		struct ks_build build;
 		char pbuf[256];
 
-		if (opts[2].set)
+		if (all_params)
 			ks_params_nth(&cand, c, params);
 		ks_error_clear(&err);
 		if (ks_build(&cand, &op, params, arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
@@ -238,7 +240,7 @@ int cmd_compile(int argc, char **argv)
 			ret = EXIT_CANDIDATE_BAD;
 		if (all) {
 			json_array_append_new(all, report_json(&cand, &op, params, arch, &build, err.msg));
-		} else if (opts[2].set) {
+		} else if (all_params) {
 			print_row(&cand, params, &build, err.msg);
 		} else {
 			ks_params_format(&cand, params, pbuf, sizeof(pbuf));
@@ -253,7 +255,7 @@ int cmd_compile(int argc, char **argv)
 		ks_build_release(&build);
 	}
 	if (all) {
-		json_t *out = opts[2].set ? json_incref(all) : json_incref(json_array_get(all, 0));
+		json_t *out = all_params ? json_incref(all) : json_incref(json_array_get(all, 0));
 
 		json_dumpf(out, stdout, JSON_INDENT(2));
 		putchar('\n');

@@ -281,14 +281,14 @@ cleanup:
 
 int cmd_doctor(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		{ "archive", 0, KS_OPT_VALUE, "DIR", "archive folder to check (default: archive)", 0, 0, 0,
-		  0 },
-		{ "llm-url", 0, KS_OPT_VALUE, "URL", "also check this LLM endpoint (base URL, e.g. .../v1)",
-		  0, 0, 0, 0 },
-		{ "llm-model", 0, KS_OPT_VALUE, "NAME", "the model to ask", 0, 0, 0, 0 },
-		{ "llm-provider", 0, KS_OPT_VALUE, "P", "openai (default) or anthropic", 0, 0, 0, 0 },
-		{ 0 },
+	const char *archive = "archive", *llm_url = NULL, *llm_model = NULL, *llm_provider = NULL;
+	struct ks_option opts[] = {
+		KS_OPT_STRING(0, "archive", &archive, "DIR", "archive folder to check (default: archive)"),
+		KS_OPT_STRING(0, "llm-url", &llm_url, "URL",
+			      "also check this LLM endpoint (base URL, e.g. .../v1)"),
+		KS_OPT_STRING(0, "llm-model", &llm_model, "NAME", "the model to ask"),
+		KS_OPT_STRING(0, "llm-provider", &llm_provider, "P", "openai (default) or anthropic"),
+		KS_OPT_END,
 	};
 	const char **positional;
 	size_t n_positional;
@@ -310,11 +310,11 @@ int cmd_doctor(int argc, char **argv)
 	check_gpus();
 	gpu_problems = problems - gpu_problems;
 	check_ops();
-	check_archive(opts[0].set ? opts[0].value : "archive");
-	if (opts[1].set || opts[2].set || getenv("KSEARCH_LLM_URL")) {
+	check_archive(archive);
+	if (llm_url || llm_model || getenv("KSEARCH_LLM_URL")) {
 		int before = problems;
 
-		check_llm(opts[1].value, opts[2].value, opts[3].value);
+		check_llm(llm_url, llm_model, llm_provider);
 		llm_failed = problems - before;
 	}
 	ks_opts_release(opts);

@@ -1,9 +1,8 @@
 /*
  * evolve.c - `ksearch evolve`: the search, run overnight.
  */
-#include <ctype.h>
 #include <errno.h>
-#include <math.h>
+#include <float.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,44 +82,6 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
-/* "8h", "20m", "90s", "1h30m", "3600" -> seconds; -1 when malformed. */
-static double parse_duration(const char *text)
-{
-	double total = 0;
-	const char *p = text;
-
-	if (!*p)
-		return -1;
-	while (*p) {
-		char *end;
-		double v = strtod(p, &end);
-
-		if (end == p || v < 0)
-			return -1;
-		switch (*end) {
-		case 'h':
-			total += v * 3600;
-			end++;
-			break;
-		case 'm':
-			total += v * 60;
-			end++;
-			break;
-		case 's':
-			total += v;
-			end++;
-			break;
-		case '\0':
-			total += v;
-			break;
-		default:
-			return -1;
-		}
-		p = end;
-	}
-	return total;
-}
-
 static int parse_gpus(const char *text, int **gpus, size_t *n, struct ks_error *err)
 {
 	char *copy, *tok, *save = NULL;
@@ -161,19 +122,6 @@ static int parse_gpus(const char *text, int **gpus, size_t *n, struct ks_error *
 	free(copy);
 	if (!*n)
 		return ks_fail(err, "--gpus %s: no GPU given", text);
-	return 0;
-}
-
-static int parse_ratio(const char *name, const struct ks_opt *o, double fallback, double *out)
-{
-	char *end;
-
-	*out = fallback;
-	if (!o->set)
-		return 0;
-	*out = strtod(o->value, &end);
-	if (*end || *out < 0 || !isfinite(*out))
-		return ks_cli_usage("evolve", "--%s %s: expected a number >= 0", name, o->value);
 	return 0;
 }
 
@@ -262,95 +210,60 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 /* The LLM side of a search: its settings, client and prompts. */
 struct llm_setup {
 	int wanted;
-	struct ks_llm_config cfg;
+	const char *url, *model, *provider; /* as given on the command line */
+	int off;			    /* --no-llm */
+	struct ks_llm_config cfg;	    /* the numbers are bound to options directly */
 	struct ks_llm *client;
 	struct ks_search_llm search;
 	char *prompts_dir;
 	char *system_prompt;
 };
 
-/* A number option within [lo, hi]; 0, or a usage exit code. */
-static int number_opt(const struct ks_opt *o, double lo, double hi, const char *what, double *out)
+/* The option rows that need an LLM endpoint carry this group. */
+enum { GROUP_LLM = 1 };
+
+/* Defaults, before the options overwrite what they give. */
+static void llm_init(struct llm_setup *l)
 {
-	char *end;
-
-	if (!o->set)
-		return 0;
-	*out = strtod(o->value, &end);
-	if (*end || !*o->value || !isfinite(*out) || *out < lo || *out > hi)
-		return ks_cli_usage("evolve", "--%s %s: expected %s", o->name, o->value, what);
-	return 0;
-}
-
-/*
- * Settings from the options (first) and the environment.  The LLM is
- * wanted when a URL or model is given either way, unless --no-llm.
- */
-/* idx: the option indexes of --llm-url ... --llm-rewrite-every (11), then --no-llm. */
-static int llm_configure(const struct ks_opt *opts, const int *idx, struct llm_setup *l)
-{
-	const char *env_url = getenv("KSEARCH_LLM_URL"), *env_model = getenv("KSEARCH_LLM_MODEL");
-	struct ks_error err;
-	char *prices;
-	double v;
-	int rc, found = 0;
-
 	ks_llm_config_init(&l->cfg);
 	l->search = (struct ks_search_llm){ .max_repairs = 2,
 					    .tune_budget = 8,
 					    .rewrite_every = 10,
 					    .population_cap = 12,
 					    .move_share = 0.3 };
-	if (opts[idx[11]].set)
+}
+
+/*
+ * Settings from the options (first) and the environment.  The LLM is
+ * wanted when a URL or model is given either way, unless --no-llm.
+ */
+static int llm_configure(const struct ks_option *opts, struct llm_setup *l)
+{
+	const char *env_url = getenv("KSEARCH_LLM_URL"), *env_model = getenv("KSEARCH_LLM_MODEL");
+	const struct ks_option *needs;
+	struct ks_error err;
+	char *prices;
+	int rc, found = 0;
+
+	if (l->off)
 		return 0;
-	l->wanted =
-		opts[idx[0]].set || opts[idx[1]].set || (env_url && *env_url) || (env_model && *env_model);
+	l->wanted = l->url || l->model || (env_url && *env_url) || (env_model && *env_model);
 	if (!l->wanted) {
-		for (int i = 2; i < 11; i++)
-			if (opts[idx[i]].set)
-				return ks_cli_usage(
-					"evolve",
-					"--%s needs an LLM endpoint: give --llm-url and --llm-model "
-					"(or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)",
-					opts[idx[i]].name);
+		if ((needs = ks_opts_given_in_group(opts, GROUP_LLM)))
+			return ks_cli_usage("evolve",
+					    "--%s needs an LLM endpoint: give --llm-url and --llm-model "
+					    "(or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)",
+					    needs->long_name);
 		return 0;
 	}
-	if (opts[idx[0]].set)
-		l->cfg.base_url = ks_strdup(opts[idx[0]].value);
-	if (opts[idx[1]].set)
-		l->cfg.model = ks_strdup(opts[idx[1]].value);
-	if (opts[idx[2]].set && ks_llm_provider_parse(opts[idx[2]].value, &l->cfg.provider, &err) < 0)
+	if (l->url)
+		l->cfg.base_url = ks_strdup(l->url);
+	if (l->model)
+		l->cfg.model = ks_strdup(l->model);
+	if (l->provider && ks_llm_provider_parse(l->provider, &l->cfg.provider, &err) < 0)
 		return ks_cli_usage("evolve", "--llm-provider: %s", err.msg);
 	if (ks_llm_config_from_env(&l->cfg, &err) < 0)
 		return ks_cli_usage("evolve", "%s", err.msg);
-	v = l->cfg.concurrency;
-	if ((rc = number_opt(&opts[idx[3]], 1, 64, "1 to 64 requests", &v)))
-		return rc;
-	l->cfg.concurrency = (int)v;
-	if ((rc = number_opt(&opts[idx[4]], 0, 2, "a temperature from 0 to 2", &l->cfg.temperature)))
-		return rc;
-	v = l->cfg.max_tokens;
-	if ((rc = number_opt(&opts[idx[5]], 1, 1e6, "a number of tokens from 1 to 1000000", &v)))
-		return rc;
-	l->cfg.max_tokens = (int)v;
-	v = 0;
-	if ((rc = number_opt(&opts[idx[6]], 1, 1e15, "a number of tokens > 0", &v)))
-		return rc;
-	l->cfg.budget_tokens = (uint64_t)v;
-	if ((rc = number_opt(&opts[idx[7]], 1e-9, 1e9, "a cost in US dollars > 0", &l->cfg.budget_usd)))
-		return rc;
-	v = l->search.max_repairs;
-	if ((rc = number_opt(&opts[idx[8]], 0, 10, "0 to 10 repair turns", &v)))
-		return rc;
-	l->search.max_repairs = (int)v;
-	v = l->search.tune_budget;
-	if ((rc = number_opt(&opts[idx[9]], 0, 10000, "0 to 10000 variants", &v)))
-		return rc;
-	l->search.tune_budget = (int)v;
-	v = l->search.rewrite_every;
-	if ((rc = number_opt(&opts[idx[10]], 0, 1e6, "a number of children >= 0", &v)))
-		return rc;
-	l->search.rewrite_every = (int)v;
 	if (ks_prompts_dir_find(&l->prompts_dir, &err) < 0) {
 		ks_cli_error("evolve", "%s", err.msg);
 		return KS_EXIT_FAILED;
@@ -378,86 +291,73 @@ static void llm_release(struct llm_setup *l)
 
 int cmd_evolve(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator to search (see `ksearch ops`)", 0, 0, 0, 0 },
-		{ "archive", 0, KS_OPT_VALUE, "DIR", "archive root (default: archive)", 0, 0, 0, 0 },
-		{ "budget", 0, KS_OPT_VALUE, "N", "stop after N evaluations in this run", 0, 0, 0, 0 },
-		{ "time", 0, KS_OPT_VALUE, "DURATION", "stop after this long (8h, 20m, 90s, 1h30m)", 0, 0, 0,
-		  0 },
-		{ "target", 0, KS_OPT_VALUE, "FITNESS", "stop when the best fitness reaches this", 0, 0, 0,
-		  0 },
-		{ "gpus", 0, KS_OPT_VALUE, "LIST|all", "GPUs to use, e.g. 0,1 or all (default 0)", 0, 0, 0,
-		  0 },
-		{ "jobs", 'j', KS_OPT_VALUE, "N", "compile processes (default: CPUs, at most 8)", 0, 0, 0,
-		  0 },
-		{ "seed", 0, KS_OPT_VALUE, "N", "random seed for a new search (default 1)", 0, 0, 0, 0 },
-		{ "explore", 0, KS_OPT_VALUE, "W",
-		  "weight of uniform parents over filled cells (default 0.3)", 0, 0, 0, 0 },
-		{ "exploit", 0, KS_OPT_VALUE, "W", "weight of fitness-weighted parents (default 0.5)", 0, 0,
-		  0, 0 },
-		{ "recent", 0, KS_OPT_VALUE, "W",
-		  "weight of parents from recently improved cells (default 0.2)", 0, 0, 0, 0 },
-		{ "log", 0, KS_OPT_VALUE, "FILE", "append JSON-lines events to FILE", 0, 0, 0, 0 },
-		{ "fresh", 0, KS_OPT_FLAG, NULL,
-		  "start a new archive; the old one is moved aside, not deleted", 0, 0, 0, 0 },
-		{ "time-cap", 0, KS_OPT_VALUE, "MS", "timing budget per benchmark workload (default 300)", 0,
-		  0, 0, 0 },
-		{ "llm-url", 0, KS_OPT_VALUE, "URL",
-		  "LLM endpoint base, up to the version: https://api.openai.com/v1 "
-		  "(env KSEARCH_LLM_URL)",
-		  0, 0, 0, 0 },
-		{ "llm-model", 0, KS_OPT_VALUE, "NAME",
-		  "model name as the endpoint knows it (env KSEARCH_LLM_MODEL)", 0, 0, 0, 0 },
-		{ "llm-provider", 0, KS_OPT_VALUE, "openai|anthropic",
-		  "the protocol (default openai; env KSEARCH_LLM_PROVIDER)", 0, 0, 0, 0 },
-		{ "llm-concurrency", 0, KS_OPT_VALUE, "N", "LLM requests in flight at once (default 4)", 0, 0,
-		  0, 0 },
-		{ "temperature", 0, KS_OPT_VALUE, "T", "sampling temperature (default 0.8)", 0, 0, 0, 0 },
-		{ "max-tokens", 0, KS_OPT_VALUE, "N", "longest answer, in tokens (default 8192)", 0, 0, 0,
-		  0 },
-		{ "llm-budget-tokens", 0, KS_OPT_VALUE, "N",
-		  "stop using the LLM after N prompt + completion tokens", 0, 0, 0, 0 },
-		{ "llm-budget-usd", 0, KS_OPT_VALUE, "USD",
-		  "stop using the LLM after this cost (prompts/prices.json)", 0, 0, 0, 0 },
-		{ "llm-repairs", 0, KS_OPT_VALUE, "N", "repair turns for a failed LLM child (default 2)", 0,
-		  0, 0, 0 },
-		{ "llm-tune", 0, KS_OPT_VALUE, "N", "param variants tried per new LLM kernel (default 8)", 0,
-		  0, 0, 0 },
-		{ "llm-rewrite-every", 0, KS_OPT_VALUE, "N",
-		  "LLM children between strategy rewrites; 0 never (default 10)", 0, 0, 0, 0 },
-		{ "no-llm", 0, KS_OPT_FLAG, NULL, "the built-in mutator only, even with KSEARCH_LLM_URL set",
-		  0, 0, 0, 0 },
-		{ 0 },
+	struct ks_search_config cfg = {
+		.seed = 1, .status_every_s = 30, .explore = 0.3, .exploit = 0.5, .recent = 0.2
 	};
-	enum {
-		O_OP,
-		O_ARCHIVE,
-		O_BUDGET,
-		O_TIME,
-		O_TARGET,
-		O_GPUS,
-		O_JOBS,
-		O_SEED,
-		O_EXPLORE,
-		O_EXPLOIT,
-		O_RECENT,
-		O_LOG,
-		O_FRESH,
-		O_TIME_CAP,
-		O_LLM_URL,
-		O_LLM_MODEL,
-		O_LLM_PROVIDER,
-		O_LLM_CONCURRENCY,
-		O_TEMPERATURE,
-		O_MAX_TOKENS,
-		O_LLM_BUDGET_TOKENS,
-		O_LLM_BUDGET_USD,
-		O_LLM_REPAIRS,
-		O_LLM_TUNE,
-		O_LLM_REWRITE_EVERY,
-		O_NO_LLM
+	struct llm_setup llm = { 0 };
+	const char *op_name = NULL, *root = "archive", *gpus_text = NULL, *log_path = NULL;
+	int time_cap = 0, fresh = 0;
+	struct ks_option opts[] = {
+		KS_OPT_STRING(0, "op", &op_name, "NAME", "the operator to search (see `ksearch ops`)"),
+		KS_OPT_STRING(0, "archive", &root, "DIR", "archive root (default: archive)"),
+		KS_OPT_UINT64(0, "budget", &cfg.budget, "N", 1, "a number of evaluations > 0",
+			      "stop after N evaluations in this run"),
+		KS_OPT_DURATION(0, "time", &cfg.time_limit_s, "DURATION",
+				"a duration such as 8h, 20m, 90s or 1h30m",
+				"stop after this long (8h, 20m, 90s, 1h30m)"),
+		KS_OPT_DOUBLE(0, "target", &cfg.target_fitness, "FITNESS", DBL_MIN, DBL_MAX,
+			      "a fitness > 0 (a speedup over the reference)",
+			      "stop when the best fitness reaches this"),
+		KS_OPT_STRING(0, "gpus", &gpus_text, "LIST|all", "GPUs to use, e.g. 0,1 or all (default 0)"),
+		KS_OPT_INT('j', "jobs", &cfg.jobs, "N", 1, 256, "1 to 256 compile processes",
+			   "compile processes (default: CPUs, at most 8)"),
+		KS_OPT_UINT64(0, "seed", &cfg.seed, "N", 0, "a non-negative integer",
+			      "random seed for a new search (default 1)"),
+		KS_OPT_DOUBLE(0, "explore", &cfg.explore, "W", 0, DBL_MAX, "a number >= 0",
+			      "weight of uniform parents over filled cells (default 0.3)"),
+		KS_OPT_DOUBLE(0, "exploit", &cfg.exploit, "W", 0, DBL_MAX, "a number >= 0",
+			      "weight of fitness-weighted parents (default 0.5)"),
+		KS_OPT_DOUBLE(0, "recent", &cfg.recent, "W", 0, DBL_MAX, "a number >= 0",
+			      "weight of parents from recently improved cells (default 0.2)"),
+		KS_OPT_STRING(0, "log", &log_path, "FILE", "append JSON-lines events to FILE"),
+		KS_OPT_BOOL(0, "fresh", &fresh,
+			    "start a new archive; the old one is moved aside, not deleted"),
+		KS_OPT_INT(0, "time-cap", &time_cap, "MS", 1, 3600000, "milliseconds from 1 to 3600000",
+			   "timing budget per benchmark workload (default 300)"),
+		KS_OPT_STRING(0, "llm-url", &llm.url, "URL",
+			      "LLM endpoint base, up to the version: https://api.openai.com/v1 "
+			      "(env KSEARCH_LLM_URL)"),
+		KS_OPT_STRING(0, "llm-model", &llm.model, "NAME",
+			      "model name as the endpoint knows it (env KSEARCH_LLM_MODEL)"),
+		/* the rows from here to the next group need an LLM endpoint */
+		KS_OPT_GROUP(GROUP_LLM),
+		KS_OPT_STRING(0, "llm-provider", &llm.provider, "openai|anthropic",
+			      "the protocol (default openai; env KSEARCH_LLM_PROVIDER)"),
+		KS_OPT_INT(0, "llm-concurrency", &llm.cfg.concurrency, "N", 1, 64, "1 to 64 requests",
+			   "LLM requests in flight at once (default 4)"),
+		KS_OPT_DOUBLE(0, "temperature", &llm.cfg.temperature, "T", 0, 2, "a temperature from 0 to 2",
+			      "sampling temperature (default 0.8)"),
+		KS_OPT_INT(0, "max-tokens", &llm.cfg.max_tokens, "N", 1, 1000000,
+			   "a number of tokens from 1 to 1000000",
+			   "longest answer, in tokens (default 8192)"),
+		KS_OPT_UINT64(0, "llm-budget-tokens", &llm.cfg.budget_tokens, "N", 1,
+			      "a number of tokens > 0",
+			      "stop using the LLM after N prompt + completion tokens"),
+		KS_OPT_DOUBLE(0, "llm-budget-usd", &llm.cfg.budget_usd, "USD", 1e-9, 1e9,
+			      "a cost in US dollars > 0 (at most 1e9)",
+			      "stop using the LLM after this cost (prompts/prices.json)"),
+		KS_OPT_INT(0, "llm-repairs", &llm.search.max_repairs, "N", 0, 10, "0 to 10 repair turns",
+			   "repair turns for a failed LLM child (default 2)"),
+		KS_OPT_INT(0, "llm-tune", &llm.search.tune_budget, "N", 0, 10000, "0 to 10000 variants",
+			   "param variants tried per new LLM kernel (default 8)"),
+		KS_OPT_INT(0, "llm-rewrite-every", &llm.search.rewrite_every, "N", 0, 1000000,
+			   "a number of children from 0 to 1000000",
+			   "LLM children between strategy rewrites; 0 never (default 10)"),
+		KS_OPT_GROUP(0),
+		KS_OPT_BOOL(0, "no-llm", &llm.off,
+			    "the built-in mutator only, even with KSEARCH_LLM_URL set"),
+		KS_OPT_END,
 	};
-	struct ks_search_config cfg = { .seed = 1, .status_every_s = 30 };
 	struct ks_search_summary sum;
 	struct ks_gpu_backend gb = { 0 };
 	struct ks_archive_options aopts = { .flags = KS_ARCHIVE_CREATE };
@@ -467,100 +367,38 @@ int cmd_evolve(int argc, char **argv)
 	struct ks_error err;
 	const char **positional = NULL;
 	size_t n_positional, n_families = 0, n_gpus = 0;
-	const char *root;
-	int *gpus = NULL, rc, ret = KS_EXIT_FAILED, time_cap = 0, gb_open = 0;
-	const int llm_opts[] = { O_LLM_URL,	O_LLM_MODEL,  O_LLM_PROVIDER,	   O_LLM_CONCURRENCY,
-				 O_TEMPERATURE, O_MAX_TOKENS, O_LLM_BUDGET_TOKENS, O_LLM_BUDGET_USD,
-				 O_LLM_REPAIRS, O_LLM_TUNE,   O_LLM_REWRITE_EVERY, O_NO_LLM };
-	struct llm_setup llm = { 0 };
+	int *gpus = NULL, rc, ret = KS_EXIT_FAILED, gb_open = 0;
 	char moved[4200];
 	struct ks_archive_metrics m;
 
-	rc = ks_opts_parse("evolve", opts, &help, argc, argv, &positional, &n_positional);
-	if (rc)
-		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
-	root = opts[O_ARCHIVE].set ? opts[O_ARCHIVE].value : "archive";
-	if (n_positional) {
-		ret = ks_cli_usage("evolve", "unexpected argument '%s' (the operator goes in --op NAME)",
-				   positional[0]);
-		goto cleanup;
-	}
-	if (!opts[O_OP].set) {
-		ret = ks_cli_usage("evolve", "--op NAME is required (see `ksearch ops`)");
-		goto cleanup;
-	}
-	if (opts[O_BUDGET].set) {
-		char *end;
-		long long v = strtoll(opts[O_BUDGET].value, &end, 10);
-
-		if (*end || v <= 0) {
-			ret = ks_cli_usage("evolve", "--budget %s: expected a number of evaluations > 0",
-					   opts[O_BUDGET].value);
-			goto cleanup;
-		}
-		cfg.budget = (uint64_t)v;
-	}
-	if (opts[O_TIME].set && (cfg.time_limit_s = parse_duration(opts[O_TIME].value)) <= 0) {
-		ret = ks_cli_usage("evolve", "--time %s: expected a duration such as 8h, 20m, 90s or 1h30m",
-				   opts[O_TIME].value);
-		goto cleanup;
-	}
-	if (opts[O_TARGET].set) {
-		char *end;
-
-		cfg.target_fitness = strtod(opts[O_TARGET].value, &end);
-		if (*end || cfg.target_fitness <= 0) {
-			ret = ks_cli_usage(
-				"evolve",
-				"--target %s: expected a fitness > 0 (a speedup over the reference)",
-				opts[O_TARGET].value);
-			goto cleanup;
-		}
-	}
-	if (!cfg.budget && cfg.time_limit_s <= 0 && cfg.target_fitness <= 0)
-		cfg.budget = DEFAULT_BUDGET;
+	llm_init(&llm);
 	cfg.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (cfg.jobs > 8)
 		cfg.jobs = 8;
 	if (cfg.jobs < 1)
 		cfg.jobs = 1;
-	if (opts[O_JOBS].set) {
-		char *end;
-
-		cfg.jobs = (int)strtol(opts[O_JOBS].value, &end, 10);
-		if (*end || cfg.jobs < 1 || cfg.jobs > 256) {
-			ret = ks_cli_usage("evolve", "--jobs %s: expected 1 to 256 compile processes",
-					   opts[O_JOBS].value);
-			goto cleanup;
-		}
+	rc = ks_opts_parse("evolve", opts, &help, argc, argv, &positional, &n_positional);
+	if (rc) {
+		ks_llm_config_release(&llm.cfg);
+		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
 	}
-	if (opts[O_SEED].set) {
-		char *end;
-
-		cfg.seed = strtoull(opts[O_SEED].value, &end, 10);
-		if (*end || !*opts[O_SEED].value) {
-			ret = ks_cli_usage("evolve", "--seed %s: expected a non-negative integer",
-					   opts[O_SEED].value);
-			goto cleanup;
-		}
-	}
-	if ((rc = parse_ratio("explore", &opts[O_EXPLORE], 0.3, &cfg.explore)) ||
-	    (rc = parse_ratio("exploit", &opts[O_EXPLOIT], 0.5, &cfg.exploit)) ||
-	    (rc = parse_ratio("recent", &opts[O_RECENT], 0.2, &cfg.recent))) {
-		ret = rc;
+	if (n_positional) {
+		ret = ks_cli_usage("evolve", "unexpected argument '%s' (the operator goes in --op NAME)",
+				   positional[0]);
 		goto cleanup;
 	}
+	if (!op_name) {
+		ret = ks_cli_usage("evolve", "--op NAME is required (see `ksearch ops`)");
+		goto cleanup;
+	}
+	if (!cfg.budget && cfg.time_limit_s <= 0 && cfg.target_fitness <= 0)
+		cfg.budget = DEFAULT_BUDGET;
 	if (cfg.explore + cfg.exploit + cfg.recent <= 0) {
 		ret = ks_cli_usage("evolve", "--explore, --exploit and --recent cannot all be 0");
 		goto cleanup;
 	}
-	if (opts[O_TIME_CAP].set && (time_cap = atoi(opts[O_TIME_CAP].value)) <= 0) {
-		ret = ks_cli_usage("evolve", "--time-cap %s: expected milliseconds > 0",
-				   opts[O_TIME_CAP].value);
-		goto cleanup;
-	}
-	if (opts[O_GPUS].set) {
-		if (parse_gpus(opts[O_GPUS].value, &gpus, &n_gpus, &err) < 0) {
+	if (gpus_text) {
+		if (parse_gpus(gpus_text, &gpus, &n_gpus, &err) < 0) {
 			ret = ks_cli_usage("evolve", "%s", err.msg);
 			goto cleanup;
 		}
@@ -568,17 +406,16 @@ int cmd_evolve(int argc, char **argv)
 		gpus = ks_calloc(1, sizeof(*gpus));
 		n_gpus = 1;
 	}
-	if ((rc = llm_configure(opts, llm_opts, &llm))) {
+	if ((rc = llm_configure(opts, &llm))) {
 		ret = rc;
 		goto cleanup;
 	}
-	if (ks_op_find(opts[O_OP].value, &op, &err) < 0 ||
-	    ks_families_load(&op, &families, &n_families, &err) < 0) {
+	if (ks_op_find(op_name, &op, &err) < 0 || ks_families_load(&op, &families, &n_families, &err) < 0) {
 		ks_cli_error("evolve", "%s", err.msg);
 		goto cleanup;
 	}
-	if (opts[O_LOG].set && !(cfg.log = fopen(opts[O_LOG].value, "a"))) {
-		ks_cli_error("evolve", "--log %s: %s", opts[O_LOG].value, strerror(errno));
+	if (log_path && !(cfg.log = fopen(log_path, "a"))) {
+		ks_cli_error("evolve", "--log %s: %s", log_path, strerror(errno));
 		goto cleanup;
 	}
 
@@ -623,7 +460,7 @@ int cmd_evolve(int argc, char **argv)
 		       llm.cfg.api_key && *llm.cfg.api_key ? ", key from the environment" : ", no key",
 		       llm.prompts_dir);
 	}
-	if (opts[O_FRESH].set) {
+	if (fresh) {
 		char *dir = ks_archive_dir(root, op.key, ks_gpu_backend_model(&gb));
 
 		rc = set_aside(dir, moved, sizeof(moved), &err);

@@ -198,29 +198,26 @@ static uint64_t cell_elite(struct ks_archive *ar, uint64_t cell, const char *tex
 }
 
 /*
- * The record and source the options choose.  Prints the error and returns
- * -2 for an --id or --cell that is not one, -1 when there is no such
- * candidate.
+ * The record and source the options choose (--id given_id, else --cell
+ * cell_text, else the best).  Prints the error and returns -2 for a
+ * --cell that is not one, -1 when there is no such candidate.
  */
-static int pick_record(struct ks_archive *ar, const struct ks_opt *id_opt, const struct ks_opt *cell_opt,
-		       json_t **record, char **source)
+static int pick_record(struct ks_archive *ar, uint64_t given_id, const char *cell_text, json_t **record,
+		       char **source)
 {
 	struct ks_error err;
 	uint64_t id;
 
 	*record = NULL;
 	*source = NULL;
-	if (id_opt->set) {
-		if (ks_archive_cli_parse_id(cmd, id_opt->value, &id) < 0)
-			return -2;
-		return ks_archive_cli_get(cmd, ar, id, record, source);
-	}
-	if (cell_opt->set) {
+	if (given_id)
+		return ks_archive_cli_get(cmd, ar, given_id, record, source);
+	if (cell_text) {
 		uint64_t cell;
 
-		if (parse_cell(ar, cell_opt->value, &cell) < 0)
+		if (parse_cell(ar, cell_text, &cell) < 0)
 			return -2;
-		if (!(id = cell_elite(ar, cell, cell_opt->value)))
+		if (!(id = cell_elite(ar, cell, cell_text)))
 			return -1;
 		return ks_archive_cli_get(cmd, ar, id, record, source);
 	}
@@ -334,23 +331,25 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 
 int cmd_export_best(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		/* the first three as ks_archive_cli_open() expects them */
-		{ "archive", 0, KS_OPT_VALUE, "DIR",
-		  "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")", 0, 0, 0, 0 },
-		{ "op", 0, KS_OPT_VALUE, "NAME", "the operator (required)", 0, 0, 0, 0 },
-		{ "gpu", 0, KS_OPT_VALUE, "MODEL",
-		  "the GPU model or its folder name; needed when DIR holds archives of "
-		  "the op for several",
-		  0, 0, 0, 0 },
-		{ "id", 0, KS_OPT_VALUE, "ID", "export this ok candidate instead of the best", 0, 0, 0, 0 },
-		{ "cell", 0, KS_OPT_VALUE, "I,J,...",
-		  "export the elite of this grid cell instead of the best", 0, 0, 0, 0 },
-		{ "output", 'o', KS_OPT_VALUE, "DIR", "the folder to write (default: export/<op>-<id>)", 0, 0,
-		  0, 0 },
-		{ "name", 0, KS_OPT_VALUE, "NAME",
-		  "prefix of the files and functions (default: ksearch_<op>)", 0, 0, 0, 0 },
-		{ 0 },
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	const char *cell_text = NULL, *output = NULL, *name_given = NULL;
+	uint64_t given_id = 0;
+	struct ks_option opts[] = {
+		KS_OPT_STRING(0, "archive", &pick.root, "DIR",
+			      "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")"),
+		KS_OPT_STRING(0, "op", &pick.op, "NAME", "the operator (required)"),
+		KS_OPT_STRING(0, "gpu", &pick.gpu, "MODEL",
+			      "the GPU model or its folder name; needed when DIR holds archives of the op "
+			      "for several"),
+		KS_OPT_CALLBACK(0, "id", &given_id, "ID", ks_archive_id_option,
+				"export this ok candidate instead of the best"),
+		KS_OPT_STRING(0, "cell", &cell_text, "I,J,...",
+			      "export the elite of this grid cell instead of the best"),
+		KS_OPT_STRING('o', "output", &output, "DIR",
+			      "the folder to write (default: export/<op>-<id>)"),
+		KS_OPT_STRING(0, "name", &name_given, "NAME",
+			      "prefix of the files and functions (default: ksearch_<op>)"),
+		KS_OPT_END,
 	};
 	struct ks_candidate cand;
 	struct ks_archive *ar = NULL;
@@ -373,15 +372,15 @@ int cmd_export_best(int argc, char **argv)
 			     pos[0]);
 		goto cleanup;
 	}
-	if (!opts[1].set) {
+	if (!pick.op) {
 		ks_cli_usage(cmd, "--op NAME is required (`ksearch ops` lists the operators)");
 		goto cleanup;
 	}
-	if (opts[3].set && opts[4].set) {
+	if (given_id && cell_text) {
 		ks_cli_usage(cmd, "--id and --cell both choose the candidate; give one of them");
 		goto cleanup;
 	}
-	name = opts[6].set ? ks_strdup(opts[6].value) : default_name(opts[1].value);
+	name = name_given ? ks_strdup(name_given) : default_name(pick.op);
 	if (!ks_is_identifier(name)) {
 		ks_cli_usage(cmd,
 			     "--name '%s': expected a C identifier (it prefixes the files and functions)",
@@ -389,14 +388,14 @@ int cmd_export_best(int argc, char **argv)
 		goto cleanup;
 	}
 	ret = KS_EXIT_FAILED;
-	if (ks_op_find(opts[1].value, &op, &err) < 0) {
+	if (ks_op_find(pick.op, &op, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
 	have_op = 1;
-	if (ks_archive_cli_open(cmd, opts, &ar))
+	if (ks_archive_cli_open(cmd, &pick, &ar))
 		goto cleanup;
-	rc = pick_record(ar, &opts[3], &opts[4], &record, &source);
+	rc = pick_record(ar, given_id, cell_text, &record, &source);
 	if (rc < 0) {
 		if (rc == -2)
 			ret = KS_EXIT_USAGE;
@@ -431,9 +430,8 @@ int cmd_export_best(int argc, char **argv)
 		ks_cli_error(cmd, "%s: following its parents: %s", label, err.msg);
 		goto cleanup;
 	}
-	out_dir = opts[5].set
-			  ? ks_strdup(opts[5].value)
-			  : ks_asprintf("export/%s-%llu", op.key, (unsigned long long)ks_record_id(record));
+	out_dir = output ? ks_strdup(output)
+			 : ks_asprintf("export/%s-%llu", op.key, (unsigned long long)ks_record_id(record));
 	if (ks_export_write(&op, &cand, params, record, lineage, out_dir, name, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;

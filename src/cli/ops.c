@@ -92,10 +92,12 @@ static json_t *op_json(const struct ks_op *op)
 
 int cmd_ops(int argc, char **argv)
 {
-	struct ks_opt opts[] = {
-		{ "op", 0, KS_OPT_VALUE, "NAME", "show only this operator", 0, 0, 0, 0 },
-		{ "json", 0, KS_OPT_FLAG, NULL, "print JSON instead of text", 0, 0, 0, 0 },
-		{ 0 },
+	const char *op_name = NULL;
+	int json = 0;
+	struct ks_option opts[] = {
+		KS_OPT_STRING(0, "op", &op_name, "NAME", "show only this operator"),
+		KS_OPT_BOOL(0, "json", &json, "print JSON instead of text"),
+		KS_OPT_END,
 	};
 	const char **positional;
 	size_t n_positional, count = 0;
@@ -114,12 +116,12 @@ int cmd_ops(int argc, char **argv)
 		return rc;
 	}
 	free(positional);
-	if (opts[1].set)
+	if (json)
 		all = json_array();
-	if (opts[0].set) {
+	if (op_name) {
 		struct ks_op op;
 
-		if (ks_op_find(opts[0].value, &op, &err) < 0) {
+		if (ks_op_find(op_name, &op, &err) < 0) {
 			ks_cli_error("ops", "%s", err.msg);
 			ret = KS_EXIT_FAILED;
 			goto cleanup;

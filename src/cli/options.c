@@ -1,6 +1,10 @@
 /*
- * options.c - one option parser for every subcommand, with "did you mean".
+ * options.c - one option parser for every subcommand: options bound to
+ * variables, values checked against their type and range, "did you mean".
  */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,18 +37,24 @@ int ks_cli_usage(const char *cmd, const char *fmt, ...)
 	return KS_EXIT_USAGE;
 }
 
-void ks_print_help(const char *cmd, const struct ks_opt *opts, const struct ks_help *help)
+static int takes_value(const struct ks_option *o)
+{
+	return o->type != KS_OPTION_BOOL;
+}
+
+void ks_print_help(const char *cmd, const struct ks_option *opts, const struct ks_help *help)
 {
 	printf("usage: %s\n\n%s\n", help->usage, help->description);
 	printf("\noptions:\n");
-	for (const struct ks_opt *o = opts; o && o->name; o++) {
+	for (const struct ks_option *o = opts; o && o->type != KS_OPTION_END; o++) {
 		char left[64];
 
-		if (o->kind == KS_OPT_FLAG)
-			snprintf(left, sizeof(left), "--%s", o->name);
+		if (o->type == KS_OPTION_GROUP)
+			continue;
+		if (!takes_value(o))
+			snprintf(left, sizeof(left), "--%s", o->long_name);
 		else
-			snprintf(left, sizeof(left), "--%s %s", o->name,
-				 o->value_name ? o->value_name : "VALUE");
+			snprintf(left, sizeof(left), "--%s %s", o->long_name, o->argh ? o->argh : "VALUE");
 		if (o->short_name) {
 			char with_short[80];
 
@@ -63,23 +73,58 @@ void ks_print_help(const char *cmd, const struct ks_opt *opts, const struct ks_h
 	(void)cmd;
 }
 
-static struct ks_opt *find_long(struct ks_opt *opts, const char *name, size_t len)
+/* A table that breaks the rules is a programming error: say which row, and stop. */
+static void check_table(const char *cmd, const struct ks_option *opts)
 {
-	for (struct ks_opt *o = opts; o->name; o++)
-		if (strlen(o->name) == len && !strncmp(o->name, name, len))
+	for (const struct ks_option *o = opts; o->type != KS_OPTION_END; o++) {
+		const char *why = NULL;
+
+		if (o->type == KS_OPTION_GROUP)
+			continue;
+		if (!o->long_name || !*o->long_name || !o->help)
+			why = "has no long name or no help";
+		else if (o->type != KS_OPTION_CALLBACK && !o->value)
+			why = "has no variable";
+		else if ((o->type == KS_OPTION_INT || o->type == KS_OPTION_UINT64 ||
+			  o->type == KS_OPTION_DOUBLE || o->type == KS_OPTION_DURATION) &&
+			 !o->expect)
+			why = "says not what it expects";
+		else if (o->type == KS_OPTION_CHOICE && (!o->choices || !o->choices[0]))
+			why = "has no choices";
+		else if (o->type == KS_OPTION_CALLBACK && !o->callback)
+			why = "has no callback";
+		else if (!strcmp(o->long_name, "help") || o->short_name == 'h')
+			why = "takes the name of --help";
+		for (const struct ks_option *p = opts; !why && p < o; p++)
+			if (p->type != KS_OPTION_GROUP && (!strcmp(p->long_name, o->long_name) ||
+							   (o->short_name && p->short_name == o->short_name)))
+				why = "repeats the name of an earlier row";
+		if (why) {
+			fprintf(stderr, "ksearch %s: BUG: option --%s %s\n", cmd,
+				o->long_name ? o->long_name : "?", why);
+			abort();
+		}
+	}
+}
+
+static struct ks_option *find_long(struct ks_option *opts, const char *name, size_t len)
+{
+	for (struct ks_option *o = opts; o->type != KS_OPTION_END; o++)
+		if (o->type != KS_OPTION_GROUP && strlen(o->long_name) == len &&
+		    !strncmp(o->long_name, name, len))
 			return o;
 	return NULL;
 }
 
-static struct ks_opt *find_short(struct ks_opt *opts, char c)
+static struct ks_option *find_short(struct ks_option *opts, char c)
 {
-	for (struct ks_opt *o = opts; o->name; o++)
-		if (o->short_name == c)
+	for (struct ks_option *o = opts; o->type != KS_OPTION_END; o++)
+		if (o->type != KS_OPTION_GROUP && o->short_name == c)
 			return o;
 	return NULL;
 }
 
-static int unknown_option(const char *cmd, struct ks_opt *opts, const char *arg)
+static void unknown_option(const char *cmd, struct ks_option *opts, const char *arg)
 {
 	char name[128];
 	const char *eq = strchr(arg, '=');
@@ -88,40 +133,198 @@ static int unknown_option(const char *cmd, struct ks_opt *opts, const char *arg)
 	size_t best_dist = (size_t)-1;
 
 	snprintf(name, sizeof(name), "%.*s", (int)len, arg);
-	for (struct ks_opt *o = opts; o->name; o++) {
-		size_t d = ks_edit_distance(name + (name[1] == '-' ? 2 : 1), o->name);
+	for (struct ks_option *o = opts; o->type != KS_OPTION_END; o++) {
+		size_t d;
 
+		if (o->type == KS_OPTION_GROUP)
+			continue;
+		d = ks_edit_distance(name + (name[1] == '-' ? 2 : 1), o->long_name);
 		if (d < best_dist) {
 			best_dist = d;
-			best = o->name;
+			best = o->long_name;
 		}
 	}
 	if (best && ks_is_close(name + (name[1] == '-' ? 2 : 1), best))
-		return ks_cli_usage(cmd, "unknown option '%s'; did you mean '--%s'?", name, best);
-	return ks_cli_usage(cmd, "unknown option '%s'", name);
+		ks_cli_usage(cmd, "unknown option '%s'; did you mean '--%s'?", name, best);
+	else
+		ks_cli_usage(cmd, "unknown option '%s'", name);
 }
 
-static void take_value(struct ks_opt *o, const char *value)
+double ks_parse_duration(const char *text)
 {
-	o->set = 1;
-	if (o->kind == KS_OPT_LIST) {
-		o->list = ks_realloc(o->list, (o->n_list + 1) * sizeof(*o->list));
-		o->list[o->n_list++] = value;
-	} else {
-		o->value = value;
+	double total = 0;
+	const char *p = text;
+
+	if (!*p)
+		return -1;
+	while (*p) {
+		char *end;
+		double v;
+
+		if (!isdigit((unsigned char)*p) && *p != '.')
+			return -1;
+		v = strtod(p, &end);
+		if (end == p || v < 0)
+			return -1;
+		switch (*end) {
+		case 'h':
+			total += v * 3600;
+			end++;
+			break;
+		case 'm':
+			total += v * 60;
+			end++;
+			break;
+		case 's':
+			total += v;
+			end++;
+			break;
+		case '\0':
+			total += v;
+			break;
+		default:
+			return -1;
+		}
+		p = end;
 	}
+	return isfinite(total) ? total : -1;
 }
 
-int ks_opts_parse(const char *cmd, struct ks_opt *opts, const struct ks_help *help, int argc, char **argv,
+/* "A, B or C" */
+static void list_choices(struct ks_strbuf *sb, const char *const *choices)
+{
+	for (size_t i = 0; choices[i]; i++)
+		ks_strbuf_addf(sb, "%s%s", i == 0 ? "" : choices[i + 1] ? ", " : " or ", choices[i]);
+}
+
+/* A number's text: digits (after a '-' where allowed), nothing around them. */
+static int plain_number(const char *text, int sign_ok)
+{
+	if (sign_ok && *text == '-')
+		text++;
+	return isdigit((unsigned char)*text) || (*text == '.' && isdigit((unsigned char)text[1]));
+}
+
+/*
+ * Store value in the option's variable.  Returns 0, or -1 with the usage
+ * error printed: a value that is not the option's type or is outside its
+ * range names the flag, the value and what was expected.
+ */
+static int store(const char *cmd, struct ks_option *o, const char *value)
+{
+	struct ks_error err;
+	char *end = NULL;
+	int range = 0;
+
+	errno = 0;
+	switch (o->type) {
+	case KS_OPTION_STRING:
+		*(const char **)o->value = value;
+		return 0;
+	case KS_OPTION_LIST: {
+		struct ks_opt_list *list = o->value;
+
+		KS_ALLOC_GROW(list->items, list->n + 1, list->alloc);
+		list->items[list->n++] = value;
+		return 0;
+	}
+	case KS_OPTION_INT: {
+		long long v = plain_number(value, 1) ? strtoll(value, &end, 10) : 0;
+
+		if (!end || *end)
+			break;
+		if (errno == ERANGE) {
+			range = 1;
+			break;
+		}
+		if ((double)v < o->min || (double)v > o->max)
+			break;
+		*(int *)o->value = (int)v;
+		return 0;
+	}
+	case KS_OPTION_UINT64: {
+		unsigned long long v = plain_number(value, 0) ? strtoull(value, &end, 10) : 0;
+
+		if (!end || *end)
+			break;
+		if (errno == ERANGE) {
+			range = 1;
+			break;
+		}
+		if ((double)v < o->min || (double)v > o->max)
+			break;
+		*(uint64_t *)o->value = (uint64_t)v;
+		return 0;
+	}
+	case KS_OPTION_DOUBLE: {
+		double v = plain_number(value, 1) ? strtod(value, &end) : 0;
+
+		if (!end || *end)
+			break;
+		if (errno == ERANGE) {
+			range = 1;
+			break;
+		}
+		if (!isfinite(v) || v < o->min || v > o->max)
+			break;
+		*(double *)o->value = v;
+		return 0;
+	}
+	case KS_OPTION_DURATION: {
+		double v = ks_parse_duration(value);
+
+		if (v <= 0)
+			break;
+		*(double *)o->value = v;
+		return 0;
+	}
+	case KS_OPTION_CHOICE: {
+		struct ks_strbuf sb;
+
+		for (int i = 0; o->choices[i]; i++)
+			if (!strcmp(o->choices[i], value)) {
+				*(int *)o->value = i;
+				return 0;
+			}
+		ks_strbuf_init(&sb);
+		list_choices(&sb, o->choices);
+		ks_cli_usage(cmd, "--%s takes %s (got '%s')", o->long_name, sb.buf, value);
+		ks_strbuf_release(&sb);
+		return -1;
+	}
+	case KS_OPTION_CALLBACK:
+		if (o->callback(o, value, &err) == 0)
+			return 0;
+		ks_cli_usage(cmd, "%s", err.msg);
+		return -1;
+	default:
+		break;
+	}
+	if (range)
+		ks_cli_usage(cmd, "--%s %s: out of range (expected %s)", o->long_name, value, o->expect);
+	else
+		ks_cli_usage(cmd, "--%s %s: expected %s", o->long_name, value, o->expect);
+	return -1;
+}
+
+int ks_opts_parse(const char *cmd, struct ks_option *opts, const struct ks_help *help, int argc, char **argv,
 		  const char ***positional, size_t *n_positional)
 {
-	int only_positional = 0;
+	int only_positional = 0, group = 0;
 
+	check_table(cmd, opts);
+	for (struct ks_option *o = opts; o->type != KS_OPTION_END; o++) {
+		if (o->type == KS_OPTION_GROUP)
+			group = o->group;
+		else
+			o->group = group;
+		o->seen = 0;
+	}
 	*positional = ks_calloc((size_t)argc + 1, sizeof(**positional));
 	*n_positional = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
-		struct ks_opt *o;
+		struct ks_option *o;
 		const char *value = NULL;
 
 		if (only_positional || arg[0] != '-' || !arg[1]) {
@@ -150,27 +353,30 @@ int ks_opts_parse(const char *cmd, struct ks_opt *opts, const struct ks_help *he
 			unknown_option(cmd, opts, arg);
 			goto usage;
 		}
-		if (o->kind == KS_OPT_FLAG) {
+		if (!takes_value(o)) {
 			if (value) {
-				ks_cli_usage(cmd, "option '--%s' takes no value", o->name);
+				ks_cli_usage(cmd, "option '--%s' takes no value", o->long_name);
 				goto usage;
 			}
-			o->set = 1;
+			o->seen++;
+			*(int *)o->value = 1;
 			continue;
 		}
 		if (!value) {
 			if (i + 1 >= argc) {
-				ks_cli_usage(cmd, "option '--%s' needs a value (%s)", o->name,
-					     o->value_name ? o->value_name : "VALUE");
+				ks_cli_usage(cmd, "option '--%s' needs a value (%s)", o->long_name,
+					     o->argh ? o->argh : "VALUE");
 				goto usage;
 			}
 			value = argv[++i];
 		}
-		if (o->kind == KS_OPT_VALUE && o->set) {
-			ks_cli_usage(cmd, "option '--%s' given twice", o->name);
+		if (o->type != KS_OPTION_LIST && o->seen) {
+			ks_cli_usage(cmd, "option '--%s' given twice", o->long_name);
 			goto usage;
 		}
-		take_value(o, value);
+		o->seen++;
+		if (store(cmd, o, value) < 0)
+			goto usage;
 	}
 	return 0;
 help_shown:
@@ -185,13 +391,33 @@ usage:
 	return 2;
 }
 
-void ks_opts_release(struct ks_opt *opts)
+void ks_opts_release(struct ks_option *opts)
 {
-	for (struct ks_opt *o = opts; o && o->name; o++) {
-		free(o->list);
-		o->list = NULL;
-		o->n_list = 0;
+	for (struct ks_option *o = opts; o && o->type != KS_OPTION_END; o++) {
+		struct ks_opt_list *list = o->value;
+
+		if (o->type != KS_OPTION_LIST)
+			continue;
+		free(list->items);
+		list->items = NULL;
+		list->n = list->alloc = 0;
 	}
+}
+
+const struct ks_option *ks_opts_given_in_group(const struct ks_option *opts, int group)
+{
+	for (const struct ks_option *o = opts; o->type != KS_OPTION_END; o++)
+		if (o->type != KS_OPTION_GROUP && o->group == group && o->seen)
+			return o;
+	return NULL;
+}
+
+int ks_opts_given(const struct ks_option *opts, const void *value)
+{
+	for (const struct ks_option *o = opts; o->type != KS_OPTION_END; o++)
+		if (o->type != KS_OPTION_GROUP && o->value == value)
+			return o->seen > 0;
+	return 0;
 }
 
 const char *ks_cli_pick_arch(const char *given, char *buf, size_t size, const char **why)

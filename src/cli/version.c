@@ -20,7 +20,7 @@ static const struct ks_help help = {
 
 int cmd_version(int argc, char **argv)
 {
-	struct ks_opt opts[] = { { 0 } };
+	struct ks_option opts[] = { KS_OPT_END };
 	const char **positional;
 	size_t n_positional;
 	const struct ks_cuda *cuda;

@@ -18,6 +18,8 @@
 
 #include <nvrtc.h>
 
+#include "ksearch/base/util.h"
+
 /* Room left in struct ks_error for the log, after "compilation failed:\n". */
 #define LOG_EXCERPT_MAX (KS_ERROR_MAX - 512)
 
@@ -437,22 +439,6 @@ struct log_parse {
 	long props_for; /* properties the next stack line belongs to, or -1 */
 };
 
-static int grow(void **array, size_t *alloc, size_t n, size_t elem)
-{
-	void *grown;
-	size_t want;
-
-	if (n < *alloc)
-		return 0;
-	want = *alloc ? 2 * *alloc : 8;
-	grown = realloc(*array, want * elem);
-	if (!grown)
-		return -1;
-	*array = grown;
-	*alloc = want;
-	return 0;
-}
-
 /* Copy the quoted or trailing name at p (up to quote or line end) into dst. */
 static void copy_name(char *dst, size_t size, const char *p, const char *end, char stop)
 {
@@ -578,7 +564,7 @@ static int parse_line(struct log_parse *lp, const char *line, const char *end)
 	if ((at = find_in_line(line, end, "Compiling entry function '"))) {
 		struct ks_kernel_resources *k;
 
-		if (grow((void **)&lp->kernels, &lp->alloc_kernels, lp->n_kernels, sizeof(*k)))
+		if (KS_ALLOC_TRY_GROW(lp->kernels, lp->n_kernels + 1, lp->alloc_kernels))
 			return -1;
 		k = &lp->kernels[lp->n_kernels];
 		memset(k, 0, sizeof(*k));
@@ -590,7 +576,7 @@ static int parse_line(struct log_parse *lp, const char *line, const char *end)
 	} else if ((at = find_in_line(line, end, "Function properties for "))) {
 		struct function_properties *f;
 
-		if (grow((void **)&lp->props, &lp->alloc_props, lp->n_props, sizeof(*f)))
+		if (KS_ALLOC_TRY_GROW(lp->props, lp->n_props + 1, lp->alloc_props))
 			return -1;
 		f = &lp->props[lp->n_props];
 		memset(f, 0, sizeof(*f));

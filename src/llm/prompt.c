@@ -51,10 +51,7 @@ static void set_owned(struct ks_prompt_vars *vars, const char *name, char *value
 		var->value = value;
 		return;
 	}
-	if (vars->n == vars->alloc) {
-		vars->alloc = vars->alloc ? 2 * vars->alloc : 16;
-		vars->items = ks_realloc(vars->items, vars->alloc * sizeof(*vars->items));
-	}
+	KS_ALLOC_GROW(vars->items, vars->n + 1, vars->alloc);
 	vars->items[vars->n].name = ks_strdup(name);
 	vars->items[vars->n].value = value;
 	vars->n++;
@@ -305,17 +302,14 @@ int ks_prompt_list(const char *dir, const char *subdir, char ***names, size_t *n
 		if (ent->d_name[0] == '.' || len <= 3 || strcmp(ent->d_name + len - 3, ".md") ||
 		    !strcmp(ent->d_name, "README.md"))
 			continue;
-		if (n == alloc) {
-			alloc = alloc ? 2 * alloc : 16;
-			list = ks_realloc(list, alloc * sizeof(*list));
-		}
+		KS_ALLOC_GROW(list, n + 1, alloc);
 		list[n++] = ks_asprintf("%s/%.*s", subdir, (int)(len - 3), ent->d_name);
 	}
 	if (!n) {
 		ks_fail(err, "prompt folder %s holds no templates (*.md)", path);
 		goto cleanup;
 	}
-	qsort(list, n, sizeof(*list), ks_strcmp_ptr);
+	KS_QSORT(list, n, ks_strcmp_ptr);
 	*names = list;
 	*n_names = n;
 	list = NULL;

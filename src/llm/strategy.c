@@ -55,7 +55,7 @@ static void push(struct ks_strategies *pop, json_t *obj)
 {
 	uint64_t id = (uint64_t)json_integer_value(json_object_get(obj, "id"));
 
-	pop->items = ks_realloc(pop->items, (pop->n + 1) * sizeof(*pop->items));
+	KS_ALLOC_GROW(pop->items, pop->n + 1, pop->alloc);
 	pop->items[pop->n++] = (struct ks_strategy){ .id = id, .obj = obj };
 	if (id >= pop->next_id)
 		pop->next_id = id + 1;

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/base/util.h"
+
 /*
  * Every level of parentheses, unary minus or function call costs a few
  * stack frames; 200 is far beyond any real launch expression and far
@@ -95,18 +97,8 @@ int ks_env_set(struct ks_env *env, const char *name, int64_t value, struct ks_er
 		e->value = value;
 		return 0;
 	}
-	if (env->count == env->alloc) {
-		size_t alloc = env->alloc ? env->alloc * 2 : 16;
-		struct ks_env_entry *grown;
-
-		if (alloc > SIZE_MAX / sizeof(*grown))
-			return ks_fail(err, "out of memory: environment of %zu names", alloc);
-		grown = realloc(env->entries, alloc * sizeof(*grown));
-		if (!grown)
-			return ks_fail(err, "out of memory: environment of %zu names", alloc);
-		env->entries = grown;
-		env->alloc = alloc;
-	}
+	if (KS_ALLOC_TRY_GROW(env->entries, env->count + 1, env->alloc))
+		return ks_fail(err, "out of memory: environment of %zu names", env->count + 1);
 	e = &env->entries[env->count++];
 	memcpy(e->name, name, len + 1);
 	e->value = value;

@@ -735,15 +735,12 @@ static int find_seeds(struct ks_op *op, struct ks_error *err)
 
 		if (len < 4 || strcmp(ent->d_name + len - 3, ".cu"))
 			continue;
-		if (op->n_seeds == alloc) {
-			alloc = alloc ? 2 * alloc : 8;
-			op->seed_paths = ks_realloc(op->seed_paths, alloc * sizeof(*op->seed_paths));
-		}
+		KS_ALLOC_GROW(op->seed_paths, op->n_seeds + 1, alloc);
 		op->seed_paths[op->n_seeds++] = ks_path_join(dir, ent->d_name);
 	}
 	closedir(d);
 	free(dir);
-	qsort(op->seed_paths, op->n_seeds, sizeof(*op->seed_paths), ks_strcmp_ptr);
+	KS_QSORT(op->seed_paths, op->n_seeds, ks_strcmp_ptr);
 	return 0;
 }
 
@@ -1081,17 +1078,14 @@ int ks_op_dirs(char ***dirs, size_t *count, struct ks_error *err)
 				free(dir);
 				continue;
 			}
-			if (*count == alloc) {
-				alloc = alloc ? 2 * alloc : 8;
-				*dirs = ks_realloc(*dirs, alloc * sizeof(**dirs));
-			}
+			KS_ALLOC_GROW(*dirs, *count + 1, alloc);
 			(*dirs)[(*count)++] = dir;
 		}
 		closedir(d);
 	}
 	for (size_t r = 0; r < n_roots; r++)
 		free(roots[r]);
-	qsort(*dirs, *count, sizeof(**dirs), ks_strcmp_basename_ptr);
+	KS_QSORT(*dirs, *count, ks_strcmp_basename_ptr);
 	return 0;
 }
 

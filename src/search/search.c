@@ -224,13 +224,8 @@ static void *lane_thread(void *arg)
 
 static void remember_family(struct search *s, uint64_t id, int fam)
 {
-	if (s->n_fam_cache == s->cap_fam_cache) {
-		s->cap_fam_cache = s->cap_fam_cache ? 2 * s->cap_fam_cache : 64;
-		s->fam_ids = ks_realloc(s->fam_ids, s->cap_fam_cache * sizeof(*s->fam_ids));
-		s->fam_of = ks_realloc(s->fam_of, s->cap_fam_cache * sizeof(*s->fam_of));
-	}
-	s->fam_ids[s->n_fam_cache] = id;
-	s->fam_of[s->n_fam_cache++] = fam;
+	KS_ALLOC_GROW(s->fam_cache, s->n_fam_cache + 1, s->alloc_fam_cache);
+	s->fam_cache[s->n_fam_cache++] = (struct fam_cache_entry){ id, fam };
 }
 
 /*
@@ -246,8 +241,8 @@ int ks_search_family_of(struct search *s, uint64_t id)
 	int fam = -1;
 
 	for (size_t i = 0; i < s->n_fam_cache; i++)
-		if (s->fam_ids[i] == id)
-			return s->fam_of[i];
+		if (s->fam_cache[i].id == id)
+			return s->fam_cache[i].fam;
 	if (ks_archive_get(s->ar, id, &record, &source, &err) == 0 && record && source) {
 		for (size_t f = 0; f < s->n_fams; f++) {
 			int64_t params[MAX_PARAMS];
@@ -1174,8 +1169,7 @@ cleanup:
 	free(s.ring);
 	free(s.build_q.items);
 	free(s.eval_q.items);
-	free(s.fam_ids);
-	free(s.fam_of);
+	free(s.fam_cache);
 	pthread_mutex_destroy(&s.lock);
 	pthread_cond_destroy(&s.cond);
 	return ret;

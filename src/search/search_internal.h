@@ -93,9 +93,11 @@ struct search {
 	size_t seeds_done;
 	int exhausted; /* the built-in mutator has nothing left */
 	/* elite id -> family cache */
-	uint64_t *fam_ids;
-	int *fam_of;
-	size_t n_fam_cache, cap_fam_cache;
+	struct fam_cache_entry {
+		uint64_t id;
+		int fam; /* -1: no family */
+	} * fam_cache;
+	size_t n_fam_cache, alloc_fam_cache;
 	uint64_t recent[RECENT];
 	size_t n_recent;
 	/* progress */

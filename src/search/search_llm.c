@@ -490,7 +490,9 @@ static void add_usage(struct search *s, const struct ks_llm_response *resp, stru
 static int rewrite_answer(struct search *s, struct llm_task *task, const struct ks_llm_response *resp,
 			  struct ks_error *err)
 {
+	/* parent points into the population, which ks_strategy_add() may move: use it before */
 	struct ks_strategy *parent = ks_strategy_find(&s->strategies, task->strategy), *added;
+	uint64_t parent_id;
 	struct ks_archive_metrics m;
 	struct ks_error why;
 	char *text = NULL, name[256];
@@ -508,14 +510,16 @@ static int rewrite_answer(struct search *s, struct llm_task *task, const struct 
 		return -1;
 	}
 	snprintf(name, sizeof(name), "%.*s.%s", 200, ks_strategy_name(parent), task->operation);
-	if (ks_strategy_add(s->ar, &s->strategies, name, text, task->operation, parent->id, m.candidates,
+	parent_id = parent->id;
+	parent = NULL;
+	if (ks_strategy_add(s->ar, &s->strategies, name, text, task->operation, parent_id, m.candidates,
 			    s->llm->population_cap, 3, &added, err) < 0) {
 		ret = -1;
 	} else {
 		s->summary->rewrites++;
 		ks_search_log(s, json_pack("{s:s, s:I, s:s, s:I, s:s}", "event", "strategy_rewrite", "id",
 					   (json_int_t)added->id, "name", name, "parent",
-					   (json_int_t)parent->id, "operation", task->operation));
+					   (json_int_t)parent_id, "operation", task->operation));
 	}
 	free(text);
 	return ret;

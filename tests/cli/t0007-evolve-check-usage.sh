@@ -6,6 +6,23 @@ run 2 "$KSEARCH" evolve
 err_has "--op NAME is required"
 run 2 "$KSEARCH" evolve --op gqa --budget 0
 err_has "--budget 0: expected a number of evaluations > 0"
+# numbers are checked against their type and range, naming the flag (issue 14)
+run 2 "$KSEARCH" evolve --op gqa --budget 99999999999999999999
+err_has "--budget 99999999999999999999: out of range (expected a number of evaluations > 0)"
+run 2 "$KSEARCH" evolve --op gqa --seed -1
+err_has "--seed -1: expected a non-negative integer"
+run 2 "$KSEARCH" evolve --op gqa --seed 18446744073709551616
+err_has "--seed 18446744073709551616: out of range"
+run 2 "$KSEARCH" evolve --op gqa --jobs 300
+err_has "--jobs 300: expected 1 to 256 compile processes"
+run 2 "$KSEARCH" evolve --op gqa --budget 5 --budget 6
+err_has "option '--budget' given twice"
+run 2 "$KSEARCH" evolve --op gqa --time-cap 2x
+err_has "--time-cap 2x: expected milliseconds"
+run 2 "$KSEARCH" evolve --op gqa --explore -1
+err_has "--explore -1: expected a number >= 0"
+run 2 "$KSEARCH" check operators/gqa/seeds/split_kv.cu --op gqa --gpu -1
+err_has "--gpu -1: expected a GPU number"
 run 2 "$KSEARCH" evolve --op gqa --time 8x
 err_has "--time 8x: expected a duration such as 8h"
 run 2 "$KSEARCH" evolve --op gqa --target -1

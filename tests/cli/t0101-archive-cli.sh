@@ -44,6 +44,9 @@ err_has "unknown verdict 'okk'; did you mean 'ok'?"
 run 2 ka ls --archive "$A" --sort speed
 err_has "--sort takes fitness, time or id"
 run 2 ka ls --archive "$A" --limit 0
+err_has "--limit 0: expected a number >= 1"
+run 2 ka ls --archive "$A" --limit -3
+err_has "--limit -3: expected a number >= 1"
 run 0 ka ls --archive "$A" --sort id --json
 python3 - "$TMP/out" <<'PY' || fail "ls --json"
 import json, sys

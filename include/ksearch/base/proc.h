@@ -30,7 +30,7 @@ struct ks_child {
 };
 
 struct ks_child_limits {
-	size_t address_space; /* bytes; 0: no limit */
+	size_t address_space; /* bytes; 0: no limit (not applied in an AddressSanitizer build) */
 	unsigned cpu_seconds; /* 0: no limit */
 };
 

@@ -6,6 +6,7 @@
 #ifndef KSEARCH_UTIL_H
 #define KSEARCH_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "ksearch/base/error.h"
@@ -15,7 +16,33 @@ void *ks_calloc(size_t count, size_t size);
 void *ks_realloc(void *ptr, size_t size);
 char *ks_strdup(const char *s);
 char *ks_strndup(const char *s, size_t n);
-char *ks_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *ks_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2), nonnull(1)));
+char *ks_vasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0), nonnull(1)));
+
+/*
+ * Growable arrays, as git's ALLOC_GROW: make room for at least nr
+ * elements in array, whose capacity (in elements, a size_t) is alloc;
+ * both are updated.  The capacity grows by half again plus 16, so that
+ * appending one at a time costs amortised O(1).  The array may move: no
+ * pointer into it may be kept across a grow.  Running out of memory (or a
+ * size that does not fit size_t) aborts, as ks_realloc() does.
+ *
+ *	KS_ALLOC_GROW(items, n + 1, alloc);
+ *	items[n++] = item;
+ */
+#define KS_ALLOC_GROW(array, nr, alloc) ((array) = ks_array_grow((array), (nr), &(alloc), sizeof(*(array))))
+void *ks_array_grow(void *array, size_t nr, size_t *alloc, size_t elem_size);
+
+/*
+ * The same for code that must outlive running out of memory (the compile
+ * child under its memory limit): 0, or -1 with array and alloc unchanged.
+ */
+#define KS_ALLOC_TRY_GROW(array, nr, alloc) ks_array_try_grow(&(array), (nr), &(alloc), sizeof(*(array)))
+int ks_array_try_grow(void *array_ptr, size_t nr, size_t *alloc, size_t elem_size);
+
+/* qsort() that accepts an empty array with a NULL base (qsort's base must not be NULL). */
+#define KS_QSORT(base, n, cmp) ks_qsort((base), (n), sizeof(*(base)), (cmp))
+void ks_qsort(void *base, size_t n, size_t elem_size, int (*cmp)(const void *, const void *));
 
 /* A growing NUL-terminated string; buf is never NULL after init. */
 struct ks_strbuf {
@@ -28,7 +55,8 @@ void ks_strbuf_init(struct ks_strbuf *sb);
 void ks_strbuf_release(struct ks_strbuf *sb);
 void ks_strbuf_add(struct ks_strbuf *sb, const char *data, size_t len);
 void ks_strbuf_adds(struct ks_strbuf *sb, const char *s);
-void ks_strbuf_addf(struct ks_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ks_strbuf_addf(struct ks_strbuf *sb, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), nonnull(2)));
 /* Hand the buffer to the caller (who frees it) and reset sb. */
 char *ks_strbuf_detach(struct ks_strbuf *sb);
 

@@ -46,7 +46,7 @@ void ks_prompt_vars_release(struct ks_prompt_vars *vars);
 /* Copy name and value in; a second set of a name replaces its value. */
 void ks_prompt_vars_set(struct ks_prompt_vars *vars, const char *name, const char *value);
 void ks_prompt_vars_setf(struct ks_prompt_vars *vars, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4), nonnull(3)));
 /* The value of name (borrowed, valid until the next set or release), or NULL. */
 const char *ks_prompt_vars_get(const struct ks_prompt_vars *vars, const char *name);
 

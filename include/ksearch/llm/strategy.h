@@ -49,7 +49,7 @@ struct ks_strategy {
 
 struct ks_strategies {
 	struct ks_strategy *items;
-	size_t n;
+	size_t n, alloc;
 	uint64_t next_id;
 };
 
@@ -62,7 +62,7 @@ int ks_strategies_load(struct ks_archive *ar, const char *prompts_dir, struct ks
 		       struct ks_error *err);
 void ks_strategies_release(struct ks_strategies *pop);
 
-/* The strategy with this id, or NULL. */
+/* The strategy with this id, or NULL (a pointer into pop: valid until the next ks_strategy_add()). */
 struct ks_strategy *ks_strategy_find(struct ks_strategies *pop, uint64_t id);
 const char *ks_strategy_name(const struct ks_strategy *s);
 const char *ks_strategy_text(const struct ks_strategy *s);
@@ -91,7 +91,9 @@ int ks_strategy_save(struct ks_archive *ar, const struct ks_strategy *s, struct 
  * Add a rewritten strategy (origin one of ks_strategy_rewrite_names),
  * save it, and retire the least rewarding active strategy that has at
  * least min_uses uses while more than cap are active (saving it too).
- * *added points into pop (valid until the next add).
+ * *added points into pop.  An add may move pop->items: it, and every
+ * other pointer into pop (from ks_strategy_find() or _pick()), is valid
+ * only until the next add.
  */
 int ks_strategy_add(struct ks_archive *ar, struct ks_strategies *pop, const char *name, const char *text,
 		    const char *origin, uint64_t parent, uint64_t created_at, size_t cap, uint64_t min_uses,
