@@ -229,7 +229,13 @@ int ks_export_params(const struct ks_candidate *cand, const json_t *params, int6
 
 /* Expressions to C */
 
-/* A translated sub-expression. */
+/*
+ * A translated sub-expression.  The tree comes from expr.h's parser, the
+ * one every reader of the grammar uses; this walk only decides the C
+ * spelling: int64_t arithmetic, parentheses where C needs them, the
+ * helpers for cdiv/min/max, and guards for divisors that depend on a var
+ * axis.
+ */
 struct piece {
 	struct ks_strbuf text;
 	int wide;     /* its C type is int64_t (else int: a literal, a name, or -x of one) */
@@ -238,8 +244,7 @@ struct piece {
 };
 
 struct translator {
-	const char *src; /* the whole expression, for messages */
-	const char *p;
+	const struct ks_expr *expr; /* the parsed expression, with its source for messages */
 	const char *where;
 	const struct ks_op *op;
 	const struct ks_candidate *cand;
@@ -261,16 +266,15 @@ static void piece_init(struct piece *pc)
 	pc->wide = pc->uses_var = pc->atom = 0;
 }
 
-static int tr_fail(struct translator *t, const char *msg)
+/* Replace pc's text with a printf of it (fmt takes the old text once). */
+static void piece_wrap(struct piece *pc, const char *fmt)
 {
-	return ks_fail(t->err, "%s: in \"%s\": %s at column %d", t->where, t->src, msg,
-		       (int)(t->p - t->src) + 1);
-}
+	struct ks_strbuf sb;
 
-static void skip_ws(struct translator *t)
-{
-	while (isspace((unsigned char)*t->p))
-		t->p++;
+	ks_strbuf_init(&sb);
+	ks_strbuf_addf(&sb, fmt, pc->text.buf);
+	ks_strbuf_release(&pc->text);
+	pc->text = sb;
 }
 
 static void add_guard(struct translator *t, const struct piece *divisor, const char *bad)
@@ -283,10 +287,10 @@ static void add_guard(struct translator *t, const struct piece *divisor, const c
 		ks_strbuf_addf(t->guards, "(%s) %s", divisor->text.buf, bad);
 }
 
-static int tr_expr(struct translator *t, struct piece *out);
+static int tr_node(struct translator *t, const struct ks_expr_node *node, struct piece *out);
 
 /* left = left OP right, in int64_t: widen the left operand when neither is wide yet. */
-static void combine(struct piece *left, const char *op, struct piece *right)
+static void combine(struct piece *left, char op, struct piece *right)
 {
 	struct ks_strbuf sb;
 
@@ -295,7 +299,7 @@ static void combine(struct piece *left, const char *op, struct piece *right)
 		ks_strbuf_addf(&sb, "(int64_t)%s", left->text.buf);
 	else
 		ks_strbuf_adds(&sb, left->text.buf);
-	ks_strbuf_addf(&sb, " %s %s", op, right->text.buf);
+	ks_strbuf_addf(&sb, " %c %s", op, right->text.buf);
 	ks_strbuf_release(&left->text);
 	left->text = sb;
 	left->wide = 1;
@@ -303,14 +307,8 @@ static void combine(struct piece *left, const char *op, struct piece *right)
 	left->uses_var |= right->uses_var;
 }
 
-static int tr_name(struct translator *t, const char *start, size_t len, struct piece *out)
+static int tr_name(struct translator *t, const char *name, struct piece *out)
 {
-	char name[128];
-
-	if (len >= sizeof(name))
-		return tr_fail(t, "name too long");
-	memcpy(name, start, len);
-	name[len] = '\0';
 	for (size_t i = 0; i < t->op->n_axes; i++) {
 		if (strcmp(t->op->axes[i].name, name))
 			continue;
@@ -328,53 +326,56 @@ static int tr_name(struct translator *t, const char *start, size_t len, struct p
 		return 0;
 	}
 	return ks_fail(t->err, "%s: in \"%s\": '%s' is neither an axis of op %s nor a param", t->where,
-		       t->src, name, t->op->key);
+		       t->expr->src, name, t->op->key);
 }
 
-/* NAME '(' expr (',' expr)* ')', with p just past NAME. */
-static int tr_call(struct translator *t, const char *name, size_t len, struct piece *out)
+/* A literal in decimal (the source may say 007); beyond int, C would pick long on its own: say it. */
+static void tr_number(int64_t value, struct piece *out)
 {
-	struct piece *args = NULL;
-	size_t n = 0;
-	int ret = -1, fn;
+	uint64_t magnitude = value < 0 ? 0 - (uint64_t)value : (uint64_t)value;
+	char digits[32];
 
-	if (len == 4 && !strncmp(name, "cdiv", 4))
-		fn = HELPER_CDIV;
-	else if (len == 3 && !strncmp(name, "min", 3))
-		fn = HELPER_MIN;
-	else if (len == 3 && !strncmp(name, "max", 3))
-		fn = HELPER_MAX;
+	if (value == INT64_MIN) {
+		ks_strbuf_adds(&out->text, "INT64_MIN");
+		out->wide = 1;
+		out->atom = 1;
+		return;
+	}
+	if (magnitude > 2147483647)
+		snprintf(digits, sizeof(digits), "INT64_C(%llu)", (unsigned long long)magnitude);
 	else
-		return tr_fail(t, "unknown function (known: cdiv, min, max)");
-	t->p++; /* '(' */
-	for (;;) {
-		args = ks_realloc(args, (n + 1) * sizeof(*args));
+		snprintf(digits, sizeof(digits), "%llu", (unsigned long long)magnitude);
+	out->wide = magnitude > 2147483647;
+	/* a literal written -5 reads as -5; -(INT64_C(...)) as any negation */
+	if (value < 0)
+		ks_strbuf_addf(&out->text, isdigit((unsigned char)digits[0]) ? "-%s" : "-(%s)", digits);
+	else
+		ks_strbuf_adds(&out->text, digits);
+	out->atom = value >= 0;
+}
+
+/* cdiv(a, b) -> ksx_cdiv(a, b); min(a, b, c) -> ksx_min(a, ksx_min(b, c)) */
+static int tr_call(struct translator *t, const struct ks_expr_node *node, struct piece *out)
+{
+	struct piece *args = ks_calloc(node->n_kids, sizeof(*args));
+	unsigned fn = node->func == KS_EXPR_CDIV  ? HELPER_CDIV
+		      : node->func == KS_EXPR_MIN ? HELPER_MIN
+						  : HELPER_MAX;
+	size_t n = 0;
+	int ret = -1;
+
+	for (; n < node->n_kids; n++) {
 		piece_init(&args[n]);
-		if (tr_expr(t, &args[n++]) < 0)
-			goto cleanup;
-		skip_ws(t);
-		if (*t->p == ',') {
-			t->p++;
-			continue;
-		}
-		if (*t->p != ')') {
-			tr_fail(t, "expected ',' or ')' in the call");
+		if (tr_node(t, node->kids[n], &args[n]) < 0) {
+			n++;
 			goto cleanup;
 		}
-		t->p++;
-		break;
 	}
-	if ((fn == HELPER_CDIV && n != 2) || n < 2) {
-		tr_fail(t, fn == HELPER_CDIV ? "cdiv takes two arguments"
-					     : "min and max take two or more arguments");
-		goto cleanup;
-	}
-	*t->helpers |= (unsigned)fn;
+	*t->helpers |= fn;
 	if (fn == HELPER_CDIV && args[1].uses_var)
 		add_guard(t, &args[1], "<= 0");
-	/* min(a, b, c) -> ksx_min(a, ksx_min(b, c)) */
 	for (size_t i = 0; i + 1 < n; i++)
-		ks_strbuf_addf(&out->text, "ksx_%.*s(%s, ", (int)len, name, args[i].text.buf);
+		ks_strbuf_addf(&out->text, "ksx_%s(%s, ", node->name, args[i].text.buf);
 	ks_strbuf_adds(&out->text, args[n - 1].text.buf);
 	for (size_t i = 0; i + 1 < n; i++)
 		ks_strbuf_adds(&out->text, ")");
@@ -390,157 +391,70 @@ cleanup:
 	return ret;
 }
 
-static int tr_primary(struct translator *t, struct piece *out)
+/* A run of '*', '/', '%' or of '+', '-': left to right, as C groups them too. */
+static int tr_chain(struct translator *t, const struct ks_expr_node *node, struct piece *out)
 {
-	skip_ws(t);
-	if (isdigit((unsigned char)*t->p)) {
-		const char *start = t->p;
-		int64_t v = 0;
+	if (tr_node(t, node->kids[0], out) < 0)
+		return -1;
+	for (size_t i = 1; i < node->n_kids; i++) {
+		char op = node->kids[i]->op;
+		struct piece right;
 
-		while (isdigit((unsigned char)*t->p)) {
-			if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *t->p - '0', &v))
-				return tr_fail(t, "integer literal does not fit in int64");
-			t->p++;
+		piece_init(&right);
+		if (tr_node(t, node->kids[i], &right) < 0) {
+			ks_strbuf_release(&right.text);
+			return -1;
 		}
-		if (isalpha((unsigned char)*t->p) || *t->p == '_')
-			return tr_fail(t, "unexpected name right after a number");
-		/* beyond int, C would pick long on its own; say it */
-		if (v > 2147483647)
-			ks_strbuf_addf(&out->text, "INT64_C(%.*s)", (int)(t->p - start), start);
-		else
-			ks_strbuf_addf(&out->text, "%.*s", (int)(t->p - start), start);
-		out->wide = v > 2147483647;
-		out->atom = 1;
+		if ((op == '/' || op == '%') && right.uses_var)
+			add_guard(t, &right, "== 0");
+		/* a * -b is fine in C, but a / -b reads better as a / (-b); a - -b needs them */
+		if (((op == '*' || op == '/' || op == '%') && !right.atom) ||
+		    (op == '-' && right.text.buf[0] == '-'))
+			piece_wrap(&right, "(%s)");
+		combine(out, op, &right);
+		ks_strbuf_release(&right.text);
+	}
+	return 0;
+}
+
+static int tr_node(struct translator *t, const struct ks_expr_node *node, struct piece *out)
+{
+	struct piece inner;
+	int rc;
+
+	switch (node->kind) {
+	case KS_EXPR_NUMBER:
+		tr_number(node->value, out);
 		return 0;
-	}
-	if (isalpha((unsigned char)*t->p) || *t->p == '_') {
-		const char *start = t->p;
-		size_t len;
-
-		while (isalnum((unsigned char)*t->p) || *t->p == '_')
-			t->p++;
-		len = (size_t)(t->p - start);
-		skip_ws(t);
-		if (*t->p == '(')
-			return tr_call(t, start, len, out);
-		return tr_name(t, start, len, out);
-	}
-	if (*t->p == '(') {
-		struct piece inner;
-		int rc;
-
-		t->p++;
+	case KS_EXPR_NAME:
+		return tr_name(t, node->name, out);
+	case KS_EXPR_CALL:
+		return tr_call(t, node, out);
+	case KS_EXPR_CHAIN:
+		return tr_chain(t, node, out);
+	case KS_EXPR_GROUP:
+	case KS_EXPR_NEG:
 		piece_init(&inner);
-		rc = tr_expr(t, &inner);
-		skip_ws(t);
-		if (!rc && *t->p != ')')
-			rc = tr_fail(t, "expected ')'");
-		if (!rc) {
-			t->p++;
-			if (inner.atom)
-				ks_strbuf_adds(&out->text, inner.text.buf);
-			else
-				ks_strbuf_addf(&out->text, "(%s)", inner.text.buf);
-			out->wide = inner.wide;
-			out->uses_var = inner.uses_var;
+		rc = tr_node(t, node->kids[0], &inner);
+		if (!rc && node->kind == KS_EXPR_GROUP) {
+			ks_strbuf_addf(&out->text, inner.atom ? "%s" : "(%s)", inner.text.buf);
 			out->atom = 1;
+		} else if (!rc) {
+			/*
+			 * -(x) unless x is a number: a param may be redefined as
+			 * -DNEG=-3, and "--3" would not compile
+			 */
+			ks_strbuf_addf(&out->text,
+				       isdigit((unsigned char)inner.text.buf[0]) ? "-%s" : "-(%s)",
+				       inner.text.buf);
+			out->atom = 0;
 		}
+		out->wide = inner.wide;
+		out->uses_var = inner.uses_var;
 		ks_strbuf_release(&inner.text);
 		return rc;
 	}
-	return tr_fail(t, *t->p ? "unexpected character" : "unexpected end of expression");
-}
-
-static int tr_unary(struct translator *t, struct piece *out)
-{
-	struct piece operand;
-	int rc;
-
-	skip_ws(t);
-	if (*t->p != '-')
-		return tr_primary(t, out);
-	t->p++;
-	piece_init(&operand);
-	rc = tr_unary(t, &operand);
-	if (!rc) {
-		/*
-		 * -(x) unless x is a number: a param may be redefined as
-		 * -DNEG=-3, and "--3" would not compile
-		 */
-		if (isdigit((unsigned char)operand.text.buf[0]))
-			ks_strbuf_addf(&out->text, "-%s", operand.text.buf);
-		else
-			ks_strbuf_addf(&out->text, "-(%s)", operand.text.buf);
-		out->wide = operand.wide;
-		out->uses_var = operand.uses_var;
-		out->atom = 0;
-	}
-	ks_strbuf_release(&operand.text);
-	return rc;
-}
-
-static int tr_term(struct translator *t, struct piece *out)
-{
-	if (tr_unary(t, out) < 0)
-		return -1;
-	for (;;) {
-		struct piece right;
-		char op[2] = { 0, 0 };
-
-		skip_ws(t);
-		if (*t->p != '*' && *t->p != '/' && *t->p != '%')
-			return 0;
-		op[0] = *t->p++;
-		piece_init(&right);
-		if (tr_unary(t, &right) < 0) {
-			ks_strbuf_release(&right.text);
-			return -1;
-		}
-		if (op[0] != '*' && right.uses_var)
-			add_guard(t, &right, "== 0");
-		if (!right.atom) {
-			/* a * -b is fine in C, but a / -b reads better as a / (-b) */
-			struct ks_strbuf sb;
-
-			ks_strbuf_init(&sb);
-			ks_strbuf_addf(&sb, "(%s)", right.text.buf);
-			ks_strbuf_release(&right.text);
-			right.text = sb;
-		}
-		combine(out, op, &right);
-		ks_strbuf_release(&right.text);
-	}
-}
-
-static int tr_expr(struct translator *t, struct piece *out)
-{
-	if (tr_term(t, out) < 0)
-		return -1;
-	for (;;) {
-		struct piece right;
-		char op[2] = { 0, 0 };
-
-		skip_ws(t);
-		if (*t->p != '+' && *t->p != '-')
-			return 0;
-		op[0] = *t->p++;
-		piece_init(&right);
-		if (tr_term(t, &right) < 0) {
-			ks_strbuf_release(&right.text);
-			return -1;
-		}
-		if (op[0] == '-' && right.text.buf[0] == '-') {
-			/* a - -b */
-			struct ks_strbuf sb;
-
-			ks_strbuf_init(&sb);
-			ks_strbuf_addf(&sb, "(%s)", right.text.buf);
-			ks_strbuf_release(&right.text);
-			right.text = sb;
-		}
-		combine(out, op, &right);
-		ks_strbuf_release(&right.text);
-	}
+	return ks_expr_fail(t->expr, node->at, t->err, "internal error: node kind %d", (int)node->kind);
 }
 
 /* The generator's state: what the op and candidate are, and what the code uses. */
@@ -569,8 +483,6 @@ static int translate(struct gen *g, const char *src, const char *where, unsigned
 		     struct ks_strbuf *c, struct ks_strbuf *guards, int *uses_var)
 {
 	struct translator t = {
-		.src = src,
-		.p = src,
 		.where = where,
 		.op = g->op,
 		.cand = g->cand,
@@ -579,20 +491,24 @@ static int translate(struct gen *g, const char *src, const char *where, unsigned
 		.helpers = &g->helpers,
 		.err = g->err,
 	};
+	struct ks_expr *expr;
 	struct piece out;
 	int rc;
 
+	if (ks_expr_parse(src, &expr, g->err) < 0) {
+		ks_error_prefix(g->err, "%s", where);
+		return -1;
+	}
+	t.expr = expr;
 	piece_init(&out);
-	rc = tr_expr(&t, &out);
-	skip_ws(&t);
-	if (!rc && *t.p)
-		rc = tr_fail(&t, "unexpected text after the expression");
+	rc = tr_node(&t, expr->root, &out);
 	if (!rc) {
 		ks_strbuf_adds(c, out.text.buf);
 		if (uses_var)
 			*uses_var = out.uses_var;
 	}
 	ks_strbuf_release(&out.text);
+	ks_expr_free(expr);
 	return rc;
 }
 

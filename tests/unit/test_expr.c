@@ -451,6 +451,324 @@ static void test_null_arguments(void **state)
 	assert_int_equal(ks_expr_eval("1+1", &f->env, NULL, NULL), 0);
 }
 
+/* The tree every reader shares: chains are flat, a literal keeps its sign, offsets point into the source. */
+static void test_tree_shape(void **state)
+{
+	struct ks_expr *e;
+	struct ks_error err;
+	const struct ks_expr_node *root, *product, *call;
+
+	(void)state;
+	assert_int_equal(ks_expr_parse("1 + 2*b - -4 + max(a, (b), -a)", &e, &err), 0);
+	root = e->root;
+	assert_int_equal(root->kind, KS_EXPR_CHAIN);
+	assert_int_equal(root->n_kids, 4);
+	assert_int_equal(root->kids[0]->kind, KS_EXPR_NUMBER);
+	assert_int_equal(root->kids[0]->value, 1);
+	product = root->kids[1];
+	assert_int_equal(product->kind, KS_EXPR_CHAIN);
+	assert_int_equal(product->op, '+');
+	assert_int_equal(product->op_at, 2);
+	assert_int_equal(product->n_kids, 2);
+	assert_int_equal(product->kids[1]->op, '*');
+	assert_int_equal(product->kids[1]->kind, KS_EXPR_NAME);
+	assert_string_equal(product->kids[1]->name, "b");
+	assert_int_equal(root->kids[2]->kind, KS_EXPR_NUMBER);
+	assert_int_equal(root->kids[2]->value, -4);
+	assert_int_equal(root->kids[2]->op, '-');
+	assert_int_equal(root->kids[2]->at, 10); /* at its '-' */
+	call = root->kids[3];
+	assert_int_equal(call->kind, KS_EXPR_CALL);
+	assert_int_equal(call->func, KS_EXPR_MAX);
+	assert_string_equal(call->name, "max");
+	assert_int_equal(call->n_kids, 3);
+	assert_int_equal(call->kids[1]->kind, KS_EXPR_GROUP);
+	assert_int_equal(call->kids[2]->kind, KS_EXPR_NEG);
+	assert_int_equal(call->kids[2]->kids[0]->kind, KS_EXPR_NAME);
+	ks_expr_free(e);
+
+	/* a long sum is one node with many kids, not a deep tree */
+	{
+		char src[2001];
+
+		for (int i = 0; i < 1000; i++)
+			memcpy(src + 2 * i, "1+", 2);
+		src[1999] = '\0';
+		assert_int_equal(ks_expr_parse(src, &e, &err), 0);
+		assert_int_equal(e->root->kind, KS_EXPR_CHAIN);
+		assert_int_equal(e->root->n_kids, 1000);
+		ks_expr_free(e);
+	}
+	assert_int_equal(ks_expr_parse("1 +", &e, &err), -1);
+	assert_null(e);
+	ks_expr_free(NULL);
+}
+
+/*
+ * Random expressions, written out with their value computed here
+ * independently (left to right, int64 with every overflow an error): the
+ * parser and evaluator must agree on every one.
+ */
+struct rng {
+	uint64_t state;
+};
+
+static uint32_t rnd(struct rng *r, uint32_t n)
+{
+	r->state ^= r->state << 13;
+	r->state ^= r->state >> 7;
+	r->state ^= r->state << 17;
+	return (uint32_t)(r->state % n);
+}
+
+struct gen {
+	char text[4096];
+	size_t len;
+	int bad;       /* evaluating it fails: overflow or a zero divisor */
+	int truncated; /* too long for text: not the expression the value is of */
+};
+
+static void put(struct gen *g, struct rng *r, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (g->len + n + 2 >= sizeof(g->text)) {
+		g->truncated = 1;
+		return;
+	}
+	if (rnd(r, 4) == 0)
+		g->text[g->len++] = " \t\n"[rnd(r, 3)];
+	memcpy(g->text + g->len, s, n);
+	g->len += n;
+	g->text[g->len] = '\0';
+}
+
+static int64_t gen_expr(struct gen *g, struct rng *r, int depth);
+
+static int64_t gen_operand(struct gen *g, struct rng *r, int depth)
+{
+	static const char *const names[] = { "TILE", "B", "HQ", "a", "b", "num_kv_indices" };
+	static const int64_t values[] = { 64, 4, 32, 7, 3, 1000 };
+	char buf[64];
+	int64_t v, w, lo, hi, first = 0, second = 0;
+	uint32_t kind = depth > 2 ? rnd(r, 2) : rnd(r, 6);
+
+	if (depth < 0) /* a leaf: a number or a name */
+		kind = rnd(r, 2);
+
+	switch (kind) {
+	case 0:
+		v = rnd(r, 10) == 0   ? (int64_t)rnd(r, 2000000000) * 4
+		    : rnd(r, 20) == 0 ? 0
+				      : 1 + (int64_t)rnd(r, 99);
+		snprintf(buf, sizeof(buf), "%lld", (long long)v);
+		put(g, r, buf);
+		return v;
+	case 1:
+		v = rnd(r, 6);
+		put(g, r, names[v]);
+		return values[v];
+	case 2:
+		put(g, r, "(");
+		v = gen_expr(g, r, depth + 1);
+		put(g, r, ")");
+		return v;
+	case 3:
+		put(g, r, "-");
+		put(g, r, "(");
+		v = gen_expr(g, r, depth + 1);
+		put(g, r, ")");
+		if (v == INT64_MIN)
+			g->bad = 1;
+		return g->bad ? 0 : -v;
+	default: {
+		int n = kind == 4 ? 2 : 2 + (int)rnd(r, 3);
+		const char *fn = kind == 4 ? "cdiv" : rnd(r, 2) ? "min" : "max";
+
+		put(g, r, fn);
+		put(g, r, "(");
+		lo = hi = 0;
+		for (int i = 0; i < n; i++) {
+			if (i)
+				put(g, r, ",");
+			/* a divisor that is mostly positive, so that most calls evaluate */
+			w = kind == 4 && i == 1 && rnd(r, 4) ? gen_operand(g, r, -1)
+							     : gen_expr(g, r, depth + 1);
+			if (i == 0)
+				first = w;
+			if (i == 1)
+				second = w;
+			if (i == 0 || w < lo)
+				lo = w;
+			if (i == 0 || w > hi)
+				hi = w;
+		}
+		put(g, r, ")");
+		if (kind != 4)
+			return fn[1] == 'i' ? lo : hi;
+		if (second <= 0) {
+			g->bad = 1;
+			return 0;
+		}
+		return first / second + (first % second > 0);
+	}
+	}
+}
+
+/* A chain of one precedence level, of operands (products within sums). */
+static int64_t gen_chain(struct gen *g, struct rng *r, int depth, int sums)
+{
+	int n = 1 + (int)rnd(r, 3);
+	int64_t acc = sums ? gen_chain(g, r, depth, 0) : gen_operand(g, r, depth), rhs;
+
+	for (int i = 1; i < n; i++) {
+		char op = sums ? "++-"[rnd(r, 3)] : "***/%"[rnd(r, 5)];
+		char s[2] = { op, 0 };
+		int64_t out = 0;
+
+		put(g, r, s);
+		if (sums)
+			rhs = gen_chain(g, r, depth, 0);
+		else /* mostly a leaf after '/' and '%', so that most divisors are not 0 */
+			rhs = gen_operand(g, r, op != '*' && rnd(r, 4) ? -1 : depth);
+		if (g->bad)
+			continue;
+		switch (op) {
+		case '+':
+			g->bad |= __builtin_add_overflow(acc, rhs, &out);
+			break;
+		case '-':
+			g->bad |= __builtin_sub_overflow(acc, rhs, &out);
+			break;
+		case '*':
+			g->bad |= __builtin_mul_overflow(acc, rhs, &out);
+			break;
+		case '/':
+			if (rhs == 0 || (acc == INT64_MIN && rhs == -1))
+				g->bad = 1;
+			else
+				out = acc / rhs;
+			break;
+		case '%':
+			if (rhs == 0)
+				g->bad = 1;
+			else
+				out = rhs == -1 ? 0 : acc % rhs;
+			break;
+		}
+		acc = out;
+	}
+	return acc;
+}
+
+static int64_t gen_expr(struct gen *g, struct rng *r, int depth)
+{
+	return gen_chain(g, r, depth, 1);
+}
+
+static void test_random_expressions_agree_with_a_reference(void **state)
+{
+	struct fixture *f = *state;
+	struct rng r = { 0x9e3779b97f4a7c15ull };
+	int ok = 0, failed = 0;
+
+	for (int i = 0; i < 20000; i++) {
+		struct gen g = { .len = 0 };
+		int64_t want = gen_expr(&g, &r, 0), got = 0;
+		int rc = ks_expr_eval(g.text, &f->env, &got, &f->err);
+
+		if (g.truncated)
+			continue;
+		if (g.bad) {
+			if (rc == 0)
+				fail_msg("\"%s\" evaluated to %lld; the reference finds an overflow or a "
+					 "zero divisor",
+					 g.text, (long long)got);
+			if (!strstr(f->err.msg, "overflows int64") && !strstr(f->err.msg, "by zero") &&
+			    !strstr(f->err.msg, "positive divisor"))
+				fail_msg("\"%s\": unexpected message \"%s\"", g.text, f->err.msg);
+			failed++;
+			continue;
+		}
+		if (rc != 0)
+			fail_msg("\"%s\" failed: %s (the reference computes %lld)", g.text, f->err.msg,
+				 (long long)want);
+		if (got != want)
+			fail_msg("\"%s\" is %lld, the reference computes %lld", g.text, (long long)got,
+				 (long long)want);
+		ok++;
+	}
+	/* both kinds were really exercised */
+	printf("%d evaluated, %d failed as the reference says\n", ok, failed);
+	assert_true(ok > 3000);
+	assert_true(failed > 1000);
+}
+
+static void count_names(const char *name, void *ctx)
+{
+	(void)name;
+	(*(int *)ctx)++;
+}
+
+/*
+ * Garbled expressions (valid ones with bytes inserted, deleted or
+ * replaced, any byte value) must fail with a message that quotes the
+ * expression, or evaluate; never crash (the sanitizer suite runs this
+ * too).  Evaluation and ks_expr_names() parse alike: a syntax error fails
+ * both with the same message.
+ */
+static void test_garbled_expressions_fail_cleanly(void **state)
+{
+	struct fixture *f = *state;
+	struct rng r = { 12345 };
+	static const char alphabet[] = "()+-*/%,0123456789abTILE_ \t\n$#.;\"'\\\x01\x7f\xff";
+	int rejected = 0;
+
+	for (int i = 0; i < 20000; i++) {
+		struct gen g = { .len = 0 };
+		struct ks_error names_err;
+		int64_t v = 0;
+		int rc, names_rc, n_names = 0;
+
+		gen_expr(&g, &r, 2);
+		for (int m = 1 + (int)rnd(&r, 3); m > 0 && g.len + 2 < sizeof(g.text); m--) {
+			size_t at = rnd(&r, (uint32_t)g.len + 1);
+			uint32_t how = rnd(&r, 3);
+			char c = rnd(&r, 8) ? alphabet[rnd(&r, sizeof(alphabet) - 1)]
+					    : (char)(1 + rnd(&r, 255));
+
+			if (how == 0) {
+				memmove(g.text + at + 1, g.text + at, g.len - at + 1);
+				g.text[at] = c;
+				g.len++;
+			} else if (how == 1 && at < g.len) {
+				memmove(g.text + at, g.text + at + 1, g.len - at);
+				g.len--;
+			} else if (at < g.len) {
+				g.text[at] = c;
+			}
+		}
+		f->err.msg[0] = '\0';
+		rc = ks_expr_eval(g.text, &f->env, &v, &f->err);
+		names_rc = ks_expr_names(g.text, count_names, &n_names, &names_err);
+		if (rc != 0) {
+			rejected++;
+			if (strncmp(f->err.msg, "in \"", 4))
+				fail_msg("\"%s\": the message \"%s\" does not quote the expression", g.text,
+					 f->err.msg);
+		}
+		if (names_rc != 0 && (rc == 0 || strcmp(names_err.msg, f->err.msg)))
+			fail_msg("\"%s\": ks_expr_names fails (\"%s\") but evaluation says \"%s\"", g.text,
+				 names_err.msg, rc ? f->err.msg : "ok");
+		/* parsed, it can fail only on values */
+		if (names_rc == 0 && rc != 0 && !strstr(f->err.msg, "unknown name") &&
+		    !strstr(f->err.msg, "overflows int64") && !strstr(f->err.msg, "by zero") &&
+		    !strstr(f->err.msg, "positive divisor"))
+			fail_msg("\"%s\" parses, but evaluating it says \"%s\"", g.text, f->err.msg);
+	}
+	assert_true(rejected > 5000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -473,6 +791,10 @@ int main(void)
 		cmocka_unit_test(test_names_in_order_of_appearance),
 		cmocka_unit_test(test_names_fails_on_static_errors),
 		cmocka_unit_test_setup_teardown(test_null_arguments, setup, teardown),
+		cmocka_unit_test(test_tree_shape),
+		cmocka_unit_test_setup_teardown(test_random_expressions_agree_with_a_reference, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_garbled_expressions_fail_cleanly, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -50,7 +50,65 @@ int ks_env_set(struct ks_env *env, const char *name, int64_t value, struct ks_er
 /* Returns 1 and stores the value when found, else 0. */
 int ks_env_get(const struct ks_env *env, const char *name, int64_t *value);
 
-/* Evaluate src in env. */
+/*
+ * The syntax tree: one parser for the grammar above, used by every stage
+ * that reads an expression (the evaluator here, export.c's translation to
+ * C).  A chain is a run of operators of one precedence level, kept flat
+ * (kids[0] ops[0] kids[1] ops[1] kids[2] ...) so that a long sum costs no
+ * depth (each operand after the first carries the operator before it).
+ * A literal written with a minus ("-5") is one NUMBER with a negative
+ * value, at the '-', so that -9223372036854775808 is expressible.
+ * Offsets ("at") count bytes from the start of the source, for messages.
+ */
+enum ks_expr_kind {
+	KS_EXPR_NUMBER, /* value */
+	KS_EXPR_NAME,	/* name */
+	KS_EXPR_NEG,	/* -kids[0], at the '-' */
+	KS_EXPR_GROUP,	/* (kids[0]), at the '(' */
+	KS_EXPR_CALL,	/* func(kids...), at the name; arity already checked */
+	KS_EXPR_CHAIN,	/* kids[0] op kids[1] op ...: all '+'/'-', or all '*', '/', '%' */
+};
+
+enum ks_expr_func { KS_EXPR_CDIV, KS_EXPR_MIN, KS_EXPR_MAX };
+
+struct ks_expr_node {
+	enum ks_expr_kind kind;
+	size_t at;
+	int64_t value;		/* NUMBER */
+	char *name;		/* NAME: the name; CALL: the function's name */
+	enum ks_expr_func func; /* CALL */
+	struct ks_expr_node **kids;
+	size_t n_kids, alloc_kids;
+	/* an operand of a CHAIN after its first: the operator before it, and where that is */
+	char op;
+	size_t op_at;
+};
+
+/* A parsed expression: its own copy of the source, and the tree (owned). */
+struct ks_expr {
+	char *src;
+	struct ks_expr_node *root;
+	struct ks_expr_node **nodes; /* every node, for ks_expr_free() */
+	size_t n_nodes, alloc_nodes;
+};
+
+/*
+ * Parse src.  Fails on everything that does not depend on values: syntax,
+ * unknown functions and their argument counts, literals that do not fit
+ * int64, names longer than 63 bytes, nesting deeper than 200 levels.
+ */
+int ks_expr_parse(const char *src, struct ks_expr **out, struct ks_error *err);
+void ks_expr_free(struct ks_expr *expr);
+/* The value of a parsed expression in env (NULL: no names). */
+int ks_expr_value(const struct ks_expr *expr, const struct ks_env *env, int64_t *out, struct ks_error *err);
+/*
+ * 'in "<src>": <message> at column <at + 1>' (no column when at is
+ * SIZE_MAX), quoting the source as every expression error does; always -1.
+ */
+int ks_expr_fail(const struct ks_expr *expr, size_t at, struct ks_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Parse and evaluate src in env. */
 int ks_expr_eval(const char *src, const struct ks_env *env, int64_t *out, struct ks_error *err);
 
 /*
