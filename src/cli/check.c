@@ -188,8 +188,11 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 		struct ks_eval_result res = { 0 };
 		int code;
 
-		if (args->all_params)
+		if (args->all_params) {
 			ks_params_nth(&cand, c, params);
+			if (!ks_params_allowed(&cand, params, NULL, 0))
+				continue; /* ruled out before compilation: not a failure */
+		}
 		ks_error_clear(&err);
 		if (ks_build(&cand, op, params, ev->profile.arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
 			ks_cli_error("check", "%s", err.msg);
@@ -313,8 +316,14 @@ int cmd_check(int argc, char **argv)
 		    ks_candidate_bind(&cand, &op, &err) < 0)
 			continue; /* reported, with its verdict, when its turn comes */
 		params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
+		ks_params_first(&cand, params);
 		if (ks_params_assign(&cand, args.param.items, args.param.n, params, &err) < 0)
 			ret = ks_cli_usage("check", "%s", err.msg);
+		else if (!args.all_params && !ks_params_allowed(&cand, params, err.msg, sizeof(err.msg)))
+			ret = ks_cli_usage("check",
+					   "%s: %s: the candidate's constraints rule these params out",
+					   cand.path, err.msg);
+
 		free(params);
 		ks_candidate_release(&cand);
 		if (ret == KS_EXIT_USAGE)

@@ -215,20 +215,29 @@ int cmd_compile(int argc, char **argv)
 		ret = ks_cli_usage("compile", "%s", err.msg);
 		goto cleanup;
 	}
+	if (!ks_params_allowed(&cand, params, err.msg, sizeof(err.msg))) {
+		ret = ks_cli_usage("compile", "%s: %s: the candidate's constraints rule these params out",
+				   cand.path, err.msg);
+		goto cleanup;
+	}
 	arch = ks_cli_pick_arch(arch_given, arch_buf, sizeof(arch_buf), &arch_why);
 	if (all_params)
 		combos = ks_params_count(&cand);
 	if (json)
 		all = json_array();
 	else if (all_params)
-		printf("%s: %zu param combinations, op %s, %s (%s)\n\n", cand.path, combos, op.key, arch,
-		       arch_why);
+		printf("%s: %zu param combinations meet the constraints (of %zu), op %s, %s (%s)\n\n",
+		       cand.path, ks_params_count_allowed(&cand), combos, op.key, arch, arch_why);
 	for (size_t c = 0; c < combos; c++) {
 		struct ks_build build;
 		char pbuf[256];
 
-		if (all_params)
+		if (all_params) {
 			ks_params_nth(&cand, c, params);
+			if (!ks_params_allowed(&cand, params, NULL, 0))
+				continue; /* ruled out before compilation: not a failure */
+		}
+
 		ks_error_clear(&err);
 		if (ks_build(&cand, &op, params, arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
 			ks_cli_error("compile", "%s", err.msg);

@@ -261,7 +261,19 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 	for (size_t i = 0; i < cand->n_launches; i++)
 		out->launches[i].kernel = cand->launches[i].kernel;
 
+	{
+		char why[KS_ERROR_MAX / 2];
+
+		/* callers filter first (a ruled-out combination is no failure); this is the last line */
+		if (!ks_params_allowed(cand, params, why, sizeof(why))) {
+			ks_fail(err, "%s: %s: the candidate's constraints rule these params out", cand->path,
+				why);
+			out->verdict = KS_VERDICT_CONTRACT_ERROR;
+			return 0;
+		}
+	}
 	if (resolve_all(cand, op, params, out, err) < 0) {
+
 		out->verdict = KS_VERDICT_CONTRACT_ERROR;
 		return 0;
 	}

@@ -792,9 +792,42 @@ static int program_launch(struct worker *w, const struct program *prog, const st
 			}
 			args[a] = &slots[a];
 		}
-		rc = w->cu->launch_kernel(prog->fns[l], (unsigned)d->grid[0], (unsigned)d->grid[1],
-					  (unsigned)d->grid[2], (unsigned)d->block[0], (unsigned)d->block[1],
-					  (unsigned)d->block[2], (unsigned)d->smem, w->stream, args, NULL);
+		if (launch->pdl) {
+			/*
+			 * Programmatic dependent launch: this kernel may start while the
+			 * one before it finishes (it waits with griddepcontrol.wait).
+			 * Never the first launch (the parser refuses it), so nothing
+			 * outside the timed sequence can overlap it.
+			 */
+			CUlaunchAttribute attr = {
+				.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+			};
+			CUlaunchConfig config = { .gridDimX = (unsigned)d->grid[0],
+						  .gridDimY = (unsigned)d->grid[1],
+						  .gridDimZ = (unsigned)d->grid[2],
+						  .blockDimX = (unsigned)d->block[0],
+						  .blockDimY = (unsigned)d->block[1],
+						  .blockDimZ = (unsigned)d->block[2],
+						  .sharedMemBytes = (unsigned)d->smem,
+						  .hStream = w->stream,
+						  .attrs = &attr,
+						  .numAttrs = 1 };
+
+			attr.value.programmaticStreamSerializationAllowed = 1;
+			if (!w->cu->launch_kernel_ex)
+				return fail_cuda(
+					oc, KS_VERDICT_REFUSED, CUDA_SUCCESS,
+					"launch[%zu] asks for programmatic dependent launch (\"pdl\"), which "
+					"this driver does not offer (cuLaunchKernelEx: CUDA 12 or newer)",
+					l);
+			rc = w->cu->launch_kernel_ex(&config, prog->fns[l], args, NULL);
+		} else {
+			rc = w->cu->launch_kernel(prog->fns[l], (unsigned)d->grid[0], (unsigned)d->grid[1],
+						  (unsigned)d->grid[2], (unsigned)d->block[0],
+						  (unsigned)d->block[1], (unsigned)d->block[2],
+						  (unsigned)d->smem, w->stream, args, NULL);
+		}
+
 		if (rc != CUDA_SUCCESS)
 			return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: launching %s", wl->id,
 					 launch->kernel);

@@ -299,7 +299,7 @@ static void combine(struct piece *left, char op, struct piece *right)
 		ks_strbuf_addf(&sb, "(int64_t)%s", left->text.buf);
 	else
 		ks_strbuf_adds(&sb, left->text.buf);
-	ks_strbuf_addf(&sb, " %c %s", op, right->text.buf);
+	ks_strbuf_addf(&sb, " %s %s", ks_expr_op_text(op), right->text.buf);
 	ks_strbuf_release(&left->text);
 	left->text = sb;
 	left->wide = 1;
@@ -407,10 +407,16 @@ static int tr_chain(struct translator *t, const struct ks_expr_node *node, struc
 		}
 		if ((op == '/' || op == '%') && right.uses_var)
 			add_guard(t, &right, "== 0");
-		/* a * -b is fine in C, but a / -b reads better as a / (-b); a - -b needs them */
+		/*
+		 * a * -b is fine in C, but a / -b reads better as a / (-b); a - -b
+		 * needs them; the operands of comparisons and logic are wrapped
+		 * whole, so no C precedence can regroup them
+		 */
 		if (((op == '*' || op == '/' || op == '%') && !right.atom) ||
-		    (op == '-' && right.text.buf[0] == '-'))
+		    (op == '-' && right.text.buf[0] == '-') || (!strchr("+-*/%", op) && !right.atom))
 			piece_wrap(&right, "(%s)");
+		if (!strchr("+-*/%", op) && !out->atom && i == 1)
+			piece_wrap(out, "(%s)");
 		combine(out, op, &right);
 		ks_strbuf_release(&right.text);
 	}
@@ -434,9 +440,14 @@ static int tr_node(struct translator *t, const struct ks_expr_node *node, struct
 		return tr_chain(t, node, out);
 	case KS_EXPR_GROUP:
 	case KS_EXPR_NEG:
+	case KS_EXPR_NOT:
 		piece_init(&inner);
 		rc = tr_node(t, node->kids[0], &inner);
-		if (!rc && node->kind == KS_EXPR_GROUP) {
+		if (!rc && node->kind == KS_EXPR_NOT) {
+			ks_strbuf_addf(&out->text, inner.atom ? "!%s" : "!(%s)", inner.text.buf);
+			out->atom = 0;
+		} else if (!rc && node->kind == KS_EXPR_GROUP) {
+
 			ks_strbuf_addf(&out->text, inner.atom ? "%s" : "(%s)", inner.text.buf);
 			out->atom = 1;
 		} else if (!rc) {

@@ -110,6 +110,63 @@ static int parse_params(struct ks_candidate *cand, const json_t *params, struct 
 	return 0;
 }
 
+struct constraint_names {
+	const struct ks_candidate *cand;
+	char bad[64];
+};
+
+static void constraint_name(const char *name, void *ctx)
+{
+	struct constraint_names *cn = ctx;
+
+	if (cn->bad[0])
+		return;
+	for (size_t i = 0; i < cn->cand->n_params; i++)
+		if (!strcmp(cn->cand->params[i].name, name))
+			return;
+	snprintf(cn->bad, sizeof(cn->bad), "%s", name);
+}
+
+/*
+ * "constraints": conditions over the params that a combination must meet
+ * to be tried at all (a tile that must divide a chunk, shared memory
+ * under the limit).  Combinations that fail one are never compiled and
+ * never counted as failures.  Only params may be named: a constraint is
+ * decided before any workload is known.
+ */
+static int parse_constraints(struct ks_candidate *cand, const json_t *list, struct ks_error *err)
+{
+	size_t i;
+	json_t *item;
+
+	if (!list)
+		return 0;
+	if (!json_is_array(list))
+		return ks_fail(err, "constraints: expected a list of conditions over the params, e.g. "
+				    "[\"CHUNK %% TILE == 0\"]");
+	cand->constraints = ks_calloc(json_array_size(list) + 1, sizeof(*cand->constraints));
+	json_array_foreach(list, i, item)
+	{
+		struct constraint_names cn = { .cand = cand };
+		char where[64];
+
+		snprintf(where, sizeof(where), "constraints[%zu]", i);
+		if (!json_is_string(item))
+			return ks_fail(err, "%s: expected a condition string", where);
+		cand->constraints[cand->n_constraints++] = ks_strdup(json_string_value(item));
+		if (ks_expr_names(json_string_value(item), constraint_name, &cn, err) < 0) {
+			ks_error_prefix(err, "%s", where);
+			return -1;
+		}
+		if (cn.bad[0])
+			return ks_fail(
+				err,
+				"%s: in \"%s\": '%s' is not a param (constraints are over the params only)",
+				where, json_string_value(item), cn.bad);
+	}
+	return 0;
+}
+
 static int parse_scratch(struct ks_candidate *cand, const json_t *scratch, struct ks_error *err)
 {
 	const char *name;
@@ -200,11 +257,20 @@ static int parse_launches(struct ks_candidate *cand, const json_t *launch, struc
 		json_object_foreach((json_t *)spec, key, unused)
 		{
 			if (strcmp(key, "kernel") && strcmp(key, "grid") && strcmp(key, "block") &&
-			    strcmp(key, "smem") && strcmp(key, "args"))
+			    strcmp(key, "smem") && strcmp(key, "args") && strcmp(key, "pdl"))
 				return ks_fail(err,
 					       "launch[%zu]: unknown field '%s' (fields: kernel, grid, "
-					       "block, smem, args)",
+					       "block, smem, args, pdl)",
 					       i, key);
+		}
+		if (json_object_get(spec, "pdl")) {
+			if (!json_is_boolean(json_object_get(spec, "pdl")))
+				return ks_fail(err, "launch[%zu].pdl: expected true or false", i);
+			l->pdl = json_is_true(json_object_get(spec, "pdl"));
+			if (l->pdl && i == 0)
+				return ks_fail(
+					err, "launch[0].pdl: programmatic dependent launch overlaps a launch "
+					     "with the one before it; the first launch has none");
 		}
 		kernel = json_object_get(spec, "kernel");
 		if (!json_is_string(kernel) || !ks_is_identifier(json_string_value(kernel)))
@@ -289,14 +355,18 @@ int ks_candidate_parse(const char *path, const char *source, struct ks_candidate
 	}
 	json_object_foreach(root, key, unused)
 	{
-		if (strcmp(key, "params") && strcmp(key, "scratch") && strcmp(key, "launch")) {
+		if (strcmp(key, "params") && strcmp(key, "constraints") && strcmp(key, "scratch") &&
+		    strcmp(key, "launch")) {
 			ks_fail(err,
-				"%s:%d: ksearch block: unknown field '%s' (fields: params, scratch, launch)",
+				"%s:%d: ksearch block: unknown field '%s' (fields: params, constraints, "
+				"scratch, "
+				"launch)",
 				path, cand->block_line, key);
 			goto cleanup;
 		}
 	}
 	if (parse_params(cand, json_object_get(root, "params"), err) < 0 ||
+	    parse_constraints(cand, json_object_get(root, "constraints"), err) < 0 ||
 	    parse_scratch(cand, json_object_get(root, "scratch"), err) < 0 ||
 	    parse_launches(cand, json_object_get(root, "launch"), err) < 0) {
 		ks_error_prefix(err, "%s:%d: ksearch block", path, cand->block_line);
@@ -500,7 +570,11 @@ void ks_candidate_release(struct ks_candidate *cand)
 		free(cand->params[i].values);
 	}
 	free(cand->params);
+	for (size_t i = 0; i < cand->n_constraints; i++)
+		free(cand->constraints[i]);
+	free(cand->constraints);
 	for (size_t i = 0; i < cand->n_scratch; i++) {
+
 		free(cand->scratch[i].name);
 		free(cand->scratch[i].size);
 	}
@@ -526,6 +600,18 @@ void ks_candidate_release(struct ks_candidate *cand)
 
 void ks_params_first(const struct ks_candidate *cand, int64_t *values)
 {
+	size_t count = ks_params_count(cand);
+
+	for (size_t i = 0; i < cand->n_params; i++)
+		values[i] = cand->params[i].values[0];
+	if (ks_params_allowed(cand, values, NULL, 0))
+		return;
+	/* the first combination, in enumeration order, that meets the constraints */
+	for (size_t i = 1; i < count; i++) {
+		ks_params_nth(cand, i, values);
+		if (ks_params_allowed(cand, values, NULL, 0))
+			return;
+	}
 	for (size_t i = 0; i < cand->n_params; i++)
 		values[i] = cand->params[i].values[0];
 }
@@ -601,6 +687,59 @@ void ks_params_nth(const struct ks_candidate *cand, size_t index, int64_t *value
 		values[i] = cand->params[i].values[index % n];
 		index /= n;
 	}
+}
+
+int ks_params_allowed(const struct ks_candidate *cand, const int64_t *values, char *why, size_t size)
+{
+	struct ks_env env;
+	struct ks_error err;
+	int allowed = 1;
+
+	if (!cand->n_constraints)
+		return 1;
+	ks_env_init(&env);
+	for (size_t i = 0; i < cand->n_params; i++)
+		if (ks_env_set(&env, cand->params[i].name, values[i], &err) < 0) {
+			allowed = 0;
+			goto done;
+		}
+	for (size_t i = 0; i < cand->n_constraints && allowed; i++) {
+		int64_t v = 0;
+
+		if (ks_expr_eval(cand->constraints[i], &env, &v, &err) < 0) {
+			/* a condition that cannot be decided (a division by zero) does not hold */
+			if (why)
+				snprintf(why, size, "constraints[%zu]: %s", i, err.msg);
+			allowed = 0;
+		} else if (!v) {
+			char params[256];
+
+			ks_params_format(cand, values, params, sizeof(params));
+			if (why)
+				snprintf(why, size, "constraints[%zu] \"%s\" does not hold for %s", i,
+					 cand->constraints[i], params);
+			allowed = 0;
+		}
+	}
+done:
+	ks_env_release(&env);
+	return allowed;
+}
+
+size_t ks_params_count_allowed(const struct ks_candidate *cand)
+{
+	size_t count = ks_params_count(cand), allowed = 0;
+	int64_t *values;
+
+	if (!cand->n_constraints || count == SIZE_MAX)
+		return count;
+	values = ks_calloc(cand->n_params ? cand->n_params : 1, sizeof(*values));
+	for (size_t i = 0; i < count; i++) {
+		ks_params_nth(cand, i, values);
+		allowed += ks_params_allowed(cand, values, NULL, 0);
+	}
+	free(values);
+	return allowed;
 }
 
 void ks_params_format(const struct ks_candidate *cand, const int64_t *values, char *buf, size_t size)

@@ -440,6 +440,12 @@ static struct ks_expr_node *parse_unary(struct parser *ps)
 		return NULL;
 	}
 	ps->depth++;
+	if (ps->p[0] == '!' && ps->p[1] != '=') {
+		node = new_node(ps, KS_EXPR_NOT, ps->p++);
+		if (node && (!(operand = parse_unary(ps)) || add_kid(ps, node, operand)))
+			node = NULL;
+		goto cleanup;
+	}
 	if (*ps->p != '-') {
 		node = parse_primary(ps);
 		goto cleanup;
@@ -458,6 +464,49 @@ cleanup:
 	return node;
 }
 
+static const struct {
+	char code;
+	const char *text;
+} op_texts[] = {
+	{ KS_OP_LE, "<=" }, { KS_OP_GE, ">=" }, { KS_OP_EQ, "==" }, { KS_OP_NE, "!=" }, { KS_OP_AND, "&&" },
+	{ KS_OP_OR, "||" }, { '<', "<" },	{ '>', ">" },	    { '+', "+" },	{ '-', "-" },
+	{ '*', "*" },	    { '/', "/" },	{ '%', "%" },
+};
+
+const char *ks_expr_op_text(char op)
+{
+	for (size_t i = 0; i < sizeof(op_texts) / sizeof(op_texts[0]); i++)
+		if (op_texts[i].code == op)
+			return op_texts[i].text;
+	return "?";
+}
+
+/*
+ * The operator of level ops at p, as its code (0: none).  ops lists the
+ * level's codes; a longer spelling wins ("<=" before "<"), and "<" is not
+ * taken from "<=" nor "&" alone for "&&".
+ */
+static char match_op(const char *p, const char *ops, size_t *len)
+{
+	char best = 0;
+
+	*len = 0;
+	for (const char *c = ops; *c; c++) {
+		const char *text = ks_expr_op_text(*c);
+		size_t n = strlen(text);
+
+		if (!strncmp(p, text, n) && n > *len) {
+			best = *c;
+			*len = n;
+		}
+	}
+	/* '<' must not stop at the first character of "<=" when only '<' is on this level, etc. */
+	if (best && *len == 1 &&
+	    (p[1] == '=' || (best == '<' && p[1] == '<') || (best == '>' && p[1] == '>')))
+		return 0;
+	return best;
+}
+
 /* operand (op operand)*, with ops one precedence level: a flat chain, or the single operand. */
 static struct ks_expr_node *parse_chain(struct parser *ps, const char *ops,
 					struct ks_expr_node *(*operand)(struct parser *))
@@ -469,18 +518,21 @@ static struct ks_expr_node *parse_chain(struct parser *ps, const char *ops,
 	for (;;) {
 		struct ks_expr_node *rhs;
 		const char *op;
+		size_t len;
+		char code;
 
 		skip_ws(ps);
 		op = ps->p;
-		if (!*op || !strchr(ops, *op))
+		code = *op ? match_op(op, ops, &len) : 0;
+		if (!code)
 			break;
 		if (!chain && (!(chain = new_node(ps, KS_EXPR_CHAIN, ps->src + first->at)) ||
 			       add_kid(ps, chain, first)))
 			return NULL;
-		ps->p++;
+		ps->p += len;
 		if (!(rhs = operand(ps)) || add_kid(ps, chain, rhs))
 			return NULL;
-		rhs->op = *op;
+		rhs->op = code;
 		rhs->op_at = (size_t)(op - ps->src);
 	}
 	return chain ? chain : first;
@@ -491,9 +543,37 @@ static struct ks_expr_node *parse_term(struct parser *ps)
 	return parse_chain(ps, "*/%", parse_unary);
 }
 
-static struct ks_expr_node *parse_expr(struct parser *ps)
+static struct ks_expr_node *parse_sum(struct parser *ps)
 {
 	return parse_chain(ps, "+-", parse_term);
+}
+
+static struct ks_expr_node *parse_rel(struct parser *ps)
+{
+	static const char ops[] = { '<', KS_OP_LE, '>', KS_OP_GE, 0 };
+
+	return parse_chain(ps, ops, parse_sum);
+}
+
+static struct ks_expr_node *parse_eq(struct parser *ps)
+{
+	static const char ops[] = { KS_OP_EQ, KS_OP_NE, 0 };
+
+	return parse_chain(ps, ops, parse_rel);
+}
+
+static struct ks_expr_node *parse_and(struct parser *ps)
+{
+	static const char ops[] = { KS_OP_AND, 0 };
+
+	return parse_chain(ps, ops, parse_eq);
+}
+
+static struct ks_expr_node *parse_expr(struct parser *ps)
+{
+	static const char ops[] = { KS_OP_OR, 0 };
+
+	return parse_chain(ps, ops, parse_and);
 }
 
 void ks_expr_free(struct ks_expr *expr)
@@ -582,6 +662,30 @@ static int binary(const struct ks_expr *expr, char op, size_t at, int64_t a, int
 		/* INT64_MIN % -1 is 0, but computing it traps on x86. */
 		*out = b == -1 ? 0 : a % b;
 		break;
+	case '<':
+		*out = a < b;
+		break;
+	case '>':
+		*out = a > b;
+		break;
+	case KS_OP_LE:
+		*out = a <= b;
+		break;
+	case KS_OP_GE:
+		*out = a >= b;
+		break;
+	case KS_OP_EQ:
+		*out = a == b;
+		break;
+	case KS_OP_NE:
+		*out = a != b;
+		break;
+	case KS_OP_AND:
+		*out = a && b;
+		break;
+	case KS_OP_OR:
+		*out = a || b;
+		break;
 	default:
 		return ks_expr_fail(expr, at, err, "internal error: operator '%c'", op);
 	}
@@ -617,6 +721,11 @@ static int value_of(const struct ks_expr *expr, const struct ks_expr_node *node,
 			return ks_expr_fail(expr, node->at, err, "-(%" PRId64 ") overflows int64", v);
 		*out = -v;
 		return 0;
+	case KS_EXPR_NOT:
+		if (value_of(expr, node->kids[0], env, &v, err))
+			return -1;
+		*out = !v;
+		return 0;
 	case KS_EXPR_GROUP:
 		return value_of(expr, node->kids[0], env, out, err);
 	case KS_EXPR_CALL:
@@ -647,12 +756,19 @@ static int value_of(const struct ks_expr *expr, const struct ks_expr_node *node,
 		if (value_of(expr, node->kids[0], env, &v, err))
 			return -1;
 		for (size_t i = 1; i < node->n_kids; i++) {
+			char op = node->kids[i]->op;
 			int64_t rhs;
 
+			/* as in C, && and || stop as soon as the left side decides */
+			if ((op == KS_OP_AND && !v) || (op == KS_OP_OR && v)) {
+				v = op == KS_OP_OR;
+				continue;
+			}
 			if (value_of(expr, node->kids[i], env, &rhs, err) ||
-			    binary(expr, node->kids[i]->op, node->kids[i]->op_at, v, rhs, &v, err))
+			    binary(expr, op, node->kids[i]->op_at, v, rhs, &v, err))
 				return -1;
 		}
+
 		*out = v;
 		return 0;
 	}

@@ -154,6 +154,44 @@ static void test_params_enumerate_and_assign(void **state)
 	ks_candidate_release(&c);
 }
 
+/* Constraints rule combinations out before anything is compiled; the first allowed one is the default. */
+static void test_constraints_rule_combinations_out(void **state)
+{
+	struct fixture *f = *state;
+	char *src = test_replace(
+		good, "\"params\": {\"THREADS\": [128, 256], \"UNROLL\": [1, 2, 4]},",
+		"\"params\": {\"THREADS\": [128, 256], \"UNROLL\": [1, 2, 4]},\n"
+		"  \"constraints\": [\"THREADS * UNROLL >= 256\", \"UNROLL != 4 || THREADS == 128\"],");
+	struct ks_candidate c;
+	struct ks_build b;
+	struct ks_error err;
+	int64_t v[2];
+	char why[256];
+
+	assert_int_equal(ks_candidate_parse("good.cu", src, &c, &err), 0);
+	assert_int_equal(ks_candidate_bind(&c, &f->op, &err), 0);
+	assert_int_equal(c.n_constraints, 2);
+	assert_int_equal(ks_params_count(&c), 6);
+	/* allowed: 128x2, 128x4, 256x1, 256x2 (not 128x1: 128 < 256; not 256x4: the second) */
+	assert_int_equal(ks_params_count_allowed(&c), 4);
+	ks_params_first(&c, v);
+	assert_int_equal(v[0], 128);
+	assert_int_equal(v[1], 2);
+	v[0] = 256;
+	v[1] = 4;
+	assert_int_equal(ks_params_allowed(&c, v, why, sizeof(why)), 0);
+	assert_contains(
+		why,
+		"constraints[1] \"UNROLL != 4 || THREADS == 128\" does not hold for THREADS=256 UNROLL=4");
+	/* ks_build refuses a ruled-out combination before compiling it */
+	assert_int_equal(ks_build(&c, &f->op, v, "sm_80", 0, &b, &err), 0);
+	assert_int_equal(b.verdict, KS_VERDICT_CONTRACT_ERROR);
+	assert_contains(err.msg, "constraints rule these params out");
+	ks_build_release(&b);
+	ks_candidate_release(&c);
+	free(src);
+}
+
 struct broken {
 	const char *from, *to, *expect;
 	int at_bind; /* fails at bind rather than parse */
@@ -170,6 +208,16 @@ static const struct broken broken[] = {
 	{ "THREADS*UNROLL)", "THREADS*UNROL)", "unknown name 'UNROL'", 1 },
 	{ "\"smem\": \"THREADS*4\"", "\"smem\": \"THREADS*\"", "THREADS*", 1 },
 	{ "\"THREADS\": [128", "\"rows\": [128", "has the name of an axis", 1 },
+	{ "\"scratch\":", "\"constraints\": [\"THREADS > rows\"], \"scratch\":", "'rows' is not a param", 0 },
+	{ "\"scratch\":", "\"constraints\": [\"THREADS >\"], \"scratch\":", "constraints[0]", 0 },
+	{ "\"scratch\":", "\"constraints\": \"THREADS > 1\", \"scratch\":", "constraints: expected a list",
+	  0 },
+	{ "\"scratch\":", "\"constraints\": [3], \"scratch\":", "constraints[0]: expected a condition string",
+	  0 },
+	{ "\"smem\": \"THREADS*4\"", "\"pdl\": true, \"smem\": \"THREADS*4\"", "the first launch has none",
+	  0 },
+	{ "\"smem\": \"THREADS*4\"", "\"pdl\": 1, \"smem\": \"THREADS*4\"", "pdl: expected true or false",
+	  0 },
 };
 
 static void test_broken_blocks_get_clear_errors(void **state)
@@ -309,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_block_parses),
 		cmocka_unit_test(test_plan_resolves_numbers),
 		cmocka_unit_test(test_params_enumerate_and_assign),
+		cmocka_unit_test(test_constraints_rule_combinations_out),
 		cmocka_unit_test(test_broken_blocks_get_clear_errors),
 		cmocka_unit_test(test_plan_errors_name_launch_and_workload),
 		cmocka_unit_test(test_build_reports_resources_and_descriptors),

@@ -95,6 +95,38 @@ static void test_precedence_and_associativity(void **state)
 	assert_int_equal(eval_ok(f, "TILE*HQ/B-a"), 64 * 32 / 4 - 7);
 }
 
+/* Comparisons and logic: C's precedence, 0/1 results, && and || short-circuit. */
+static void test_comparisons_and_logic(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(eval_ok(f, "a < b"), 0);
+	assert_int_equal(eval_ok(f, "a > b"), 1);
+	assert_int_equal(eval_ok(f, "a <= 7"), 1);
+	assert_int_equal(eval_ok(f, "a >= 8"), 0);
+	assert_int_equal(eval_ok(f, "a == 7"), 1);
+	assert_int_equal(eval_ok(f, "a != 7"), 0);
+	assert_int_equal(eval_ok(f, "!a"), 0);
+	assert_int_equal(eval_ok(f, "!!a"), 1);
+	assert_int_equal(eval_ok(f, "!(a - 7)"), 1);
+	assert_int_equal(eval_ok(f, "TILE % 16 == 0 && TILE <= 64"), 1);
+	assert_int_equal(eval_ok(f, "TILE*4 + 1024 <= 1000 || B == 4"), 1);
+	assert_int_equal(eval_ok(f, "1 || 0 && 0"), 1); /* && binds tighter */
+	assert_int_equal(eval_ok(f, "1 + 2 == 3"), 1);	/* arithmetic binds tighter */
+	assert_int_equal(eval_ok(f, "1 < 2 == 1"), 1);	/* relational before equality */
+	assert_int_equal(eval_ok(f, "3 > 2 > 1"), 0);	/* left to right, as C */
+	/* the right side is not evaluated when the left decides */
+	assert_int_equal(eval_ok(f, "0 && a / 0"), 0);
+	assert_int_equal(eval_ok(f, "1 || a / 0"), 1);
+	assert_int_equal(eval_ok(f, "b != 0 && a % b == 1"), 1);
+	eval_fails(f, "1 && a / 0", "division by zero");
+	eval_fails(f, "a = b", "unexpected '='");
+	eval_fails(f, "a < ", "expected a number, a name or '('");
+	eval_fails(f, "a << 2", "unexpected '<'");
+	eval_fails(f, "a & b", "unexpected '&'");
+	eval_fails(f, "a =< b", "unexpected '='");
+}
+
 static void test_parentheses(void **state)
 {
 	struct fixture *f = *state;
@@ -774,6 +806,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_integers_and_whitespace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_precedence_and_associativity, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_comparisons_and_logic, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parentheses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unary_minus, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_division_truncates_toward_zero, setup, teardown),

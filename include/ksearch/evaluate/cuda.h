@@ -65,7 +65,11 @@ struct ks_cuda {
 				  unsigned int grid_z, unsigned int block_x, unsigned int block_y,
 				  unsigned int block_z, unsigned int smem_bytes, CUstream stream,
 				  void **params, void **extra);
+	/* NULL if the driver lacks it (before CUDA 12): launches with attributes (PDL) */
+	CUresult (*launch_kernel_ex)(const CUlaunchConfig *config, CUfunction func, void **params,
+				     void **extra);
 	CUresult (*occupancy_max_active_blocks)(int *blocks, CUfunction func, int block_size,
+
 						size_t dynamic_smem_bytes);
 
 	/* Memory */

@@ -60,6 +60,7 @@ struct ks_launch {
 	char *smem; /* dynamic shared memory bytes; "0" when absent */
 	struct ks_arg *args;
 	size_t n_args;
+	int pdl; /* "pdl": true: may start before the previous launch ends (programmatic dependent launch) */
 };
 
 struct ks_candidate {
@@ -68,6 +69,9 @@ struct ks_candidate {
 	int block_line; /* line of the ksearch block's JSON, 1-based */
 	struct ks_param *params;
 	size_t n_params;
+	char **constraints; /* conditions over the params a combination must meet to be tried */
+	size_t n_constraints;
+
 	struct ks_scratch *scratch;
 	size_t n_scratch;
 	struct ks_launch *launches;
@@ -87,13 +91,26 @@ void ks_candidate_release(struct ks_candidate *cand);
  * Params: a choice is an array of n_params values, one per param in
  * declaration order.
  */
-/* The first value of every param. */
+/*
+ * The first value of every param, or if that combination breaks a
+ * constraint, the first combination in ks_params_nth() order that meets
+ * them all (the plain first values if none does).
+ */
 void ks_params_first(const struct ks_candidate *cand, int64_t *values);
 /* Apply "NAME=VALUE" assignments on top of values; unknown names and values outside the list fail. */
 int ks_params_assign(const struct ks_candidate *cand, const char *const *assignments, size_t n,
 		     int64_t *values, struct ks_error *err);
-/* Number of combinations (saturates at SIZE_MAX). */
+/* Number of combinations (saturates at SIZE_MAX), whether they meet the constraints or not. */
 size_t ks_params_count(const struct ks_candidate *cand);
+/* Number of combinations that meet every constraint (SIZE_MAX if there are too many to count). */
+size_t ks_params_count_allowed(const struct ks_candidate *cand);
+/*
+ * 1 when values meet every constraint; else 0, with why (may be NULL)
+ * naming the first that fails: 'constraints[1] "CHUNK % TILE == 0" does
+ * not hold for CHUNK=48 TILE=32'.  A constraint that cannot be evaluated
+ * (division by zero) does not hold.
+ */
+int ks_params_allowed(const struct ks_candidate *cand, const int64_t *values, char *why, size_t size);
 /* The index-th combination, first param varying slowest. */
 void ks_params_nth(const struct ks_candidate *cand, size_t index, int64_t *values);
 /* "TILE=64 SPLITS=8" into buf. */

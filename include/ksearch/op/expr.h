@@ -4,12 +4,20 @@
  * Candidate launch blocks and op definitions size things with expressions
  * such as "cdiv(num_kv_indices, TILE) * B" or "TILE*D*4".  Grammar:
  *
- *   expr    := term (('+' | '-') term)*
+ *   expr    := and ('||' and)*
+ *   and     := eq ('&&' eq)*
+ *   eq      := rel (('==' | '!=') rel)*
+ *   rel     := sum (('<' | '<=' | '>' | '>=') sum)*
+ *   sum     := term (('+' | '-') term)*
  *   term    := unary (('*' | '/' | '%') unary)*
- *   unary   := '-' unary | primary
+ *   unary   := '-' unary | '!' unary | primary
  *   primary := INTEGER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
  *
  * Arithmetic is on int64_t.  '/' and '%' truncate toward zero like C.
+ * Comparisons and '!' give 1 or 0; '&&' and '||' give 1 or 0 and, as in C,
+ * do not evaluate their right side when the left decides (so
+ * "B != 0 && A % B == 0" never divides by zero).  These are for a
+ * candidate's constraints; sizes use the arithmetic.
  * Functions: cdiv(a, b) (ceiling division, b > 0), min(a, b, ...),
  * max(a, b, ...).  Names are looked up in a struct ks_env.
  *
@@ -64,12 +72,29 @@ enum ks_expr_kind {
 	KS_EXPR_NUMBER, /* value */
 	KS_EXPR_NAME,	/* name */
 	KS_EXPR_NEG,	/* -kids[0], at the '-' */
+	KS_EXPR_NOT,	/* !kids[0], at the '!' */
 	KS_EXPR_GROUP,	/* (kids[0]), at the '(' */
 	KS_EXPR_CALL,	/* func(kids...), at the name; arity already checked */
-	KS_EXPR_CHAIN,	/* kids[0] op kids[1] op ...: all '+'/'-', or all '*', '/', '%' */
+	KS_EXPR_CHAIN,	/* kids[0] op kids[1] op ...: operators of one precedence level (enum ks_expr_op) */
 };
 
 enum ks_expr_func { KS_EXPR_CDIV, KS_EXPR_MIN, KS_EXPR_MAX };
+
+/*
+ * Chain operators, one char each: the one-character operators stand for
+ * themselves; the two-character ones have codes of their own.
+ */
+enum ks_expr_op {
+	KS_OP_LE = 'l',	 /* <= */
+	KS_OP_GE = 'g',	 /* >= */
+	KS_OP_EQ = 'e',	 /* == */
+	KS_OP_NE = 'n',	 /* != */
+	KS_OP_AND = 'a', /* && */
+	KS_OP_OR = 'o',	 /* || */
+};
+
+/* An operator code's C spelling: "+", "<=", "&&" ... */
+const char *ks_expr_op_text(char op);
 
 struct ks_expr_node {
 	enum ks_expr_kind kind;
