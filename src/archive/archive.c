@@ -1347,6 +1347,57 @@ static int store(struct ks_archive *ar, MDB_txn *txn, struct ks_counters *c, con
 	return rc;
 }
 
+/*
+ * The fastest ok candidate of each benchmark workload, kept beside the
+ * fitness elites (meta "workload_best": {"<workload>": {"id", "median_us",
+ * "ref_median_us"}}): what a per-shape dispatch is made of.  The first of
+ * equal times stays.
+ */
+static int update_workload_best(struct ks_archive *ar, MDB_txn *txn, const json_t *doc, uint64_t id,
+				struct ks_error *err)
+{
+	const json_t *workloads = json_object_get(doc, "workloads"), *w;
+	json_t *best = NULL;
+	MDB_val val;
+	size_t i;
+	int rc, changed = 0;
+
+	if (!json_array_size(workloads))
+		return 0;
+	rc = ks_archive_db_get(txn, ar->meta, KS_META_WORKLOAD_BEST, strlen(KS_META_WORKLOAD_BEST), &val,
+			       "reading the per-workload bests", err);
+	if (rc < 0)
+		return -1;
+	best = rc == 0 ? parse_value(&val) : json_object();
+	if (!json_is_object(best)) {
+		json_decref(best);
+		return ks_fail(err, "%s: the per-workload bests are not valid JSON: the archive is damaged",
+			       ar->path);
+	}
+	json_array_foreach(workloads, i, w)
+	{
+		const char *wid = json_string_value(json_object_get(w, "id"));
+		double median = json_number_value(json_object_get(w, "median_us"));
+		const json_t *cur;
+
+		if (!wid || !(median > 0))
+			continue;
+		cur = json_object_get(best, wid);
+		if (cur && json_number_value(json_object_get(cur, "median_us")) <= median)
+			continue;
+		json_object_set_new(best, wid,
+				    json_pack("{s:I, s:f, s:f}", "id", (json_int_t)id, "median_us", median,
+					      "ref_median_us",
+					      json_number_value(json_object_get(w, "ref_median_us"))));
+		changed = 1;
+	}
+	rc = changed ? put_json(txn, ar->meta, KS_META_WORKLOAD_BEST, strlen(KS_META_WORKLOAD_BEST), best, 0,
+				"writing the per-workload bests", err)
+		     : 0;
+	json_decref(best);
+	return rc;
+}
+
 int ks_archive_insert_txn(struct ks_archive *ar, MDB_txn *txn, struct ks_counters *c, const json_t *record,
 			  const char *source, uint64_t id, struct ks_archive_insert_result *res,
 			  struct ks_error *err)
@@ -1389,8 +1440,12 @@ int ks_archive_insert_txn(struct ks_archive *ar, MDB_txn *txn, struct ks_counter
 			c->best_id = res->id;
 			c->best_fitness = fitness;
 		}
+		rc = update_workload_best(ar, txn, doc, res->id, err);
+		if (rc)
+			goto cleanup;
 	}
 	c->candidates++;
+
 	c->by_verdict[verdict]++;
 	if (res->id >= c->next_id)
 		c->next_id = res->id + 1;

@@ -43,7 +43,11 @@ struct ks_archive {
 	unsigned flags;
 };
 
+/* The meta key of the per-workload bests (written by ok inserts; see update_workload_best). */
+#define KS_META_WORKLOAD_BEST "workload_best"
+
 /* The meta "counters" value, read and written in every write transaction. */
+
 struct ks_counters {
 	uint64_t next_id;
 	uint64_t candidates;

@@ -390,7 +390,55 @@ int ks_archive_metrics(struct ks_archive *ar, struct ks_archive_metrics *m, stru
 	return 0;
 }
 
+int ks_archive_workload_bests(struct ks_archive *ar, json_t **bests, struct ks_error *err)
+{
+	MDB_txn *txn;
+	MDB_val val;
+	int rc;
+
+	*bests = NULL;
+	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0)
+		return -1;
+	rc = ks_archive_db_get(txn, ar->meta, KS_META_WORKLOAD_BEST, strlen(KS_META_WORKLOAD_BEST), &val,
+			       "reading the per-workload bests", err);
+	if (rc == 0)
+		*bests = parse_value(&val);
+	mdb_txn_abort(txn);
+	if (rc < 0)
+		return -1;
+	if (rc == 1)
+		*bests = json_object();
+	if (!json_is_object(*bests)) {
+		json_decref(*bests);
+		*bests = NULL;
+		return ks_fail(err, "%s: the per-workload bests are not valid JSON: the archive is damaged",
+			       ar->path);
+	}
+	return 0;
+}
+
+double ks_archive_dispatch_fitness(const json_t *bests)
+{
+	const char *wid;
+	const json_t *b;
+	double log_sum = 0;
+	size_t n = 0;
+
+	json_object_foreach((json_t *)bests, wid, b)
+	{
+		double median = json_number_value(json_object_get(b, "median_us"));
+		double ref = json_number_value(json_object_get(b, "ref_median_us"));
+
+		if (!(median > 0) || !(ref > 0))
+			return 0;
+		log_sum += log(ref / median);
+		n++;
+	}
+	return n ? exp(log_sum / (double)n) : 0;
+}
+
 static int add_point(const MDB_val *val, struct ks_archive_qd_point **points, size_t *n, size_t *alloc)
+
 {
 	json_t *point = parse_value(val);
 	struct ks_archive_qd_point *p;

@@ -63,6 +63,7 @@ struct recount {
 	struct placed *placed;
 	size_t n_placed, alloc_placed;
 	double qd_score;
+	json_t *workload_best; /* recomputed: {"<workload>": {"id", "median_us"}} */
 };
 
 static int same_double(double a, double b)
@@ -127,9 +128,27 @@ static void check_record(struct ks_archive *ar, MDB_txn *txn, uint64_t id, const
 	if (!has_key(txn, ar->by_verdict, vkey, sizeof(vkey)))
 		problem(p, "record #%llu: missing from the verdict index", (unsigned long long)id);
 	if (verdict == KS_VERDICT_OK) {
+		const json_t *w;
+		size_t k;
+
 		if (!r->c.best_id || fitness > r->c.best_fitness) {
 			r->c.best_id = id;
 			r->c.best_fitness = fitness;
+		}
+		/* records are read in id order, as they were inserted: the first of equal times stays */
+		json_array_foreach(json_object_get(record, "workloads"), k, w)
+		{
+			const char *wid = json_string_value(json_object_get(w, "id"));
+			double median = json_number_value(json_object_get(w, "median_us"));
+			const json_t *cur;
+
+			if (!wid || !(median > 0))
+				continue;
+			cur = json_object_get(r->workload_best, wid);
+			if (!cur || median < json_number_value(json_object_get(cur, "median_us")))
+				json_object_set_new(
+					r->workload_best, wid,
+					json_pack("{s:I, s:f}", "id", (json_int_t)id, "median_us", median));
 		}
 		if (!ks_archive_cell_of(ar, json_object_get(record, "descriptors"), &cell, why,
 					sizeof(why))) {
@@ -406,10 +425,49 @@ static void check_history(struct ks_archive *ar, MDB_txn *txn, const struct ks_c
 	mdb_cursor_close(cur);
 }
 
+/* The stored per-workload bests must be what the records say. */
+static void check_workload_best(struct ks_archive *ar, MDB_txn *txn, const struct recount *r,
+				struct problems *p)
+{
+	MDB_val val;
+	json_t *stored = NULL;
+	const char *wid;
+	const json_t *want;
+	struct ks_error err;
+	int rc = ks_archive_db_get(txn, ar->meta, KS_META_WORKLOAD_BEST, strlen(KS_META_WORKLOAD_BEST), &val,
+				   "reading the per-workload bests", &err);
+
+	if (rc < 0) {
+		problem(p, "%s", err.msg);
+		return;
+	}
+	stored = rc == 0 ? json_loadb(val.mv_data, val.mv_size, 0, NULL) : json_object();
+	if (!json_is_object(stored)) {
+		problem(p, "meta: the per-workload bests are not valid JSON");
+		json_decref(stored);
+		return;
+	}
+	json_object_foreach((json_t *)r->workload_best, wid, want)
+	{
+		const json_t *got = json_object_get(stored, wid);
+
+		if (json_integer_value(json_object_get(got, "id")) !=
+		    json_integer_value(json_object_get(want, "id")))
+			problem(p, "meta: the best of workload %s is #%lld, but the records say #%lld", wid,
+				(long long)json_integer_value(json_object_get(got, "id")),
+				(long long)json_integer_value(json_object_get(want, "id")));
+	}
+	if (json_object_size(stored) != json_object_size(r->workload_best))
+		problem(p, "meta: %zu per-workload bests stored, the records give %zu",
+			json_object_size(stored), json_object_size(r->workload_best));
+	json_decref(stored);
+}
+
 int ks_archive_verify(struct ks_archive *ar, char ***problems, size_t *n_problems, struct ks_error *err)
 {
+
 	struct problems p = { 0 };
-	struct recount r = { 0 };
+	struct recount r = { .workload_best = json_object() };
 	struct ks_counters c;
 	MDB_txn *txn;
 	int ret = -1;
@@ -424,6 +482,7 @@ int ks_archive_verify(struct ks_archive *ar, char ***problems, size_t *n_problem
 		goto cleanup;
 	check_counters(ar, txn, &c, &r, &p);
 	check_history(ar, txn, &c, &p);
+	check_workload_best(ar, txn, &r, &p);
 	if (p.more) {
 		KS_ALLOC_GROW(p.list, p.n + 1, p.alloc);
 		p.list[p.n++] = ks_asprintf("... and %zu more problems", p.more);
@@ -437,6 +496,7 @@ cleanup:
 	mdb_txn_abort(txn);
 	ks_archive_problems_free(p.list, p.n);
 	free(r.placed);
+	json_decref(r.workload_best);
 	return ret;
 }
 

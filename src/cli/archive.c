@@ -597,6 +597,37 @@ static void show_record(struct ks_archive *ar, const json_t *record, const char 
 	show_text(record, source, with_source);
 }
 
+/*
+ * The fastest candidate of each workload and what dispatching to them
+ * would give; mark (may be 0) flags the workloads whose best it is.
+ */
+static void print_workload_bests_of(const json_t *bests, uint64_t mark)
+{
+	const char *wid;
+	const json_t *b;
+
+	if (!json_object_size(bests))
+		return;
+	printf("\nbest per workload (what `ksearch export-best --dispatch` combines):\n%-16s %10s %12s %9s\n",
+	       "workload", "id", "median us", "speedup");
+	json_object_foreach((json_t *)bests, wid, b)
+	{
+		double median = json_number_value(json_object_get(b, "median_us"));
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(b, "id"));
+
+		printf("%-16s %10llu %12.2f %8.2fx%s\n", wid, (unsigned long long)id, median,
+		       median > 0 ? json_number_value(json_object_get(b, "ref_median_us")) / median : 0.0,
+		       mark && id == mark ? "  <- this one" : "");
+	}
+	printf("%-16s fitness %.3f (geometric-mean speedup, each workload on its own best)\n", "dispatch",
+	       ks_archive_dispatch_fitness(bests));
+}
+
+static void print_workload_bests(const json_t *bests)
+{
+	print_workload_bests_of(bests, 0);
+}
+
 static int archive_show(int argc, char **argv)
 {
 	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
@@ -609,7 +640,8 @@ static int archive_show(int argc, char **argv)
 	};
 	const char *cmd = "archive show";
 	struct ks_archive *ar = NULL;
-	json_t *record = NULL;
+	json_t *record = NULL, *bests = NULL;
+
 	char *source = NULL;
 	const char **pos;
 	size_t n_pos;
@@ -627,17 +659,38 @@ static int archive_show(int argc, char **argv)
 	ret = KS_EXIT_FAILED;
 	if (ks_archive_cli_get(cmd, ar, id, &record, &source) < 0)
 		goto cleanup;
+	{
+		struct ks_error err;
+
+		if (ks_archive_workload_bests(ar, &bests, &err) < 0) {
+			ks_cli_error(cmd, "%s", err.msg);
+			goto cleanup;
+		}
+	}
 	if (json) {
+		json_t *best_of = json_array();
+		const char *wid;
+		const json_t *b;
+
 		if (!no_source)
 			json_object_set_new(record, "source", json_string(source));
+		/* the workloads on which this candidate is the fastest of the archive */
+		json_object_foreach(bests, wid,
+				    b) if ((uint64_t)json_integer_value(json_object_get(b, "id")) == id)
+			json_array_append_new(best_of, json_string(wid));
+		json_object_set_new(record, "best_on_workloads", best_of);
+		json_object_set_new(record, "dispatch_fitness",
+				    json_real(ks_archive_dispatch_fitness(bests)));
 		json_dumpf(record, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 		putchar('\n');
 	} else {
 		show_record(ar, record, source, !no_source);
+		print_workload_bests_of(bests, id);
 	}
 	ret = KS_EXIT_OK;
 cleanup:
 	json_decref(record);
+	json_decref(bests);
 	free(source);
 	free(pos);
 	ks_archive_close(ar);
@@ -714,6 +767,7 @@ static const char *human_bytes(uint64_t bytes, char *buf, size_t size)
 }
 
 static void print_history(const struct ks_archive_qd_point *points, size_t n, uint64_t evals)
+
 {
 	printf("\nbest over time:\n%12s %10s %9s %12s\n", "evals", "best", "coverage", "QD-score");
 	for (size_t i = 0; i < n; i++)
@@ -735,7 +789,7 @@ static int archive_stats(int argc, char **argv)
 	const char *cmd = "archive stats";
 	struct ks_archive *ar = NULL;
 	struct ks_archive_metrics m;
-	json_t *usage = NULL;
+	json_t *usage = NULL, *bests = NULL;
 	struct ks_archive_qd_point *points = NULL;
 	size_t n_points = 0, n_axes;
 	const struct ks_grid_axis *axes;
@@ -759,11 +813,17 @@ static int archive_stats(int argc, char **argv)
 		goto cleanup;
 	}
 	usage = llm_usage(ar);
+	if (ks_archive_workload_bests(ar, &bests, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
 	if (json) {
 		json_t *doc = stats_json(ar, &m, points, n_points);
 
 		if (usage)
 			json_object_set(doc, "llm", usage);
+		json_object_set(doc, "workload_best", bests);
+		json_object_set_new(doc, "dispatch_fitness", json_real(ks_archive_dispatch_fitness(bests)));
 		json_dumpf(doc, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(doc);
@@ -790,6 +850,7 @@ static int archive_stats(int argc, char **argv)
 		printf("%-12s%.3f  (#%llu)\n", "best", m.best_fitness, (unsigned long long)m.best_id);
 	else
 		printf("%-12snone yet (no candidate is ok)\n", "best");
+	print_workload_bests(bests);
 	if (usage)
 		printf("%-12s%lld requests (%lld failed), %lld prompt + %lld completion tokens, $%.4f  "
 		       "(over every run; `ksearch archive prompts` has the strategies)\n",
@@ -803,6 +864,7 @@ static int archive_stats(int argc, char **argv)
 	ret = KS_EXIT_OK;
 cleanup:
 	json_decref(usage);
+	json_decref(bests);
 	free(points);
 	ks_archive_close(ar);
 	ks_opts_release(opts);

@@ -212,6 +212,48 @@ static void test_grid_placement_and_elites(void **state)
 	test_rmtree(root);
 }
 
+/* A record timed on two workloads (median us, reference us each). */
+static json_t *timed_record(const char *verdict, double fitness, double a_us, double b_us, int splits)
+{
+	json_t *r = make_record(verdict, fitness, 1, 0, splits);
+
+	json_object_set_new(r, "workloads",
+			    json_pack("[{s:s, s:f, s:f}, {s:s, s:f, s:f}]", "id", "small", "median_us", a_us,
+				      "ref_median_us", 100.0, "id", "big", "median_us", b_us, "ref_median_us",
+				      400.0));
+	return r;
+}
+
+/* The fastest ok candidate of each workload is kept, and what dispatching to them gives. */
+static void test_workload_bests_and_dispatch_fitness(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_error err;
+	json_t *bests;
+
+	(void)state;
+	assert_int_equal(ks_archive_workload_bests(ar, &bests, &err), 0);
+	assert_int_equal(json_object_size(bests), 0);
+	assert_true(ks_archive_dispatch_fitness(bests) == 0);
+	json_decref(bests);
+	insert(ar, timed_record("ok", 5.0, 20.0, 80.0, 1), "a", NULL);	/* #1: best on both so far */
+	insert(ar, timed_record("ok", 6.0, 10.0, 100.0, 2), "a", NULL); /* #2: best on small */
+	insert(ar, timed_record("wrong", 0.0, 1.0, 1.0, 3), "a", NULL); /* never counts */
+	insert(ar, timed_record("ok", 5.5, 30.0, 50.0, 4), "b", NULL);	/* #4: best on big */
+	insert(ar, timed_record("ok", 5.5, 10.0, 50.0, 8), "c", NULL);	/* ties: the first stays */
+	assert_int_equal(ks_archive_workload_bests(ar, &bests, &err), 0);
+	assert_int_equal(json_object_size(bests), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(bests, "small"), "id")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(bests, "big"), "id")), 4);
+	/* sqrt((100/10) * (400/50)) */
+	assert_true(fabs(ks_archive_dispatch_fitness(bests) - sqrt(10.0 * 8.0)) < 1e-12);
+	json_decref(bests);
+	assert_verify_clean(ar);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
 static void test_dedup_lookup_ignores_param_order(void **state)
 {
 	char *root = test_tmpdir();
@@ -1243,6 +1285,7 @@ int main(void)
 		cmocka_unit_test(test_insert_reports_new_cell_improved_and_not_added),
 		cmocka_unit_test(test_bad_records_are_refused_and_nothing_written),
 		cmocka_unit_test(test_grid_placement_and_elites),
+		cmocka_unit_test(test_workload_bests_and_dispatch_fitness),
 		cmocka_unit_test(test_dedup_lookup_ignores_param_order),
 		cmocka_unit_test(test_metrics_kept_incrementally_match_a_recount),
 		cmocka_unit_test(test_foreach_orders_filters_and_limits),

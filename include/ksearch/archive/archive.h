@@ -237,7 +237,23 @@ struct ks_archive_metrics {
 
 int ks_archive_metrics(struct ks_archive *ar, struct ks_archive_metrics *metrics, struct ks_error *err);
 
+/*
+ * The fastest ok candidate of each benchmark workload (what a per-shape
+ * dispatch is made of): *bests is a new JSON object {"<workload id>":
+ * {"id": N, "median_us": x, "ref_median_us": r}, ...}, {} when no ok
+ * candidate was timed yet.  Kept at insert, read in one small value.
+ */
+int ks_archive_workload_bests(struct ks_archive *ar, json_t **bests, struct ks_error *err);
+
+/*
+ * The fitness of dispatching each workload to its own best: the
+ * geometric mean over the workloads in bests of reference time / best
+ * time (as fitness is for one kernel).  0 when bests is empty.
+ */
+double ks_archive_dispatch_fitness(const json_t *bests);
+
 /* One point of the metrics' history, recorded whenever one of them changes. */
+
 struct ks_archive_qd_point {
 	uint64_t evals; /* candidates in the archive at that moment */
 	double best_fitness;
