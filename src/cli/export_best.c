@@ -26,7 +26,8 @@
 static const char *const cmd = "export-best";
 
 static const struct ks_help help = {
-	.usage = "ksearch export-best --op NAME [--archive DIR] [--gpu MODEL] [--id ID | --cell I,J,...]\n"
+	.usage = "ksearch export-best --op NAME [--archive DIR] [--gpu MODEL] [--id ID | --cell I,J,... | "
+		 "--dispatch]\n"
 		 "                           [-o DIR] [--name NAME]",
 	.description = "Write the best kernel of an operator's archive as plain CUDA that needs nothing\n"
 		       "from ksearch: NAME.cu (the source with its params fixed as #defines, then a\n"
@@ -40,11 +41,19 @@ static const struct ks_help help = {
 		       "The best is the ok candidate with the highest fitness.  --id exports another\n"
 		       "ok candidate, --cell the elite of a grid cell: one bin index per grid axis, in\n"
 		       "the order of the op's grid (the cell column of `ksearch archive ls`), or the\n"
-		       "cell number `ksearch archive show` prints.",
+		       "cell number `ksearch archive show` prints.\n"
+		       "\n"
+		       "--dispatch exports the fastest kernel of each benchmark workload (as\n"
+		       "`ksearch archive stats` lists them), each as NAME_v<k>.cu/.h/.json, and\n"
+		       "NAME.cu/.h with NAME_launch(), NAME_workspace_bytes() and NAME_variant(): the\n"
+		       "same arguments, and for each call the kernel of the benchmark workload nearest\n"
+		       "to its sizes (by log2 of each var axis; NAME.h states the rule and the table).",
 	.examples =
 		"  ksearch export-best --op gqa\n"
 		"  ksearch export-best --op gqa --cell 1,2,0 -o kernels/gqa --name gqa_decode\n"
-		"  ksearch export-best --op rmsnorm --archive /data/archive --gpu 'NVIDIA H100' --id 812\n",
+		"  ksearch export-best --op rmsnorm --archive /data/archive --gpu 'NVIDIA H100' --id 812\n"
+		"  ksearch export-best --op gqa --dispatch -o kernels/gqa --name gqa_decode\n",
+
 	.exit_codes = NULL,
 };
 
@@ -329,11 +338,107 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 	       ks_record_str(record, "arch", "sm_90a"), out_dir, name, name);
 }
 
+/* One kernel of a dispatch as the archive holds it: the pieces a variant points into. */
+struct dispatch_part {
+	json_t *record;
+	char *source;
+	struct ks_candidate cand;
+	int64_t *params;
+	int have_cand;
+};
+
+/*
+ * --dispatch: the best of each benchmark workload (the archive keeps them),
+ * exported as one launcher that picks per call.  Returns an exit code.
+ */
+static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, const char *out_dir,
+			   const char *name)
+{
+	struct dispatch_part *parts = ks_calloc(op->n_workloads + 1, sizeof(*parts));
+	struct ks_export_variant *variants = ks_calloc(op->n_workloads + 1, sizeof(*variants));
+	json_t *bests = NULL;
+	struct ks_error err;
+	int ret = KS_EXIT_FAILED;
+
+	if (ks_archive_workload_bests(ar, &bests, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	for (size_t w = 0; w < op->n_workloads; w++) {
+		const json_t *best = json_object_get(bests, op->workloads[w].id);
+		struct dispatch_part *p = &parts[w];
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(best, "id"));
+		char label[96];
+
+		if (!id) {
+			ks_cli_error(
+				cmd,
+				"workload %s has no ok candidate yet: a dispatch needs a kernel for every "
+				"benchmark workload (let the search run longer, or export one kernel without "
+				"--dispatch)",
+				op->workloads[w].id);
+			goto cleanup;
+		}
+		snprintf(label, sizeof(label), "candidate #%llu", (unsigned long long)id);
+		if (ks_archive_cli_get(cmd, ar, id, &p->record, &p->source) < 0)
+			goto cleanup;
+		if (!p->source) {
+			ks_cli_error(cmd, "%s: the archive holds no source text for it", label);
+			goto cleanup;
+		}
+		if (ks_candidate_parse(label, p->source, &p->cand, &err) < 0) {
+			ks_cli_error(cmd, "%s", err.msg);
+			goto cleanup;
+		}
+		p->have_cand = 1;
+		p->params = ks_calloc(p->cand.n_params + 1, sizeof(*p->params));
+		if (ks_candidate_bind(&p->cand, op, &err) < 0 ||
+		    ks_export_params(&p->cand, json_object_get(p->record, "params"), p->params, &err) < 0) {
+			ks_cli_error(cmd, "%s: %s (does the archive belong to this version of op %s?)", label,
+				     err.msg, op->key);
+			goto cleanup;
+		}
+		variants[w] =
+			(struct ks_export_variant){ &op->workloads[w], &p->cand, p->params, p->record,
+						    json_number_value(json_object_get(best, "median_us")) };
+	}
+	if (ks_export_dispatch(op, variants, op->n_workloads, out_dir, name, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	printf("exported a dispatch over %zu workloads of op %s to %s/%s.{cu,h,json} (and %s_v<k>.*):\n",
+	       op->n_workloads, op->key, out_dir, name, name);
+	for (size_t w = 0; w < op->n_workloads; w++) {
+		char params[256];
+
+		ks_params_format(&parts[w].cand, parts[w].params, params, sizeof(params));
+		printf("  %-16s #%-8lld %s (%s), %.2f us\n", op->workloads[w].id,
+		       (long long)json_integer_value(json_object_get(parts[w].record, "id")),
+		       ks_record_str(parts[w].record, "family", "?"), params, variants[w].median_us);
+	}
+	printf("dispatch fitness %.3f (each workload on its own best)\nbuild: see %s/README.md\n",
+	       ks_archive_dispatch_fitness(bests), out_dir);
+	ret = KS_EXIT_OK;
+cleanup:
+	for (size_t w = 0; w < op->n_workloads; w++) {
+		if (parts[w].have_cand)
+			ks_candidate_release(&parts[w].cand);
+		json_decref(parts[w].record);
+		free(parts[w].source);
+		free(parts[w].params);
+	}
+	free(parts);
+	free(variants);
+	json_decref(bests);
+	return ret;
+}
+
 int cmd_export_best(int argc, char **argv)
 {
 	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
 	const char *cell_text = NULL, *output = NULL, *name_given = NULL;
 	uint64_t given_id = 0;
+	int dispatch = 0;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "archive", &pick.root, "DIR",
 			      "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")"),
@@ -349,6 +454,9 @@ int cmd_export_best(int argc, char **argv)
 			      "the folder to write (default: export/<op>-<id>)"),
 		KS_OPT_STRING(0, "name", &name_given, "NAME",
 			      "prefix of the files and functions (default: ksearch_<op>)"),
+		KS_OPT_BOOL(0, "dispatch", &dispatch,
+			    "export the best kernel of each benchmark workload, with one launcher that picks "
+			    "per call"),
 		KS_OPT_END,
 	};
 	struct ks_candidate cand;
@@ -380,6 +488,11 @@ int cmd_export_best(int argc, char **argv)
 		ks_cli_usage(cmd, "--id and --cell both choose the candidate; give one of them");
 		goto cleanup;
 	}
+	if (dispatch && (given_id || cell_text)) {
+		ks_cli_usage(cmd, "--dispatch exports the best of each workload; --%s chooses one candidate",
+			     given_id ? "id" : "cell");
+		goto cleanup;
+	}
 	name = name_given ? ks_strdup(name_given) : default_name(pick.op);
 	if (!ks_is_identifier(name)) {
 		ks_cli_usage(cmd,
@@ -395,7 +508,13 @@ int cmd_export_best(int argc, char **argv)
 	have_op = 1;
 	if (ks_archive_cli_open(cmd, &pick, &ar))
 		goto cleanup;
+	if (dispatch) {
+		out_dir = output ? ks_strdup(output) : ks_asprintf("export/%s-dispatch", op.key);
+		ret = export_dispatch(ar, &op, out_dir, name);
+		goto cleanup;
+	}
 	rc = pick_record(ar, given_id, cell_text, &record, &source);
+
 	if (rc < 0) {
 		if (rc == -2)
 			ret = KS_EXIT_USAGE;

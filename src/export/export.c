@@ -15,6 +15,7 @@
 #include "ksearch/export/export.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1368,15 +1369,36 @@ static void add_launch(const struct gen *g, struct ks_strbuf *sb, size_t l, cons
 		if (lc->smem_mode == SMEM_CHECK)
 			ks_strbuf_adds(sb, "\t}\n");
 	}
-	ks_strbuf_addf(sb, "\t::%s<<<ksx_dim3(%s.grid), ksx_dim3(%s.block),\n\t\t(size_t)%s.smem, stream>>>(",
-		       launch->kernel, cfg, cfg, cfg);
-	col = 100;
+	if (launch->pdl) {
+		/* programmatic dependent launch: it may start while the launch before it ends, as measured */
+		ks_strbuf_addf(sb,
+			       "\tcudaLaunchAttribute ksx_pdl%zu;\n"
+			       "\tksx_pdl%zu.id = cudaLaunchAttributeProgrammaticStreamSerialization;\n"
+			       "\tksx_pdl%zu.val.programmaticStreamSerializationAllowed = 1;\n"
+			       "\tcudaLaunchConfig_t ksx_ex%zu = {};\n"
+			       "\tksx_ex%zu.gridDim = ksx_dim3(%s.grid);\n"
+			       "\tksx_ex%zu.blockDim = ksx_dim3(%s.block);\n"
+			       "\tksx_ex%zu.dynamicSmemBytes = (size_t)%s.smem;\n"
+			       "\tksx_ex%zu.stream = stream;\n"
+			       "\tksx_ex%zu.attrs = &ksx_pdl%zu;\n"
+			       "\tksx_ex%zu.numAttrs = 1;\n"
+			       "\tksx_err = cudaLaunchKernelEx(&ksx_ex%zu, ::%s",
+			       l, l, l, l, l, cfg, l, cfg, l, cfg, l, l, l, l, l, launch->kernel);
+	} else {
+		ks_strbuf_addf(
+			sb,
+			"\t::%s<<<ksx_dim3(%s.grid), ksx_dim3(%s.block),\n\t\t(size_t)%s.smem, stream>>>(",
+			launch->kernel, cfg, cfg, cfg);
+	}
+	col = launch->pdl ? 0 : 100;
 	for (size_t a = 0; a < launch->n_args; a++) {
 		struct ks_strbuf arg;
 
 		ks_strbuf_init(&arg);
 		add_kernel_arg(&launch->args[a], &arg);
-		if (col + arg.len + 2 > 100) {
+		if (launch->pdl) {
+			ks_strbuf_adds(sb, ",\n\t\t"); /* after the kernel: one argument a line */
+		} else if (col + arg.len + 2 > 100) {
 			ks_strbuf_adds(sb, a ? ",\n\t\t" : "\n\t\t");
 			col = 16;
 		} else {
@@ -1387,8 +1409,12 @@ static void add_launch(const struct gen *g, struct ks_strbuf *sb, size_t l, cons
 		col += arg.len;
 		ks_strbuf_release(&arg);
 	}
-	ks_strbuf_adds(sb, ");\n\tksx_err = cudaGetLastError();\n\tif (ksx_err != cudaSuccess)\n\t\treturn "
-			   "ksx_err;\n\n");
+	if (launch->pdl)
+		ks_strbuf_adds(sb, ");\n\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n\n");
+	else
+		ks_strbuf_adds(
+			sb, ");\n\tksx_err = cudaGetLastError();\n\tif (ksx_err != cudaSuccess)\n\t\treturn "
+			    "ksx_err;\n\n");
 }
 
 static void add_launcher(const struct gen *g, struct ks_strbuf *sb, const struct launch_code *lc)
@@ -1958,5 +1984,280 @@ cleanup:
 	ks_strbuf_release(&cu);
 	ks_strbuf_release(&h);
 	ks_strbuf_release(&readme);
+	return ret;
+}
+
+/* ---- per-shape dispatch ---- */
+
+/* The var axes as a parameter list: "int batch_size, int num_pages, ...". */
+static void add_var_axis_params(const struct ks_op *op, struct ks_strbuf *sb)
+{
+	size_t n = 0;
+
+	for (size_t a = 0; a < op->n_axes; a++)
+		if (!op->axes[a].is_const)
+			ks_strbuf_addf(sb, "%sint %s", n++ ? ", " : "", op->axes[a].name);
+	if (!n)
+		ks_strbuf_adds(sb, "void");
+}
+
+/* Every argument of a launcher, as a call passes them on: "q, k_cache, ..., stream". */
+static void add_call_args(const struct ks_op *op, struct ks_strbuf *sb)
+{
+	for (size_t i = 0; i < op->n_inputs; i++)
+		ks_strbuf_addf(sb, "%s, ", op->inputs[i].name);
+	for (size_t i = 0; i < op->n_outputs; i++)
+		ks_strbuf_addf(sb, "%s, ", op->outputs[i].name);
+	for (size_t a = 0; a < op->n_axes; a++)
+		if (!op->axes[a].is_const)
+			ks_strbuf_addf(sb, "%s, ", op->axes[a].name);
+	ks_strbuf_adds(sb, "workspace, workspace_bytes, stream");
+}
+
+int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *variants, size_t n_variants,
+		       const char *out_dir, const char *name, struct ks_error *err)
+{
+	struct ks_strbuf cu, h, readme, text, axes, calls;
+	json_t *doc = json_object(), *table = json_array();
+	char guard[160], *vname = NULL, *json_text = NULL;
+	struct gen g = { .op = op, .name = name, .err = err };
+	size_t n_var_axes = 0, n_kernels = 0, *kernel_of = NULL;
+	int ret = -1;
+
+	ks_strbuf_init(&cu);
+	ks_strbuf_init(&h);
+	ks_strbuf_init(&readme);
+	ks_strbuf_init(&text);
+	ks_strbuf_init(&axes);
+	ks_strbuf_init(&calls);
+	if (!name || !ks_is_identifier(name)) {
+		ks_fail(err, "'%s' is not a C identifier; the export's name prefixes its functions",
+			name ? name : "");
+		goto cleanup;
+	}
+	if (!n_variants || n_variants > 64) {
+		ks_fail(err, "a dispatch needs 1 to 64 kernels, got %zu", n_variants);
+		goto cleanup;
+	}
+	for (size_t a = 0; a < op->n_axes; a++)
+		n_var_axes += !op->axes[a].is_const;
+	/* each distinct kernel (by record id) once, in its own translation unit, named <name>_v<k> */
+	kernel_of = ks_calloc(n_variants, sizeof(*kernel_of));
+	for (size_t k = 0; k < n_variants; k++) {
+		json_int_t id = json_integer_value(json_object_get(variants[k].record, "id"));
+		size_t j = 0;
+
+		while (j < k && json_integer_value(json_object_get(variants[j].record, "id")) != id)
+			j++;
+		if (j < k) {
+			kernel_of[k] = kernel_of[j];
+			continue;
+		}
+		kernel_of[k] = n_kernels++;
+		free(vname);
+		vname = ks_asprintf("%s_v%zu", name, kernel_of[k]);
+		if (ks_export_write(op, variants[k].cand, variants[k].params, variants[k].record, NULL,
+				    out_dir, vname, err) < 0)
+			goto cleanup;
+	}
+	g.cand = variants[0].cand;
+	for (size_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
+		const struct ks_tensor *t =
+			i < op->n_inputs ? &op->inputs[i] : &op->outputs[i - op->n_inputs];
+
+		g.has_bf16 |= t->dtype == KS_DTYPE_BFLOAT16;
+		g.has_fp16 |= t->dtype == KS_DTYPE_FLOAT16;
+		g.has_half |= is_half_type(t->dtype);
+	}
+	add_var_axis_params(op, &axes);
+	add_call_args(op, &calls);
+
+	/* the rule, in words and as a table (the header shows both) */
+	ks_strbuf_addf(
+		&text,
+		"%s.h - %s (ksearch op %s) dispatched per shape, exported by ksearch %s.  Each call runs "
+		"the kernel the search found fastest on the benchmark workload nearest to the call's "
+		"sizes: nearest by the sum, over the var axes, of the squared difference of log2(size) "
+		"(a size below 1 counts as 1).  The workloads and their kernels:",
+		name, op->name, op->key, KS_VERSION);
+	ks_strbuf_adds(&h, "/*\n");
+	add_wrapped(&h, text.buf, " * ", 100);
+	ks_strbuf_adds(&h, " *\n");
+	for (size_t k = 0; k < n_variants; k++) {
+		const struct ks_workload *w = variants[k].workload;
+		const json_t *rec = variants[k].record;
+		json_t *axes_json = json_object();
+		char params[256];
+
+		ks_params_format(variants[k].cand, variants[k].params, params, sizeof(params));
+		ks_strbuf_addf(&h, " *   %-18s ->  %s_v%zu: #%lld %s (%s)", w->id, name, kernel_of[k],
+			       (long long)json_integer_value(json_object_get(rec, "id")),
+			       record_str(rec, "family", "?"), params);
+		for (size_t a = 0; a < op->n_axes; a++) {
+			int64_t v = 0;
+
+			if (op->axes[a].is_const)
+				continue;
+			ks_env_get(&w->axes, op->axes[a].name, &v);
+			json_object_set_new(axes_json, op->axes[a].name, json_integer(v));
+		}
+		ks_strbuf_addf(&h, ", %.2f us\n", variants[k].median_us);
+		json_array_append_new(table, json_pack("{s:s, s:o, s:s, s:O, s:f}", "workload", w->id, "axes",
+						       axes_json, "variant", "", "record", rec, "median_us",
+						       variants[k].median_us));
+		json_object_set_new(json_array_get(table, k), "variant",
+				    json_sprintf("%s_v%zu", name, kernel_of[k]));
+	}
+	ks_strbuf_addf(
+		&h,
+		" *\n * The arguments, the workspace and the stream are those of every %s_v<k>_launch()\n"
+		" * (see %s_v0.h); %s_workspace_bytes() gives the workspace of the kernel the sizes\n"
+		" * pick, and %s_variant() which one that is.\n */\n",
+		name, name, name, name);
+	snprintf(guard, sizeof(guard), "%s_H", name);
+	for (char *p = guard; *p; p++)
+		*p = (char)toupper((unsigned char)*p);
+	ks_strbuf_addf(&h, "#ifndef %s\n#define %s\n\n", guard, guard);
+	for (size_t k = 0; k < n_kernels; k++)
+		ks_strbuf_addf(&h, "#include \"%s_v%zu.h\"\n", name, k);
+	ks_strbuf_adds(&h, "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
+	ks_strbuf_addf(
+		&h,
+		"/* Which kernel (the k of %s_v<k>, 0..%zu) these sizes pick. */\nint %s_variant(%s);\n\n",
+		name, n_kernels - 1, name, axes.buf);
+	ks_strbuf_addf(&h, "/* Bytes of workspace %s_launch() needs for these sizes (0: none). */\n", name);
+	ks_strbuf_addf(&h, "size_t %s_workspace_bytes(%s);\n\n", name, axes.buf);
+	ks_strbuf_adds(&h, "/* Queue the kernel these sizes pick on stream. */\n");
+	if (g.has_half)
+		ks_strbuf_adds(&h, "#ifdef __cplusplus\n");
+	ks_strbuf_addf(&h, "cudaError_t %s_launch(", name);
+	add_signature(&g, &h, 1, SIG_CXX, NULL, strlen(name) + 20, "\t");
+	ks_strbuf_adds(&h, ");\n");
+	if (g.has_half) {
+		ks_strbuf_addf(&h, "#else\ncudaError_t %s_launch(", name);
+		add_signature(&g, &h, 1, SIG_C, NULL, strlen(name) + 20, "\t");
+		ks_strbuf_adds(&h, ");\n#endif\n");
+	}
+	ks_strbuf_addf(&h, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s */\n", guard);
+
+	/* the .cu: the table, the rule, and three functions that forward */
+	ks_strbuf_addf(&cu,
+		       "/*\n * %s.cu - the per-shape dispatch of ksearch op %s (see %s.h for the rule).\n"
+		       " * Build it with the kernels it picks from:\n *     nvcc -c -std=c++17 -arch=%s",
+		       name, op->key, name, record_str(variants[0].record, "arch", "sm_90a"));
+	for (size_t k = 0; k < n_kernels; k++)
+		ks_strbuf_addf(&cu, " %s_v%zu.cu", name, k);
+	ks_strbuf_addf(&cu, " %s.cu\n */\n#include <math.h>\n\n#include \"%s.h\"\n\n", name, name);
+	ks_strbuf_adds(
+		&cu,
+		"namespace {\n\n/* the kernel of each benchmark workload */\nconst int ksx_kernel_of[] = {");
+	for (size_t k = 0; k < n_variants; k++)
+		ks_strbuf_addf(&cu, "%s%zu", k ? ", " : " ", kernel_of[k]);
+	ks_strbuf_adds(&cu, " };\n\n} // namespace\n\n");
+	ks_strbuf_addf(&cu,
+		       "namespace {\n\n/* log2 of each var axis of the benchmark workloads, one row per "
+		       "workload */\n"
+		       "const double ksx_workload_log2[%zu][%zu] = {\n",
+		       n_variants, n_var_axes ? n_var_axes : 1);
+	for (size_t k = 0; k < n_variants; k++) {
+		ks_strbuf_adds(&cu, "\t{");
+		for (size_t a = 0, n = 0; a < op->n_axes; a++) {
+			int64_t v = 1;
+
+			if (op->axes[a].is_const)
+				continue;
+			ks_env_get(&variants[k].workload->axes, op->axes[a].name, &v);
+			ks_strbuf_addf(&cu, "%s%.17g", n++ ? ", " : " ", log2((double)(v < 1 ? 1 : v)));
+		}
+		ks_strbuf_addf(&cu, "%s }, /* %s */\n", n_var_axes ? "" : " 0", variants[k].workload->id);
+	}
+	ks_strbuf_adds(&cu,
+		       "};\n\ndouble ksx_log2_size(int v)\n{\n\treturn log2(v < 1 ? 1.0 : (double)v);\n}\n\n"
+		       "} // namespace\n\n");
+	ks_strbuf_addf(&cu, "extern \"C\" int %s_variant(%s)\n{\n\tconst double here[%zu] = {", name,
+		       axes.buf, n_var_axes ? n_var_axes : 1);
+	for (size_t a = 0, n = 0; a < op->n_axes; a++)
+		if (!op->axes[a].is_const)
+			ks_strbuf_addf(&cu, "%sksx_log2_size(%s)", n++ ? ", " : " ", op->axes[a].name);
+	ks_strbuf_addf(
+		&cu,
+		"%s };\n\tint best = 0;\n\tdouble best_d = INFINITY;\n\n"
+		"\tfor (int k = 0; k < %zu; k++) {\n\t\tdouble d = 0;\n\n"
+		"\t\tfor (int a = 0; a < %zu; a++)\n"
+		"\t\t\td += (here[a] - ksx_workload_log2[k][a]) * (here[a] - ksx_workload_log2[k][a]);\n"
+		"\t\tif (d < best_d) {\n\t\t\tbest = k;\n\t\t\tbest_d = d;\n\t\t}\n\t}\n"
+		"\treturn ksx_kernel_of[best];\n}\n\n",
+		n_var_axes ? "" : " 0", n_variants, n_var_axes);
+	ks_strbuf_addf(&cu, "extern \"C\" size_t %s_workspace_bytes(%s)\n{\n\tswitch (%s_variant(", name,
+		       axes.buf, name);
+	add_var_axes(op, &cu);
+	ks_strbuf_adds(&cu, ")) {\n");
+	for (size_t k = 0; k < n_kernels; k++) {
+		ks_strbuf_addf(&cu, "\tcase %zu:\n\t\treturn %s_v%zu_workspace_bytes(", k, name, k);
+		add_var_axes(op, &cu);
+		ks_strbuf_adds(&cu, ");\n");
+	}
+	ks_strbuf_adds(&cu, "\t}\n\treturn 0;\n}\n\n");
+	ks_strbuf_addf(&cu, "extern \"C\" cudaError_t %s_launch(", name);
+	add_signature(&g, &cu, 1, SIG_CXX, NULL, strlen(name) + 31, "\t\t");
+	ks_strbuf_addf(&cu, ")\n{\n\tswitch (%s_variant(", name);
+	add_var_axes(op, &cu);
+	ks_strbuf_adds(&cu, ")) {\n");
+	for (size_t k = 0; k < n_kernels; k++)
+		ks_strbuf_addf(&cu, "\tcase %zu:\n\t\treturn %s_v%zu_launch(%s);\n", k, name, k, calls.buf);
+	ks_strbuf_adds(&cu, "\t}\n\treturn cudaErrorInvalidValue;\n}\n");
+
+	json_object_set_new(doc, "format", json_string("ksearch-dispatch"));
+	json_object_set_new(doc, "version", json_integer(KS_EXPORT_VERSION));
+	json_object_set_new(doc, "op", json_string(op->key));
+	json_object_set_new(doc, "definition", json_string(op->name));
+	json_object_set_new(doc, "rule",
+			    json_string("nearest benchmark workload by the sum over the var axes of "
+					"(log2(max(size, 1)) - log2(max(workload size, 1)))^2"));
+	json_object_set_new(doc, "kernels", json_incref(table));
+	json_text = json_dumps(doc, JSON_INDENT(2));
+	ks_strbuf_addf(&readme,
+		       "# %s: ksearch op %s, dispatched per shape\n\n"
+		       "`%s_launch()` runs, for each call, the kernel the search found fastest on the\n"
+		       "benchmark workload nearest to the call's sizes (the rule and the table are in\n"
+		       "`%s.h`, the measurements in `%s.json` and `%s_v<k>.json`). Build:\n\n"
+		       "```\nnvcc -c -std=c++17 -arch=%s",
+		       name, op->key, name, name, name, name,
+		       record_str(variants[0].record, "arch", "sm_90a"));
+	for (size_t k = 0; k < n_kernels; k++)
+		ks_strbuf_addf(&readme, " %s_v%zu.cu", name, k);
+	ks_strbuf_addf(&readme, " %s.cu\n```\n\nand include `%s.h`.\n", name, name);
+	if (make_dirs(out_dir, err) < 0)
+		goto cleanup;
+	free(vname);
+	vname = ks_asprintf("%s.cu", name);
+	if (write_file(out_dir, vname, &cu, err) < 0)
+		goto cleanup;
+	free(vname);
+	vname = ks_asprintf("%s.h", name);
+	if (write_file(out_dir, vname, &h, err) < 0)
+		goto cleanup;
+	free(vname);
+	vname = ks_asprintf("%s.json", name);
+	ks_strbuf_release(&text);
+	ks_strbuf_init(&text);
+	ks_strbuf_adds(&text, json_text);
+	ks_strbuf_adds(&text, "\n");
+	if (write_file(out_dir, vname, &text, err) < 0 || write_file(out_dir, "README.md", &readme, err) < 0)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	free(kernel_of);
+	free(vname);
+	free(json_text);
+	json_decref(doc);
+	json_decref(table);
+
+	ks_strbuf_release(&cu);
+	ks_strbuf_release(&h);
+	ks_strbuf_release(&readme);
+	ks_strbuf_release(&text);
+	ks_strbuf_release(&axes);
+	ks_strbuf_release(&calls);
 	return ret;
 }

@@ -320,6 +320,82 @@ err_has "params.SPLITS: 3 is not among the values the source declares [1, 2, 4, 
 run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/mm" --id 4 -o "$TMP/orphan"
 json_check "$TMP/orphan/ksearch_gqa.json" 'assert j["lineage"] == [{"id": 77, "missing": True}, {"id": 4, "mutation": "param", "fitness": 0.4}], j["lineage"]'
 
+# --dispatch: the best of each benchmark workload, one launcher that picks per call.  In
+# this archive #6 is fastest on b1 and b16, and #7 (made fastest on both b64 workloads) there.
+python3 - "$TMP" <<'PY' || fail "test setup: cannot write the dispatch fixture"
+import json, sys
+doc = json.load(open("tests/fixtures/export-gqa.json"))
+for c in doc["candidates"]:
+    if c["id"] == 7:
+        for w in c["workloads"]:
+            if w["id"].startswith("b64"):
+                w["median_us"] = 300.0
+json.dump(doc, open(f"{sys.argv[1]}/dispatch.json", "w"))
+PY
+run 0 "$KSEARCH" archive import "$TMP/dispatch.json" --archive "$TMP/dar"
+run 0 "$KSEARCH" archive stats --archive "$TMP/dar" --op gqa
+out_has "best per workload"
+out_has "dispatch         fitness 3.927"
+run 0 "$KSEARCH" archive show 7 --archive "$TMP/dar" --op gqa --no-source
+out_has "b64_kv46287               7       300.00     7.07x  <- this one"
+run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --dispatch -o "$TMP/disp" --name gqa_d
+out_has "b64_kv28815      #7"
+out_has "b1_kv546         #6"
+out_has "dispatch fitness 3.927"
+for f in gqa_d.cu gqa_d.h gqa_d.json gqa_d_v0.cu gqa_d_v0.h gqa_d_v1.cu gqa_d_v1.h README.md; do
+	[ -s "$TMP/disp/$f" ] || fail "export-best --dispatch did not write $f"
+done
+[ -e "$TMP/disp/gqa_d_v2.cu" ] && fail "a kernel best on several workloads was exported more than once"
+json_check "$TMP/disp/gqa_d.json" 'assert [k["variant"] for k in j["kernels"]] == ["gqa_d_v0"] * 3 + ["gqa_d_v1"] * 2, j["kernels"]'
+grep -qF "b64_kv46287        ->  gqa_d_v1: #7 mma_tiles" "$TMP/disp/gqa_d.h" || fail "gqa_d.h does not state the table"
+if [ "$have_nvcc" = 1 ]; then
+	for f in gqa_d_v0 gqa_d_v1 gqa_d; do
+		compile "$TMP/disp" "$f"
+	done
+	# the rule, run on the host: each workload's own sizes, and shapes between them
+	cat >"$TMP/disp/rule.cu" <<'CU'
+#include <stdio.h>
+#include "gqa_d.h"
+int main(void)
+{
+	/* batch_size, num_pages, len_indptr, num_kv_indices */
+	printf("%d %d %d %d %d %d\n", gqa_d_variant(1, 2116, 2, 546), gqa_d_variant(16, 18296, 17, 8636),
+	       gqa_d_variant(64, 58331, 65, 46287), gqa_d_variant(2, 4000, 3, 1000),
+	       gqa_d_variant(128, 200000, 129, 100000), gqa_d_variant(48, 40000, 49, 20000));
+	return 0;
+}
+CU
+	run 0 "$nvcc" -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I"$TMP/disp" "$TMP/disp/rule.cu" \
+		"$TMP/disp/gqa_d.o" "$TMP/disp/gqa_d_v0.o" "$TMP/disp/gqa_d_v1.o" -o "$TMP/disp/rule"
+	run 0 "$TMP/disp/rule"
+	out_has "0 0 1 0 1 1"
+fi
+run 2 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --dispatch --id 6
+err_has "--dispatch exports the best of each workload; --id chooses one candidate"
+run 1 "$KSEARCH" export-best --op gqa --archive "$TMP/wrong" --dispatch
+err_has "workload b1_kv546 has no ok candidate yet"
+
+# A launch marked "pdl" is launched by the export as it was measured: cudaLaunchKernelEx with
+# programmatic stream serialization.
+python3 - "$TMP" <<'PY' || fail "test setup: cannot write the pdl fixture"
+import hashlib, json, sys
+doc = json.load(open("tests/fixtures/export-gqa.json"))
+old = [c for c in doc["candidates"] if c["id"] == 6][0]["source_hash"]
+src = doc["sources"].pop(old).replace('{"kernel": "gqa_split_merge"', '{"kernel": "gqa_split_merge", "pdl": true', 1)
+new = hashlib.sha256(src.encode()).hexdigest()
+doc["sources"][new] = src
+for c in doc["candidates"]:
+    if c["source_hash"] == old:
+        c["source_hash"] = new
+json.dump(doc, open(f"{sys.argv[1]}/pdl.json", "w"))
+PY
+run 0 "$KSEARCH" archive import "$TMP/pdl.json" --archive "$TMP/par"
+run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/par" -o "$TMP/pdl"
+grep -qF 'ksx_pdl1.id = cudaLaunchAttributeProgrammaticStreamSerialization;' "$TMP/pdl/ksearch_gqa.cu" ||
+	fail "the pdl launch is not launched with programmatic stream serialization"
+grep -qF '::gqa_split_partial<<<' "$TMP/pdl/ksearch_gqa.cu" || fail "the first launch should stay a plain launch"
+compile "$TMP/pdl" ksearch_gqa
+
 run 0 "$KSEARCH" export-best --help
 out_has "usage: ksearch export-best --op NAME"
 done_ok

@@ -78,4 +78,28 @@ int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, con
 		    const json_t *record, const json_t *lineage, const char *out_dir, const char *name,
 		    struct ks_error *err);
 
+/* One kernel of a dispatch: the fastest on a benchmark workload. */
+struct ks_export_variant {
+	const struct ks_workload *workload; /* the benchmark workload it won */
+	const struct ks_candidate *cand;    /* bound to the op */
+	const int64_t *params;
+	const json_t *record; /* its archive record (borrowed) */
+	double median_us;     /* its time on that workload */
+};
+
+/*
+ * A per-shape dispatch (export-best --dispatch): each variant k is
+ * exported as by ks_export_write() under the name <name>_v<k>, and
+ * <name>.cu / <name>.h / <name>.json / README.md add <name>_launch(),
+ * <name>_workspace_bytes() and <name>_variant() with the same arguments,
+ * which pick for each call the variant of the benchmark workload nearest
+ * to the call's sizes: the smallest sum, over the op's var axes, of the
+ * squared difference of log2(size).  The header states the rule and the
+ * table.  1 to 64 variants, one per benchmark workload; a kernel that is
+ * the best of several workloads (the same record id) is exported once.
+
+ */
+int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *variants, size_t n_variants,
+		       const char *out_dir, const char *name, struct ks_error *err);
+
 #endif
