@@ -76,5 +76,44 @@ print(" ".join(str(c["id"]) for c in json.load(open(sys.argv[1]))["candidates"] 
 		n_runs=$((n_runs + 1))
 	done
 done
+# A dispatch (export-best --dispatch) runs the same way: the harness knows only ks_export.h, whose
+# ks_export_launch() picks the kernel per call.  In this archive two kernels split the workloads,
+# and the check workloads reach both (b33's sizes are nearest a B = 64 workload).  And a launch
+# marked "pdl" runs with programmatic dependent launch.
+if [ -z "${KS_EXPORT_OPS:-}" ] || echo " $KS_EXPORT_OPS " | grep -q " gqa "; then
+	python3 - "$TMP" <<'PY' || fail "test setup: cannot write the dispatch and pdl fixtures"
+import hashlib, json, sys
+doc = json.load(open("tests/fixtures/export-gqa.json"))
+for c in doc["candidates"]:
+    if c["id"] == 7:
+        for w in c["workloads"]:
+            if w["id"].startswith("b64"):
+                w["median_us"] = 300.0
+json.dump(doc, open(f"{sys.argv[1]}/dispatch.json", "w"))
+old = [c for c in doc["candidates"] if c["id"] == 6][0]["source_hash"]
+src = doc["sources"].pop(old).replace('{"kernel": "gqa_split_merge"', '{"kernel": "gqa_split_merge", "pdl": true', 1)
+new = hashlib.sha256(src.encode()).hexdigest()
+doc["sources"][new] = src
+for c in doc["candidates"]:
+    if c["source_hash"] == old:
+        c["source_hash"] = new
+json.dump(doc, open(f"{sys.argv[1]}/pdl.json", "w"))
+PY
+	run 0 "$KSEARCH" archive import "$TMP/dispatch.json" --archive "$TMP/dar"
+	run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --dispatch -o "$TMP/disp" --name ks_export
+	run 0 "$nvcc" -std=c++17 -arch="$arch" -DKS_OP_GQA -Ioperators/gqa -I"$TMP/disp" tests/gpu/export_harness.cu \
+		"$TMP/disp/ks_export.cu" "$TMP/disp/ks_export_v0.cu" "$TMP/disp/ks_export_v1.cu" -o "$TMP/disp/harness"
+	run 0 "$TMP/disp/harness" "$TMP/gqa.workloads"
+	out_has "all ok"
+	echo "gqa dispatch: $(tail -n 1 "$TMP/out")"
+	run 0 "$KSEARCH" archive import "$TMP/pdl.json" --archive "$TMP/par"
+	run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/par" --id 6 -o "$TMP/pdl" --name ks_export
+	run 0 "$nvcc" -std=c++17 -arch="$arch" -DKS_OP_GQA -Ioperators/gqa -I"$TMP/pdl" tests/gpu/export_harness.cu \
+		"$TMP/pdl/ks_export.cu" -o "$TMP/pdl/harness"
+	run 0 "$TMP/pdl/harness" "$TMP/gqa.workloads"
+	out_has "all ok"
+	echo "gqa with a pdl launch: $(tail -n 1 "$TMP/out")"
+	n_runs=$((n_runs + 2))
+fi
 [ "$n_runs" -gt 0 ] || fail "no candidate was exported and run"
 done_ok
