@@ -8,7 +8,7 @@ command -v python3 >/dev/null || { echo "SKIP: python3 is needed for tools/fake-
 cat >"$TMP/script.json" <<'JSON'
 [{"reply": "OK"}, {"reply": "OK"}, {"status": 429, "retry_after": 1}, {"malformed": true}]
 JSON
-python3 tools/fake-llm --port 0 --port-file "$TMP/port" --script "$TMP/script.json" \
+python3 tools/fake-llm --require-key --port 0 --port-file "$TMP/port" --script "$TMP/script.json" \
 	--record "$TMP/record.jsonl" >"$TMP/fake.out" 2>&1 &
 fake=$!
 trap 'kill $fake 2>/dev/null; rm -rf "$TMP"' EXIT

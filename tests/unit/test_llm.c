@@ -659,10 +659,13 @@ static void test_what_is_not_retried(void **state)
 	struct ks_llm_config cfg;
 	struct ks_llm_response resp;
 	struct fake fake;
+	const char *const hosted[] = { "--require-key", NULL };
 
 	(void)state;
-	fake_start(&fake, "[{\"status\": 401}, {\"malformed\": true}, {\"truncated\": true},"
-			  " {\"truncated\": \"connection\"}, {\"reply\": \"whole\"}]");
+	fake_start_with(&fake,
+			"[{\"status\": 401}, {\"malformed\": true}, {\"truncated\": true},"
+			" {\"truncated\": \"connection\"}, {\"reply\": \"whole\"}]",
+			hosted);
 	config_for(&cfg, fake.port, KS_LLM_OPENAI);
 	cfg.max_retries = 3;
 
