@@ -264,6 +264,7 @@ static int llm_configure(const struct ks_option *opts, struct llm_setup *l)
 		return ks_cli_usage("evolve", "--llm-provider: %s", err.msg);
 	if (ks_llm_config_from_env(&l->cfg, &err) < 0)
 		return ks_cli_usage("evolve", "%s", err.msg);
+	l->cfg.has_temperature = ks_opts_given(opts, &l->cfg.temperature);
 	if (ks_prompts_dir_find(&l->prompts_dir, &err) < 0) {
 		ks_cli_error("evolve", "%s", err.msg);
 		return KS_EXIT_FAILED;
