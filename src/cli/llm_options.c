@@ -43,8 +43,10 @@ int ks_cli_llm_configure(const char *cmd, const struct ks_option *opts, const st
 		errno = 0;
 		v = strtol(value, &end, 10);
 		if (*end || end == value || errno || v < 1 || v > 1000000)
-			return ks_cli_usage(cmd, "KSEARCH_LLM_MAX_TOKENS=%s: expected a number of tokens from 1 to 1000000",
-					    value);
+			return ks_cli_usage(
+				cmd,
+				"KSEARCH_LLM_MAX_TOKENS=%s: expected a number of tokens from 1 to 1000000",
+				value);
 		cfg->max_tokens = (int)v;
 	}
 	if (given->timeout_s > 0) {
@@ -53,8 +55,9 @@ int ks_cli_llm_configure(const char *cmd, const struct ks_option *opts, const st
 		double s = ks_parse_duration(value);
 
 		if (s <= 0)
-			return ks_cli_usage(cmd, "KSEARCH_LLM_TIMEOUT=%s: expected a duration such as 15m, 900s or 1h",
-					    value);
+			return ks_cli_usage(
+				cmd, "KSEARCH_LLM_TIMEOUT=%s: expected a duration such as 15m, 900s or 1h",
+				value);
 		cfg->total_timeout_s = s;
 	}
 	if (ks_llm_config_from_env(cfg, &err) < 0)
@@ -116,8 +119,9 @@ void ks_cli_llm_describe(const struct ks_llm_config *cfg, const struct ks_llm *c
 	if (cfg->api_key && *cfg->api_key)
 		ks_strbuf_addf(&sb, ", key from the environment (%s)", ks_llm_key_env_name(cfg->provider));
 	else
-		ks_strbuf_addf(&sb, ", no API key (%s unset): requests carry no credentials, as local servers "
-				    "expect",
+		ks_strbuf_addf(&sb,
+			       ", no API key (%s unset): requests carry no credentials, as local servers "
+			       "expect",
 			       ks_llm_key_env_name(cfg->provider));
 	snprintf(buf, size, "%s", sb.buf ? sb.buf : "");
 	ks_strbuf_release(&sb);

@@ -40,6 +40,7 @@ int ks_cli_llm_configure(const char *cmd, const struct ks_option *opts, const st
  * temperature, the timeout, the extra fields and header names (never their
  * values), and whether a key is sent.  client may be NULL.
  */
-void ks_cli_llm_describe(const struct ks_llm_config *cfg, const struct ks_llm *client, char *buf, size_t size);
+void ks_cli_llm_describe(const struct ks_llm_config *cfg, const struct ks_llm *client, char *buf,
+			 size_t size);
 
 #endif
