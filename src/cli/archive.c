@@ -859,6 +859,15 @@ static int archive_stats(int argc, char **argv)
 		       (long long)json_integer_value(json_object_get(usage, "prompt_tokens")),
 		       (long long)json_integer_value(json_object_get(usage, "completion_tokens")),
 		       json_number_value(json_object_get(usage, "cost_usd")));
+	if (usage && (json_integer_value(json_object_get(usage, "reasoning_tokens")) ||
+		      json_integer_value(json_object_get(usage, "cached_tokens")) ||
+		      json_integer_value(json_object_get(usage, "cut_off"))))
+		printf("%-12sof those, %lld reasoning and %lld cached prompt tokens; %lld answers cut off at "
+		       "the "
+		       "budget (--max-tokens)\n",
+		       "", (long long)json_integer_value(json_object_get(usage, "reasoning_tokens")),
+		       (long long)json_integer_value(json_object_get(usage, "cached_tokens")),
+		       (long long)json_integer_value(json_object_get(usage, "cut_off")));
 	if (n_points)
 		print_history(points, n_points, m.candidates);
 	ret = KS_EXIT_OK;

@@ -182,8 +182,11 @@ static void print_one(const json_t *prompts, const json_t *prompt)
 	if (json_integer_value(json_object_get(prompt, "created_at")) > 0)
 		printf(", made when the archive held %lld candidates",
 		       (long long)json_integer_value(json_object_get(prompt, "created_at")));
-	printf("\n%-12s%lld  (%lld answers, %lld without a usable source)\n", "uses", stat_of(prompt, "uses"),
+	printf("\n%-12s%lld  (%lld answers, %lld without a usable source", "uses", stat_of(prompt, "uses"),
 	       stat_of(prompt, "answers"), stat_of(prompt, "answer_errors"));
+	if (stat_of(prompt, "cut_off") > 0)
+		printf(", %lld of them cut off at the answer budget", stat_of(prompt, "cut_off"));
+	printf(")\n");
 	printf("%-12s%lld  (%lld ok, %lld filled or improved a cell)\n", "children",
 	       stat_of(prompt, "children"), stat_of(prompt, "ok"), stat_of(prompt, "improvements"));
 	if (stat_of(prompt, "uses") > 0)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "llm_options.h"
 #include "ksearch/evaluate/cuda.h"
 #include "ksearch/llm/llm.h"
 #include "ksearch/compile/nvrtc.h"
@@ -18,25 +19,39 @@
 
 enum { EXIT_NO_GPU = 3, EXIT_LLM = 4 };
 
+/* The health check waits no longer than this, whatever --llm-timeout says. */
+#define DOCTOR_TIMEOUT_S 120.0
+
 static const struct ks_help help = {
 	.usage = "ksearch doctor [--archive DIR] [--llm-url URL --llm-model NAME [--llm-provider "
-		 "openai|anthropic]]",
+		 "openai|anthropic] [LLM options]]",
 	.description = "Check what ksearch needs, in the order it needs it: the CUDA toolkit's\n"
 		       "headers, NVRTC (with a trial compilation), the NVIDIA driver, each GPU\n"
 		       "(name, compute capability, memory, SMs), the operators, and the archive\n"
 		       "folder.  Every problem comes with the fix.\n"
 		       "\n"
 		       "With --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL), it\n"
-		       "also sends the endpoint one small request and reports the answer time and\n"
-		       "token counts, or what went wrong and how to fix it.  The key comes from\n"
-		       "KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY; it is never\n"
-		       "printed.",
+		       "also sends the endpoint one small request with the settings `evolve` would\n"
+		       "use (the same LLM options and environment), and reports what a user needs\n"
+		       "to know before an 8-hour run: the answer time and token counts; the\n"
+		       "answer budget and the field it goes in; any parameter the endpoint refused\n"
+		       "and what ksearch changed for it (a reasoning model's temperature, an older\n"
+		       "server's max_tokens); whether the model reasons and how many tokens that\n"
+		       "took; cached prompt tokens; whether the answer was cut off at the budget\n"
+		       "(a problem: raise --max-tokens); the extra fields and headers (names only)\n"
+		       "and whether a key is sent.  Or what went wrong and how to fix it.  The key\n"
+		       "comes from KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY, and\n"
+		       "is never printed; without one, no credentials are sent (local servers).\n"
+		       "The check waits at most 2 minutes for the answer.",
 	.examples = "  ksearch doctor\n"
 		    "  ksearch doctor --archive /data/ksearch-archive\n"
-		    "  ksearch doctor --llm-url http://127.0.0.1:8000/v1 --llm-model qwen3-coder\n",
+		    "  ksearch doctor --llm-url http://127.0.0.1:8000/v1 --llm-model qwen3-coder\n"
+		    "  ksearch doctor --llm-url https://api.openai.com/v1 --llm-model gpt-5 \\\n"
+		    "      --llm-extra '{\"reasoning_effort\": \"high\"}'\n",
 	.exit_codes = "  3  compilation works but no GPU can run kernels (no driver or no GPU):\n"
 		      "     compile works; check and evolve need a GPU\n"
-		      "  4  the LLM endpoint did not answer properly (and nothing worse than 3)\n",
+		      "  4  the LLM endpoint did not answer properly, or its answer was cut off at\n"
+		      "     the budget (and nothing worse than 3)\n",
 };
 
 static int problems;
@@ -47,6 +62,19 @@ static void ok(const char *what, const char *fmt, ...)
 	va_list ap;
 
 	printf("  ok    %-10s ", what);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+/* A finding that is not a problem, under the line it belongs to. */
+static void note(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const char *what, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("        %-10s ", what);
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
 	va_end(ap);
@@ -211,10 +239,15 @@ static void check_archive(const char *dir)
 /* The fix for what a failed request says, in the words a user can act on. */
 static const char *llm_fix(const struct ks_llm_response *r, const struct ks_llm_config *cfg)
 {
+	const char *error = r->error ? r->error : "";
+
 	if (r->http_status == 401 || r->http_status == 403)
-		return cfg->provider == KS_LLM_ANTHROPIC
-			       ? "set KSEARCH_API_KEY or ANTHROPIC_API_KEY to a valid key"
-			       : "set KSEARCH_API_KEY or OPENAI_API_KEY to a valid key";
+		return cfg->provider == KS_LLM_ANTHROPIC ? "set KSEARCH_API_KEY or ANTHROPIC_API_KEY to a "
+							   "valid key (or give the header "
+							   "the endpoint wants with --llm-header)"
+							 : "set KSEARCH_API_KEY or OPENAI_API_KEY to a valid "
+							   "key (or give the header the "
+							   "endpoint wants with --llm-header)";
 	if (r->http_status == 404)
 		return "check --llm-model (the server does not know it) and that --llm-url ends with the API "
 		       "version, e.g. /v1";
@@ -224,84 +257,168 @@ static const char *llm_fix(const struct ks_llm_response *r, const struct ks_llm_
 		return "the endpoint failed on its side: try again later";
 	if (r->http_status == 0)
 		return "is the server running and reachable at --llm-url? (connection failed or timed out)";
+	if (r->http_status == 400 || r->http_status == 422) {
+		if (strstr(error, "--llm-extra"))
+			return "drop that field from --llm-extra (or KSEARCH_LLM_EXTRA) for this endpoint";
+		if (strstr(error, "max_tokens") || strstr(error, "max_completion_tokens"))
+			return "set --max-tokens to what the model allows (ksearch asks for 32768 by "
+			       "default)";
+		return "the endpoint refused the request: the message above names the field";
+	}
 	return "the answer is not an OpenAI/Anthropic reply: check --llm-provider and --llm-url";
 }
 
-static int check_llm(const char *url, const char *model, const char *provider)
+/* Where the model's reasoning showed, for a person; NULL for a field (named by the caller). */
+static const char *reasoning_where(const char *where)
 {
-	struct ks_llm_config cfg;
+	if (!strcmp(where, "hidden"))
+		return "as the endpoint reports them; the reasoning itself is not shown";
+	if (!strcmp(where, "<think>"))
+		return "in <think> blocks of the answer text, removed before the answer is read";
+	if (!strcmp(where, "thinking blocks"))
+		return "in thinking blocks, never read as the answer";
+	return NULL;
+}
+
+static int check_llm(struct ks_llm_config *cfg)
+{
 	struct ks_llm_request req = { .system = "You are a health check. Answer with one word.",
 				      .user = "Reply with OK." };
 	struct ks_llm_response resp = { 0 };
 	struct ks_llm *llm = NULL;
 	struct ks_error err;
+	double timeout_s = cfg->total_timeout_s;
+	char settings[2048], *notice;
 	int got = 0, ret = -1;
 
-	ks_llm_config_init(&cfg);
-	if (url)
-		cfg.base_url = ks_strdup(url);
-	if (model)
-		cfg.model = ks_strdup(model);
-	if (provider && ks_llm_provider_parse(provider, &cfg.provider, &err) < 0) {
-		bad("llm", err.msg, "--llm-provider takes openai or anthropic");
-		goto cleanup;
-	}
-	cfg.max_tokens = 16;
-	cfg.max_retries = 0;
-	cfg.total_timeout_s = 60;
-	if (ks_llm_config_from_env(&cfg, &err) < 0 || ks_llm_config_validate(&cfg, &err) < 0) {
+	if (ks_llm_config_validate(cfg, &err) < 0) {
 		bad("llm", err.msg,
-		    "give --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL)");
+		    !cfg->base_url || !cfg->model
+			    ? "give --llm-url and --llm-model (or KSEARCH_LLM_URL and "
+			      "KSEARCH_LLM_MODEL)"
+			    : "fix the setting named above (see `ksearch doctor --help`)");
 		goto cleanup;
 	}
-	if (ks_llm_open(&llm, &cfg, &err) < 0 || ks_llm_submit(llm, &req, 1, &err) < 0) {
+	cfg->max_retries = 0;
+	if (cfg->total_timeout_s > DOCTOR_TIMEOUT_S)
+		cfg->total_timeout_s = DOCTOR_TIMEOUT_S;
+	if (ks_llm_open(&llm, cfg, &err) < 0 || ks_llm_submit(llm, &req, 1, &err) < 0) {
 		bad("llm", err.msg, "check the LLM settings");
 		goto cleanup;
 	}
+	cfg->total_timeout_s = timeout_s; /* what a run would wait */
 	while (!got)
 		if (ks_llm_poll(llm, -1, &resp, &got, &err) < 0) {
 			bad("llm", err.msg, "libcurl failed: check the URL");
 			goto cleanup;
 		}
 	if (!resp.ok) {
-		bad("llm", resp.error ? resp.error : "the request failed", llm_fix(&resp, &cfg));
+		bad("llm", resp.error ? resp.error : "the request failed", llm_fix(&resp, cfg));
+		while ((notice = ks_llm_take_notice(llm))) {
+			note("adapted", "%s", notice);
+			free(notice);
+		}
 		goto cleanup;
 	}
-	ok("llm", "%s at %s (%s) answered in %.2f s: %llu prompt + %llu completion tokens%s", cfg.model,
-	   cfg.base_url, ks_llm_provider_name(cfg.provider), resp.elapsed_s,
+	ok("llm", "%s at %s (%s) answered in %.2f s: %llu prompt + %llu completion tokens%s", cfg->model,
+	   cfg->base_url, ks_llm_provider_name(cfg->provider), resp.elapsed_s,
 	   (unsigned long long)resp.prompt_tokens, (unsigned long long)resp.completion_tokens,
 	   resp.usage_estimated ? " (estimated: the server reported no usage)" : "");
+	ks_cli_llm_describe(cfg, llm, settings, sizeof(settings));
+	note("settings", "%s", settings);
+	while ((notice = ks_llm_take_notice(llm))) {
+		note("adapted", "%s", notice);
+		free(notice);
+	}
+	if (resp.reasoning) {
+		const char *where = reasoning_where(resp.reasoning);
+
+		if (where)
+			note("reasoning", "%llu tokens%s, %s", (unsigned long long)resp.reasoning_tokens,
+			     resp.reasoning_estimated ? " (estimated from its length)" : "", where);
+		else
+			note("reasoning", "%llu tokens%s, in the \"%s\" field, never read as the answer",
+			     (unsigned long long)resp.reasoning_tokens,
+			     resp.reasoning_estimated ? " (estimated from its length)" : "", resp.reasoning);
+	} else {
+		note("reasoning", "none seen");
+	}
+	if (resp.cached_tokens + resp.cache_write_tokens)
+		note("cache", "%llu prompt tokens read from the cache, %llu written to it",
+		     (unsigned long long)resp.cached_tokens, (unsigned long long)resp.cache_write_tokens);
+	if (resp.cut_off) {
+		char problem[512];
+
+		snprintf(problem, sizeof(problem),
+			 "the answer to a one-word question was cut off at %llu tokens (stop reason %s%s): "
+			 "kernels need far more",
+			 (unsigned long long)resp.completion_tokens,
+			 resp.stop_reason ? resp.stop_reason : "?",
+			 resp.text && !*resp.text ? ", while still reasoning" : "");
+		bad("llm", problem, "raise --max-tokens (the budget counts the reasoning too)");
+		goto cleanup;
+	}
+	note("answer", "not cut off (stop reason %s): \"%.40s\"",
+	     resp.stop_reason ? resp.stop_reason : "none", resp.text ? resp.text : "");
 	ret = 0;
 cleanup:
 	ks_llm_response_release(&resp);
 	ks_llm_close(llm);
-	ks_llm_config_release(&cfg);
 	return ret;
 }
 
+/* The option rows that only make sense with an LLM endpoint. */
+enum { GROUP_LLM = 1 };
+
 int cmd_doctor(int argc, char **argv)
 {
-	const char *archive = "archive", *llm_url = NULL, *llm_model = NULL, *llm_provider = NULL;
+	const char *archive = "archive";
+	struct ks_cli_llm llm = { 0 };
+	struct ks_llm_config cfg;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "archive", &archive, "DIR", "archive folder to check (default: archive)"),
-		KS_OPT_STRING(0, "llm-url", &llm_url, "URL",
+		KS_OPT_STRING(0, "llm-url", &llm.url, "URL",
 			      "also check this LLM endpoint (base URL, e.g. .../v1)"),
-		KS_OPT_STRING(0, "llm-model", &llm_model, "NAME", "the model to ask"),
-		KS_OPT_STRING(0, "llm-provider", &llm_provider, "P", "openai (default) or anthropic"),
+		KS_OPT_STRING(0, "llm-model", &llm.model, "NAME", "the model to ask"),
+		KS_OPT_GROUP(GROUP_LLM),
+		KS_OPT_STRING(0, "llm-provider", &llm.provider, "P", "openai (default) or anthropic"),
+		KS_OPT_DOUBLE(0, "temperature", &cfg.temperature, "T", 0, 2, "a temperature from 0 to 2",
+			      "sampling temperature, as evolve would send it (default: none)"),
+		KS_OPT_INT(0, "max-tokens", &cfg.max_tokens, "N", 1, 1000000,
+			   "a number of tokens from 1 to 1000000",
+			   "answer budget, reasoning included (default 32768)"),
+		KS_OPT_DURATION(0, "llm-timeout", &llm.timeout_s, "DURATION",
+				"a duration such as 15m, 900s or 1h",
+				"longest wait for one answer in a run (default 15m)"),
+		KS_OPT_STRING(0, "llm-extra", &llm.extra, "JSON", "fields merged into every request body"),
+		KS_OPT_LIST(0, "llm-header", &llm.headers, "'NAME: VALUE'",
+			    "a header for every request, repeatable"),
+		KS_OPT_GROUP(0),
 		KS_OPT_END,
 	};
+	const struct ks_option *needs;
 	const char **positional;
 	size_t n_positional;
-	int rc, gpu_problems, llm_failed = 0;
+	int rc, gpu_problems, llm_failed = 0, with_llm;
 
+	ks_llm_config_init(&cfg);
 	rc = ks_opts_parse("doctor", opts, &help, argc, argv, &positional, &n_positional);
 	if (rc)
 		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
 	free(positional);
+	with_llm = llm.url || llm.model || getenv("KSEARCH_LLM_URL");
 	if (n_positional) {
-		ks_opts_release(opts);
-		return ks_cli_usage("doctor", "takes no arguments");
+		rc = ks_cli_usage("doctor", "takes no arguments");
+		goto cleanup;
 	}
+	if (!with_llm && (needs = ks_opts_given_in_group(opts, GROUP_LLM))) {
+		rc = ks_cli_usage("doctor", "--%s needs an LLM endpoint: give --llm-url and --llm-model",
+				  needs->long_name);
+		goto cleanup;
+	}
+	/* a bad LLM option is a usage error, found before anything is checked */
+	if (with_llm && (rc = ks_cli_llm_configure("doctor", opts, &llm, &cfg)))
+		goto cleanup;
 	problems = 0;
 	printf("ksearch doctor\n");
 	check_toolkit();
@@ -311,19 +428,23 @@ int cmd_doctor(int argc, char **argv)
 	gpu_problems = problems - gpu_problems;
 	check_ops();
 	check_archive(archive);
-	if (llm_url || llm_model || getenv("KSEARCH_LLM_URL")) {
+	if (with_llm) {
 		int before = problems;
 
-		check_llm(llm_url, llm_model, llm_provider);
+		check_llm(&cfg);
 		llm_failed = problems - before;
 	}
-	ks_opts_release(opts);
 	if (!problems) {
 		printf("\nall good\n");
-		return KS_EXIT_OK;
+		rc = KS_EXIT_OK;
+	} else {
+		printf("\n%d problem%s\n", problems, problems == 1 ? "" : "s");
+		rc = problems > gpu_problems + llm_failed ? KS_EXIT_FAILED
+		     : llm_failed			  ? EXIT_LLM
+							  : EXIT_NO_GPU;
 	}
-	printf("\n%d problem%s\n", problems, problems == 1 ? "" : "s");
-	if (problems > gpu_problems + llm_failed)
-		return KS_EXIT_FAILED;
-	return llm_failed ? EXIT_LLM : EXIT_NO_GPU;
+cleanup:
+	ks_llm_config_release(&cfg);
+	ks_opts_release(opts);
+	return rc;
 }

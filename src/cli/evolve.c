@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "llm_options.h"
 #include "ksearch/archive/archive.h"
 #include "ksearch/evaluate/backend.h"
 #include "ksearch/evaluate/cuda.h"
@@ -57,8 +58,25 @@ static const struct ks_help help = {
 		       "every slot the LLM leaves empty, and carries on alone when the endpoint\n"
 		       "fails, pauses or a budget is spent.  The API key comes from the\n"
 		       "environment only: KSEARCH_API_KEY, else OPENAI_API_KEY or\n"
-		       "ANTHROPIC_API_KEY by provider.  Prices for --llm-budget-usd come from\n"
-		       "prompts/prices.json.",
+		       "ANTHROPIC_API_KEY by provider; without one, requests carry no\n"
+		       "credentials, as local servers (vLLM, SGLang, llama.cpp, Ollama) expect.\n"
+		       "Prices for --llm-budget-usd come from prompts/prices.json.\n"
+		       "\n"
+		       "Reasoning models think before they answer: the answer budget\n"
+		       "(--max-tokens, default 32768) counts the thinking, and a request may take\n"
+		       "minutes (--llm-timeout, default 15m).  No temperature is sent unless\n"
+		       "--temperature is given.  When an endpoint refuses a parameter ksearch\n"
+		       "chose (a reasoning model refusing a temperature, an older server not\n"
+		       "knowing max_completion_tokens), it changes it for the run and says so.\n"
+		       "Reasoning (<think> blocks, reasoning fields, thinking blocks) is never\n"
+		       "read as the answer.  An answer cut off at the budget is never used; the\n"
+		       "summary counts them: raise --max-tokens.  `ksearch doctor --llm-url ...`\n"
+		       "shows all this for an endpoint before a long run.\n"
+		       "\n"
+		       "--llm-extra adds provider fields to every request body (merged into the\n"
+		       "JSON; env KSEARCH_LLM_EXTRA); --llm-header adds a header (repeatable; env\n"
+		       "KSEARCH_LLM_HEADERS, one per line, keeps secret values out of the process\n"
+		       "list).  The key never goes there: it stays in the environment.",
 	.examples =
 		"  ksearch evolve --op gqa                              a few minutes, 100 candidates\n"
 		"  ksearch evolve --op gqa --time 8h --gpus all --log run.jsonl\n"
@@ -69,7 +87,20 @@ static const struct ks_help help = {
 		"\\\n"
 		"      --llm-model gpt-5 --llm-budget-usd 20\n"
 		"  ksearch evolve --op gqa --llm-url http://127.0.0.1:8000/v1 --llm-model Qwen/Qwen3-Coder   "
-		"(vLLM)\n",
+		"(vLLM, no key)\n"
+		"  ksearch evolve --op gqa --llm-url https://api.openai.com/v1 --llm-model gpt-5 \\\n"
+		"      --llm-extra '{\"reasoning_effort\": \"high\"}'                 OpenAI reasoning "
+		"effort\n"
+		"  ksearch evolve --op gqa --llm-provider anthropic --llm-url https://api.anthropic.com/v1 "
+		"\\\n"
+		"      --llm-model claude-sonnet-4-5 --max-tokens 32000 \\\n"
+		"      --llm-extra '{\"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 16000}}'  "
+		"Anthropic thinking\n"
+		"  ksearch evolve --op gqa --llm-url https://openrouter.ai/api/v1 --llm-model openai/gpt-5 "
+		"\\\n"
+		"      --llm-extra '{\"provider\": {\"order\": [\"openai\"], \"allow_fallbacks\": false}}' "
+		"\\\n"
+		"      --llm-header 'X-Title: ksearch'                                  a gateway\n",
 	.exit_codes = "  3  no GPU (the search needs one; `ksearch doctor` says what is missing)\n",
 };
 
@@ -178,6 +209,10 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		       (unsigned long long)sum->llm_children, (unsigned long long)sum->llm_ok,
 		       (unsigned long long)sum->answer_errors, (unsigned long long)sum->repairs,
 		       (unsigned long long)sum->tuned, (unsigned long long)sum->rewrites);
+	if (sum->cut_off)
+		printf("LLM: %llu answer%s cut off at the answer budget and not used: raise --max-tokens "
+		       "(reasoning counts against it)\n",
+		       (unsigned long long)sum->cut_off, sum->cut_off == 1 ? " was" : "s were");
 	if (ks_archive_metrics(ar, &m, &err) == 0)
 		printf("archive: %llu candidates, %llu/%llu cells filled (%.0f%%), QD-score %.2f\n",
 		       (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
@@ -210,9 +245,9 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 /* The LLM side of a search: its settings, client and prompts. */
 struct llm_setup {
 	int wanted;
-	const char *url, *model, *provider; /* as given on the command line */
-	int off;			    /* --no-llm */
-	struct ks_llm_config cfg;	    /* the numbers are bound to options directly */
+	struct ks_cli_llm given;  /* as given on the command line */
+	int off;		  /* --no-llm */
+	struct ks_llm_config cfg; /* the numbers are bound to options directly */
 	struct ks_llm *client;
 	struct ks_search_llm search;
 	char *prompts_dir;
@@ -247,7 +282,7 @@ static int llm_configure(const struct ks_option *opts, struct llm_setup *l)
 
 	if (l->off)
 		return 0;
-	l->wanted = l->url || l->model || (env_url && *env_url) || (env_model && *env_model);
+	l->wanted = l->given.url || l->given.model || (env_url && *env_url) || (env_model && *env_model);
 	if (!l->wanted) {
 		if ((needs = ks_opts_given_in_group(opts, GROUP_LLM)))
 			return ks_cli_usage("evolve",
@@ -256,14 +291,8 @@ static int llm_configure(const struct ks_option *opts, struct llm_setup *l)
 					    needs->long_name);
 		return 0;
 	}
-	if (l->url)
-		l->cfg.base_url = ks_strdup(l->url);
-	if (l->model)
-		l->cfg.model = ks_strdup(l->model);
-	if (l->provider && ks_llm_provider_parse(l->provider, &l->cfg.provider, &err) < 0)
-		return ks_cli_usage("evolve", "--llm-provider: %s", err.msg);
-	if (ks_llm_config_from_env(&l->cfg, &err) < 0)
-		return ks_cli_usage("evolve", "%s", err.msg);
+	if ((rc = ks_cli_llm_configure("evolve", opts, &l->given, &l->cfg)))
+		return rc;
 	if (ks_prompts_dir_find(&l->prompts_dir, &err) < 0) {
 		ks_cli_error("evolve", "%s", err.msg);
 		return KS_EXIT_FAILED;
@@ -324,22 +353,29 @@ int cmd_evolve(int argc, char **argv)
 			    "start a new archive; the old one is moved aside, not deleted"),
 		KS_OPT_INT(0, "time-cap", &time_cap, "MS", 1, 3600000, "milliseconds from 1 to 3600000",
 			   "timing budget per benchmark workload (default 300)"),
-		KS_OPT_STRING(0, "llm-url", &llm.url, "URL",
+		KS_OPT_STRING(0, "llm-url", &llm.given.url, "URL",
 			      "LLM endpoint base, up to the version: https://api.openai.com/v1 "
 			      "(env KSEARCH_LLM_URL)"),
-		KS_OPT_STRING(0, "llm-model", &llm.model, "NAME",
+		KS_OPT_STRING(0, "llm-model", &llm.given.model, "NAME",
 			      "model name as the endpoint knows it (env KSEARCH_LLM_MODEL)"),
 		/* the rows from here to the next group need an LLM endpoint */
 		KS_OPT_GROUP(GROUP_LLM),
-		KS_OPT_STRING(0, "llm-provider", &llm.provider, "openai|anthropic",
+		KS_OPT_STRING(0, "llm-provider", &llm.given.provider, "openai|anthropic",
 			      "the protocol (default openai; env KSEARCH_LLM_PROVIDER)"),
 		KS_OPT_INT(0, "llm-concurrency", &llm.cfg.concurrency, "N", 1, 64, "1 to 64 requests",
 			   "LLM requests in flight at once (default 4)"),
 		KS_OPT_DOUBLE(0, "temperature", &llm.cfg.temperature, "T", 0, 2, "a temperature from 0 to 2",
-			      "sampling temperature (default 0.8)"),
+			      "sampling temperature (default: none sent, the model's own)"),
 		KS_OPT_INT(0, "max-tokens", &llm.cfg.max_tokens, "N", 1, 1000000,
 			   "a number of tokens from 1 to 1000000",
-			   "longest answer, in tokens (default 8192)"),
+			   "answer budget, reasoning included (default 32768; env KSEARCH_LLM_MAX_TOKENS)"),
+		KS_OPT_DURATION(0, "llm-timeout", &llm.given.timeout_s, "DURATION",
+				"a duration such as 15m, 900s or 1h",
+				"longest wait for one answer (default 15m; env KSEARCH_LLM_TIMEOUT)"),
+		KS_OPT_STRING(0, "llm-extra", &llm.given.extra, "JSON",
+			      "fields merged into every request body (env KSEARCH_LLM_EXTRA)"),
+		KS_OPT_LIST(0, "llm-header", &llm.given.headers, "'NAME: VALUE'",
+			    "a header for every request, repeatable (env KSEARCH_LLM_HEADERS)"),
 		KS_OPT_UINT64(0, "llm-budget-tokens", &llm.cfg.budget_tokens, "N", 1,
 			      "a number of tokens > 0",
 			      "stop using the LLM after N prompt + completion tokens"),
@@ -449,16 +485,18 @@ int cmd_evolve(int argc, char **argv)
 		llm.search.system_prompt = llm.system_prompt;
 		llm.search.concurrency = llm.cfg.concurrency;
 		cfg.llm = &llm.search;
-		printf("LLM: %s at %s (%s), %d in flight, temperature %.2g, up to %d tokens an answer",
-		       llm.cfg.model, llm.cfg.base_url, ks_llm_provider_name(llm.cfg.provider),
-		       llm.cfg.concurrency, llm.cfg.temperature, llm.cfg.max_tokens);
+		{
+			char settings[2048];
+
+			ks_cli_llm_describe(&llm.cfg, llm.client, settings, sizeof(settings));
+			printf("LLM: %s at %s (%s), %d in flight, %s", llm.cfg.model, llm.cfg.base_url,
+			       ks_llm_provider_name(llm.cfg.provider), llm.cfg.concurrency, settings);
+		}
 		if (llm.cfg.budget_tokens)
 			printf(", budget %llu tokens", (unsigned long long)llm.cfg.budget_tokens);
 		if (llm.cfg.budget_usd > 0)
 			printf(", budget $%.2f", llm.cfg.budget_usd);
-		printf("%s; prompts from %s\n",
-		       llm.cfg.api_key && *llm.cfg.api_key ? ", key from the environment" : ", no key",
-		       llm.prompts_dir);
+		printf("; prompts from %s\n", llm.prompts_dir);
 	}
 	if (fresh) {
 		char *dir = ks_archive_dir(root, op.key, ks_gpu_backend_model(&gb));
@@ -506,9 +544,17 @@ int cmd_evolve(int argc, char **argv)
 		struct ks_llm_usage u;
 
 		ks_llm_usage(llm.client, &u);
-		printf("LLM use in this run: %llu requests, %llu prompt + %llu completion tokens",
-		       (unsigned long long)u.requests, (unsigned long long)u.prompt_tokens,
-		       (unsigned long long)u.completion_tokens);
+		printf("LLM use in this run: %llu requests, %llu prompt", (unsigned long long)u.requests,
+		       (unsigned long long)u.prompt_tokens);
+		if (u.cached_tokens + u.cache_write_tokens)
+			printf(" (%llu cached)",
+			       (unsigned long long)(u.cached_tokens + u.cache_write_tokens));
+		printf(" + %llu completion tokens", (unsigned long long)u.completion_tokens);
+		if (u.reasoning_tokens)
+			printf(" (%llu reasoning)", (unsigned long long)u.reasoning_tokens);
+		if (u.adaptations)
+			printf(", %llu parameter%s changed for the endpoint",
+			       (unsigned long long)u.adaptations, u.adaptations == 1 ? "" : "s");
 		if (llm.cfg.has_price)
 			printf(", $%.4f", u.cost_usd);
 		printf("%s (strategies: ksearch archive prompts --op %s --archive %s)\n",

@@ -6,7 +6,13 @@
  * The key is copied into the client's private config (for redaction) and
  * into the curl_slist of headers; both are wiped before they are freed.
  * Every string the client hands out (responses, error messages, the pause
- * reason) goes through redact() on its way out.
+ * reason, notices) goes through redact() on its way out, which also hides
+ * the values of the --llm-header lines (8 characters or more).
+ *
+ * A request keeps its body without the parameters an endpoint may refuse
+ * (the answer budget, the temperature) and the extra fields; each attempt
+ * serialises it with the client's current choices, so that a change made
+ * for one request holds for the ones already queued.
  *
  * curl's own signal handling is off (CURLOPT_NOSIGNAL: the search may run
  * threads); the resolver is curl's threaded one, and ksearch ignores
@@ -14,6 +20,7 @@
  */
 #include "ksearch/llm/llm.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -44,12 +51,19 @@
 #define REDACTED "<redacted>"
 /* the PCG32 stream of the backoff jitter ("llm") */
 #define JITTER_STREAM 0x6c6c6dULL
+#define MAX_HEADERS 64
+/* immediate resends of one request after the endpoint refused a parameter */
+#define ADAPT_MAX 3
 
 /* A submitted request: waiting (for a slot or its retry time) or running. */
 struct llm_req {
 	struct llm_req *next;
 	uint64_t tag;
-	char *body;
+	json_t *base;		/* model, system and messages: the rest is added per attempt */
+	char *body;		/* the body of the current attempt */
+	const char *sent_field; /* the budget's field in it */
+	int sent_temperature;
+	int adapt_retries;
 	CURL *easy; /* made at the first attempt, re-added for retries */
 	struct ks_strbuf answer;
 	int running;
@@ -69,6 +83,11 @@ struct done {
 	struct ks_llm_response resp;
 };
 
+struct notice {
+	struct notice *next;
+	char *text;
+};
+
 struct ks_llm {
 	struct ks_llm_config cfg; /* a private copy; its key is used for redaction only */
 	char *url;
@@ -84,6 +103,11 @@ struct ks_llm {
 	double paused_until;
 	char *pause_reason; /* "5 failed requests in a row (last: ...)" */
 	struct ks_llm_usage usage;
+	json_t *extra;	       /* cfg.extra, parsed */
+	const char *max_field; /* "max_completion_tokens" or "max_tokens" */
+	int max_field_changed; /* once per run */
+	int temperature_dropped;
+	struct notice *notices, **notices_tail;
 };
 
 static double now_s(void)
@@ -121,28 +145,51 @@ static char *redact_copy(const char *s, const char *key)
 	return ks_strbuf_detach(&sb);
 }
 
-/* Take ownership of s (malloc'd) and return it redacted. */
-static char *redact(const struct ks_llm *llm, char *s, int answer_text)
+/* The value of a "Name: value" header line. */
+static const char *header_value(const char *line)
 {
-	const char *key = llm->cfg.api_key;
+	const char *v = strchr(line, ':');
+
+	v = v ? v + 1 : line + strlen(line);
+	while (*v == ' ' || *v == '\t')
+		v++;
+	return v;
+}
+
+/* s (malloc'd, taken) with secret replaced by REDACTED; secrets shorter than min are left. */
+static char *redact_one(char *s, const char *secret, size_t min)
+{
 	char *out;
 
-	if (!s || !key || !*key || !strstr(s, key))
+	if (!s || !secret || !*secret || strlen(secret) < min || !strstr(s, secret))
 		return s;
-	if (answer_text && strlen(key) < REDACT_TEXT_MIN)
-		return s;
-	out = redact_copy(s, key);
+	out = redact_copy(s, secret);
 	free(s);
 	return out;
 }
 
-static void redact_error(struct ks_error *err, const char *key)
+/* s (malloc'd, taken) without the key and the header values; answer text spares short keys. */
+static char *redact_secrets(const struct ks_llm_config *cfg, char *s, int answer_text)
+{
+	s = redact_one(s, cfg->api_key, answer_text ? REDACT_TEXT_MIN : 1);
+	for (size_t i = 0; i < cfg->n_headers; i++)
+		s = redact_one(s, header_value(cfg->headers[i]), REDACT_TEXT_MIN);
+	return s;
+}
+
+/* Take ownership of s (malloc'd) and return it redacted. */
+static char *redact(const struct ks_llm *llm, char *s, int answer_text)
+{
+	return redact_secrets(&llm->cfg, s, answer_text);
+}
+
+static void redact_error(struct ks_error *err, const struct ks_llm_config *cfg)
 {
 	char *clean;
 
-	if (!err || !key || !*key || !strstr(err->msg, key))
+	if (!err)
 		return;
-	clean = redact_copy(err->msg, key);
+	clean = redact_secrets(cfg, ks_strdup(err->msg), 0);
 	snprintf(err->msg, sizeof(err->msg), "%s", clean);
 	free(clean);
 }
@@ -155,14 +202,16 @@ void ks_llm_config_init(struct ks_llm_config *cfg)
 	cfg->provider = KS_LLM_PROVIDER_UNSET;
 	cfg->concurrency = 4;
 	cfg->temperature = 0.8;
-	cfg->max_tokens = 8192;
+	cfg->max_tokens = 32768;
 	cfg->connect_timeout_s = 10;
-	cfg->total_timeout_s = 300;
+	cfg->total_timeout_s = 900;
 	cfg->max_retries = 4;
 	cfg->backoff_base_s = 1;
 	cfg->backoff_max_s = 30;
 	cfg->pause_after = 5;
 	cfg->pause_s = 120;
+	cfg->price.cached_input_per_mtok = -1;
+	cfg->price.cache_write_per_mtok = -1;
 }
 
 void ks_llm_config_release(struct ks_llm_config *cfg)
@@ -170,6 +219,10 @@ void ks_llm_config_release(struct ks_llm_config *cfg)
 	free(cfg->base_url);
 	free(cfg->model);
 	wipe_free(cfg->api_key);
+	free(cfg->extra);
+	for (size_t i = 0; i < cfg->n_headers; i++)
+		wipe_free(cfg->headers[i]);
+	free(cfg->headers);
 	ks_llm_config_init(cfg);
 }
 
@@ -179,6 +232,104 @@ static void config_copy(struct ks_llm_config *dst, const struct ks_llm_config *s
 	dst->base_url = src->base_url ? ks_strdup(src->base_url) : NULL;
 	dst->model = src->model ? ks_strdup(src->model) : NULL;
 	dst->api_key = src->api_key ? ks_strdup(src->api_key) : NULL;
+	dst->extra = src->extra ? ks_strdup(src->extra) : NULL;
+	dst->headers = src->n_headers ? ks_calloc(src->n_headers, sizeof(*dst->headers)) : NULL;
+	for (size_t i = 0; i < src->n_headers; i++)
+		dst->headers[i] = ks_strdup(src->headers[i]);
+}
+
+/* The fields a body gets from the client, and the option that sets each. */
+static const char *const owned_fields[][2] = {
+	{ "model", "--llm-model" },	    { "messages", "the prompts" },
+	{ "system", "the system prompt" },  { "stream", "ksearch (it reads whole answers)" },
+	{ "max_tokens", "--max-tokens" },   { "max_completion_tokens", "--max-tokens" },
+	{ "temperature", "--temperature" },
+};
+
+int ks_llm_config_set_extra(struct ks_llm_config *cfg, const char *json_text, const char *origin,
+			    struct ks_error *err)
+{
+	json_error_t jerr;
+	json_t *root;
+	char *text;
+
+	root = json_loads(json_text ? json_text : "", JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	if (!root)
+		return ks_fail(err,
+			       "%s: not valid JSON (line %d, column %d: %s); expected an object such as "
+			       "'{\"reasoning_effort\": \"high\"}'",
+			       origin, jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return ks_fail(err,
+			       "%s: expected a JSON object of fields to add to every request, such as "
+			       "'{\"reasoning_effort\": \"high\"}'",
+			       origin);
+	}
+	for (size_t i = 0; i < sizeof(owned_fields) / sizeof(owned_fields[0]); i++)
+		if (json_object_get(root, owned_fields[i][0])) {
+			json_decref(root);
+			return ks_fail(err,
+				       "%s: the field \"%s\" is ksearch's to set (%s), not an extra field",
+				       origin, owned_fields[i][0], owned_fields[i][1]);
+		}
+	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+	json_decref(root);
+	free(cfg->extra);
+	cfg->extra = text;
+	return 0;
+}
+
+/* RFC 9110 token characters. */
+static int is_token_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+int ks_llm_config_add_header(struct ks_llm_config *cfg, const char *line, const char *origin,
+			     struct ks_error *err)
+{
+	static const char *const ours[] = { "Content-Type", "Content-Length", "Host",
+					    "Expect",	    "Connection",     "Transfer-Encoding" };
+	const char *colon = strchr(line, ':'), *value, *end;
+	size_t name_len;
+
+	if (!colon)
+		return ks_fail(err, "%s: expected 'Name: value', and there is no colon", origin);
+	name_len = (size_t)(colon - line);
+	while (name_len && (line[name_len - 1] == ' ' || line[name_len - 1] == '\t'))
+		name_len--;
+	if (!name_len)
+		return ks_fail(err, "%s: expected 'Name: value', and the name is empty", origin);
+	for (size_t i = 0; i < name_len; i++)
+		if (!is_token_char((unsigned char)line[i]))
+			return ks_fail(
+				err, "%s: '%.*s' is not a header name (letters, digits and -_.!#$%%&'*+^`|~)",
+				origin, (int)(colon - line), line);
+	value = header_value(line);
+	for (end = value + strlen(value); end > value && (end[-1] == ' ' || end[-1] == '\t'); end--)
+		;
+	if (end == value)
+		return ks_fail(err, "%s: the header %.*s has no value", origin, (int)name_len, line);
+	for (const char *p = value; p < end; p++)
+		if ((unsigned char)*p < 0x20 ? *p != '\t' : *p == 0x7f)
+			return ks_fail(
+				err, "%s: the value of the header %.*s has a control character or line break",
+				origin, (int)name_len, line);
+	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+		if (strlen(ours[i]) == name_len && !strncasecmp(line, ours[i], name_len))
+			return ks_fail(err, "%s: the header %s is ksearch's to set", origin, ours[i]);
+	for (size_t i = 0; i < cfg->n_headers; i++)
+		if (!strncasecmp(cfg->headers[i], line, name_len) && cfg->headers[i][name_len] == ':')
+			return ks_fail(err, "%s: the header %.*s is given twice", origin, (int)name_len,
+				       line);
+	if (cfg->n_headers >= MAX_HEADERS)
+		return ks_fail(err, "%s: more than %d headers", origin, MAX_HEADERS);
+	cfg->headers = ks_realloc(cfg->headers, (cfg->n_headers + 1) * sizeof(*cfg->headers));
+	cfg->headers[cfg->n_headers++] =
+		ks_asprintf("%.*s: %.*s", (int)name_len, line, (int)(end - value), value);
+	return 0;
 }
 
 int ks_llm_provider_parse(const char *name, enum ks_llm_provider *provider, struct ks_error *err)
@@ -244,6 +395,26 @@ int ks_llm_config_from_env(struct ks_llm_config *cfg, struct ks_error *err)
 		free(cfg->model);
 		cfg->model = value ? ks_strdup(value) : NULL;
 	}
+	value = env_nonempty("KSEARCH_LLM_EXTRA");
+	if (!cfg->extra && value && ks_llm_config_set_extra(cfg, value, "KSEARCH_LLM_EXTRA", err))
+		return -1;
+	value = env_nonempty("KSEARCH_LLM_HEADERS");
+	if (!cfg->n_headers && value) {
+		char *copy = ks_strdup(value), *line, *save = NULL;
+		int rc = 0;
+
+		for (line = strtok_r(copy, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+			size_t len = strlen(line);
+
+			if (len && line[len - 1] == '\r')
+				line[len - 1] = '\0';
+			if (line[strspn(line, " \t")])
+				rc = ks_llm_config_add_header(cfg, line, "KSEARCH_LLM_HEADERS", err);
+		}
+		wipe_free(copy);
+		if (rc)
+			return -1;
+	}
 	value = env_nonempty("KSEARCH_API_KEY");
 	if (!value)
 		value = env_nonempty(cfg->provider == KS_LLM_ANTHROPIC ? "ANTHROPIC_API_KEY"
@@ -256,6 +427,58 @@ int ks_llm_config_from_env(struct ks_llm_config *cfg, struct ks_error *err)
 static int bad_number(double x)
 {
 	return !isfinite(x) || x < 0;
+}
+
+/* The extra fields and headers against the provider's rules. */
+static int validate_fields(const struct ks_llm_config *cfg, struct ks_error *err)
+{
+	int anthropic = cfg->provider == KS_LLM_ANTHROPIC;
+	const char *key_header = anthropic ? "x-api-key" : "Authorization";
+	json_t *extra = NULL, *thinking, *budget;
+	const char *type;
+	int ret = 0;
+
+	for (size_t i = 0; i < cfg->n_headers; i++) {
+		const char *h = cfg->headers[i];
+
+		if (!strncasecmp(h, key_header, strlen(key_header)) && h[strlen(key_header)] == ':')
+			return ks_fail(err,
+				       "--llm-header %s: the API key goes there, and it comes from the "
+				       "environment only (%s), so that it never shows in the process list",
+				       key_header, ks_llm_key_env_name(cfg->provider));
+		if (anthropic && !strncasecmp(h, "anthropic-version:", 18))
+			return ks_fail(err,
+				       "--llm-header anthropic-version: ksearch sends %s, the version it "
+				       "speaks; new features come with anthropic-beta",
+				       ANTHROPIC_VERSION);
+	}
+	if (!cfg->extra)
+		return 0;
+	extra = json_loads(cfg->extra, 0, NULL);
+	if (!json_is_object(extra)) {
+		json_decref(extra);
+		return ks_fail(err, "--llm-extra: not a JSON object");
+	}
+	/* Anthropic's documented rules for extended thinking */
+	thinking = json_object_get(extra, "thinking");
+	type = json_string_value(json_object_get(thinking, "type"));
+	budget = json_object_get(thinking, "budget_tokens");
+	if (anthropic && type && strcmp(type, "disabled")) {
+		if (cfg->has_temperature && cfg->temperature != 1)
+			ret = ks_fail(
+				err,
+				"--temperature %g: Anthropic's thinking (--llm-extra) is not compatible "
+				"with a temperature change; leave --temperature out",
+				cfg->temperature);
+		else if (json_is_integer(budget) && json_integer_value(budget) >= cfg->max_tokens)
+			ret = ks_fail(
+				err,
+				"--llm-extra: thinking.budget_tokens %lld must be less than --max-tokens "
+				"%d, which counts the thinking and the answer",
+				(long long)json_integer_value(budget), cfg->max_tokens);
+	}
+	json_decref(extra);
+	return ret;
 }
 
 static int validate(const struct ks_llm_config *cfg, struct ks_error *err)
@@ -317,7 +540,7 @@ static int validate(const struct ks_llm_config *cfg, struct ks_error *err)
 			       "--llm-budget-usd needs the price of model '%s': add it to "
 			       "prompts/prices.json",
 			       cfg->model);
-	return 0;
+	return validate_fields(cfg, err);
 }
 
 int ks_llm_config_validate(const struct ks_llm_config *cfg, struct ks_error *err)
@@ -325,7 +548,7 @@ int ks_llm_config_validate(const struct ks_llm_config *cfg, struct ks_error *err
 	if (validate(cfg, err) == 0)
 		return 0;
 	/* a URL or model name is echoed; a user may have pasted the key into one */
-	redact_error(err, cfg->api_key);
+	redact_error(err, cfg);
 	return -1;
 }
 
@@ -367,6 +590,27 @@ int ks_llm_prices_load(const char *path, const char *model, struct ks_llm_price 
 	}
 	price->input_per_mtok = json_number_value(in);
 	price->output_per_mtok = json_number_value(out);
+	price->cached_input_per_mtok = -1;
+	price->cache_write_per_mtok = -1;
+	{
+		const char *optional[] = { "cached_input_per_mtok", "cache_write_per_mtok" };
+		double *to[] = { &price->cached_input_per_mtok, &price->cache_write_per_mtok };
+
+		for (int i = 0; i < 2; i++) {
+			json_t *v = json_object_get(entry, optional[i]);
+
+			if (!v)
+				continue;
+			if (!json_is_number(v) || bad_number(json_number_value(v))) {
+				ks_fail(err,
+					"%s: model \"%s\": \"%s\" must be a number >= 0 (USD per million "
+					"tokens)",
+					path, model, optional[i]);
+				goto cleanup;
+			}
+			*to[i] = json_number_value(v);
+		}
+	}
 	*found = 1;
 	ret = 0;
 cleanup:
@@ -387,12 +631,14 @@ static int add_message(json_t *messages, const char *role, const char *content, 
 	return 0;
 }
 
-/* The JSON body of the provider's protocol; NULL (and err) if a text is not UTF-8. */
-static char *build_body(const struct ks_llm_config *cfg, const struct ks_llm_request *req,
-			struct ks_error *err)
+/*
+ * The part of the body every attempt shares (model, system, messages);
+ * NULL (and err) if a text is not UTF-8.
+ */
+static json_t *build_base(const struct ks_llm_config *cfg, const struct ks_llm_request *req,
+			  struct ks_error *err)
 {
-	json_t *root = json_object(), *messages = json_array(), *system = NULL;
-	char *body = NULL;
+	json_t *root = json_object(), *messages = json_array(), *system = NULL, *base = NULL;
 	int anthropic = cfg->provider == KS_LLM_ANTHROPIC;
 
 	if (req->system) {
@@ -413,21 +659,54 @@ static char *build_body(const struct ks_llm_config *cfg, const struct ks_llm_req
 	if (anthropic && system)
 		json_object_set(root, "system", system);
 	json_object_set(root, "messages", messages);
-	if (anthropic) {
-		json_object_set_new(root, "max_tokens", json_integer(cfg->max_tokens));
-		json_object_set_new(root, "temperature", json_real(cfg->temperature));
-	} else {
-		json_object_set_new(root, "temperature", json_real(cfg->temperature));
-		json_object_set_new(root, "max_tokens", json_integer(cfg->max_tokens));
-	}
-	body = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(15));
-	if (!body)
-		ks_fail(err, "LLM request: cannot encode the body as JSON");
+	base = json_incref(root);
 cleanup:
 	json_decref(system);
 	json_decref(messages);
 	json_decref(root);
-	return body;
+	return base;
+}
+
+/* Merge src into dst: objects key by key, anything else replaced (a copy of src's). */
+static void merge(json_t *dst, json_t *src)
+{
+	const char *key;
+	json_t *value;
+
+	json_object_foreach(src, key, value)
+	{
+		json_t *old = json_object_get(dst, key);
+
+		if (json_is_object(old) && json_is_object(value)) {
+			json_t *copy = json_deep_copy(old);
+
+			merge(copy, value);
+			json_object_set_new(dst, key, copy);
+		} else {
+			json_object_set_new(dst, key, json_deep_copy(value));
+		}
+	}
+}
+
+/* r->body for the next attempt, with the client's current choices; -1 if it cannot be encoded. */
+static int attempt_body(struct ks_llm *llm, struct llm_req *r, struct ks_error *err)
+{
+	json_t *root = json_copy(r->base);
+	int anthropic = llm->cfg.provider == KS_LLM_ANTHROPIC;
+
+	r->sent_field = anthropic ? "max_tokens" : llm->max_field;
+	r->sent_temperature = llm->cfg.has_temperature && !llm->temperature_dropped;
+	json_object_set_new(root, r->sent_field, json_integer(llm->cfg.max_tokens));
+	if (r->sent_temperature)
+		json_object_set_new(root, "temperature", json_real(llm->cfg.temperature));
+	if (llm->extra)
+		merge(root, llm->extra);
+	free(r->body);
+	r->body = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(15));
+	json_decref(root);
+	if (!r->body)
+		return ks_fail(err, "LLM request: cannot encode the body as JSON");
+	return 0;
 }
 
 /* Why submit would refuse now (-1 and err), or 0. */
@@ -461,7 +740,7 @@ int ks_llm_available(struct ks_llm *llm, struct ks_error *err)
 int ks_llm_submit(struct ks_llm *llm, const struct ks_llm_request *req, uint64_t tag, struct ks_error *err)
 {
 	struct llm_req *r, **tail;
-	char *body;
+	json_t *base;
 
 	if (blocked(llm, err))
 		return -1;
@@ -470,12 +749,12 @@ int ks_llm_submit(struct ks_llm *llm, const struct ks_llm_request *req, uint64_t
 	if (!req->assistant != !req->followup)
 		return ks_fail(err, "LLM repair request: give both the earlier answer and the "
 				    "follow-up prompt, or neither");
-	body = build_body(&llm->cfg, req, err);
-	if (!body)
+	base = build_base(&llm->cfg, req, err);
+	if (!base)
 		return -1;
 	r = ks_calloc(1, sizeof(*r));
 	r->tag = tag;
-	r->body = body;
+	r->base = base;
 	ks_strbuf_init(&r->answer);
 	r->submitted_at = now_s();
 	r->ready_at = r->submitted_at;
@@ -522,8 +801,6 @@ static CURL *make_easy(struct ks_llm *llm, struct llm_req *r, struct ks_error *e
 	rc = curl_easy_setopt(easy, opt, val)
 	SET(CURLOPT_URL, llm->url);
 	SET(CURLOPT_POST, 1L);
-	SET(CURLOPT_POSTFIELDS, r->body);
-	SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(r->body));
 	SET(CURLOPT_HTTPHEADER, llm->headers);
 	SET(CURLOPT_WRITEFUNCTION, on_answer_data);
 	SET(CURLOPT_WRITEDATA, r);
@@ -535,6 +812,10 @@ static CURL *make_easy(struct ks_llm *llm, struct llm_req *r, struct ks_error *e
 	SET(CURLOPT_ACCEPT_ENCODING, "");
 	SET(CURLOPT_USERAGENT, "ksearch/" KS_VERSION);
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
+	/* a reasoning model is silent for minutes: keep idle-connection reapers away */
+	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_TCP_KEEPIDLE, 60L);
+	SET(CURLOPT_TCP_KEEPINTVL, 30L);
 #undef SET
 	if (rc != CURLE_OK) {
 		curl_easy_cleanup(easy);
@@ -553,6 +834,11 @@ static int start_attempt(struct ks_llm *llm, struct llm_req *r, struct ks_error 
 		if (!r->easy)
 			return -1;
 	}
+	if (attempt_body(llm, r, err))
+		return -1;
+	if (curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(r->body)) != CURLE_OK ||
+	    curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body) != CURLE_OK)
+		return ks_fail(err, "libcurl: cannot set the request body");
 	ks_strbuf_release(&r->answer);
 	ks_strbuf_init(&r->answer);
 	r->answer_too_large = 0;
@@ -612,6 +898,7 @@ static void free_req(struct ks_llm *llm, struct llm_req *r)
 			curl_multi_remove_handle(llm->multi, r->easy);
 		curl_easy_cleanup(r->easy);
 	}
+	json_decref(r->base);
 	free(r->body);
 	free(r->last_error);
 	ks_strbuf_release(&r->answer);
@@ -650,6 +937,10 @@ static void finish(struct ks_llm *llm, struct llm_req *r, struct ks_llm_response
 	llm->usage.requests++;
 	llm->usage.prompt_tokens += resp->prompt_tokens;
 	llm->usage.completion_tokens += resp->completion_tokens;
+	llm->usage.reasoning_tokens += resp->reasoning_tokens;
+	llm->usage.cached_tokens += resp->cached_tokens;
+	llm->usage.cache_write_tokens += resp->cache_write_tokens;
+	llm->usage.cut_off += resp->cut_off;
 	llm->usage.cost_usd += resp->cost_usd;
 	if (resp->ok) {
 		llm->usage.succeeded++;
@@ -721,18 +1012,166 @@ static char *server_text(const char *body, size_t len)
 	return out;
 }
 
+/* A word of text: not inside a longer identifier. */
+static int has_word(const char *text, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = text; (p = strstr(p, word)); p++) {
+		int before = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+		int after = !(isalnum((unsigned char)p[n]) || p[n] == '_');
+
+		if (before && after)
+			return 1;
+	}
+	return 0;
+}
+
+/* error.param, error.code and error.message of an error body (OpenAI's, or top-level kin). */
+static void error_fields(json_t *root, const char **param, const char **code, const char **message)
+{
+	json_t *error = json_object_get(root, "error");
+
+	if (!json_is_object(error))
+		error = root;
+	*param = json_string_value(json_object_get(error, "param"));
+	*code = json_string_value(json_object_get(error, "code"));
+	*message = json_string_value(json_object_get(error, "message"));
+	if (!*message)
+		*message = json_string_value(json_object_get(root, "message"));
+	if (!*message)
+		*message = json_string_value(json_object_get(root, "detail"));
+}
+
+/* The hint for a 400 that names a field of --llm-extra (malloc'd), or NULL. */
+static char *extra_field_named(struct ks_llm *llm, struct llm_req *r)
+{
+	json_t *root = json_loadb(r->answer.buf, r->answer.len, 0, NULL), *value;
+	const char *param, *code, *message, *key;
+	char *hint = NULL;
+
+	if (!llm->extra || !json_is_object(root)) {
+		json_decref(root);
+		return NULL;
+	}
+	error_fields(root, &param, &code, &message);
+	json_object_foreach(llm->extra, key, value)
+	{
+		if ((param && !strcmp(param, key)) || (message && has_word(message, key))) {
+			hint = ks_asprintf(
+				" (\"%s\" comes from --llm-extra / KSEARCH_LLM_EXTRA: this endpoint "
+				"does not take it)",
+				key);
+			break;
+		}
+	}
+	json_decref(root);
+	return hint;
+}
+
+/*
+ * Which of names[0..n) the error body says the endpoint does not support:
+ * its index, or -1.  OpenAI names it in error.param with a code saying so;
+ * other servers (request validation errors) only in the message.
+ */
+static int refused_param(const char *body, size_t len, const char *const *names, size_t n)
+{
+	static const char *const codes[] = { "unsupported_parameter", "unsupported_value",
+					     "unknown_parameter" };
+	static const char *const words[] = { "unsupported",   "not supported",	 "does not support",
+					     "unknown",	      "unrecognized",	 "unrecognised",
+					     "not permitted", "extra_forbidden", "not allowed" };
+	json_t *root = json_loadb(body, len, 0, NULL);
+	const char *param = NULL, *code = NULL, *message = NULL;
+	int refused = 0, found = -1;
+
+	if (json_is_object(root))
+		error_fields(root, &param, &code, &message);
+	for (size_t i = 0; code && i < sizeof(codes) / sizeof(codes[0]); i++)
+		refused |= !strcmp(code, codes[i]);
+	for (size_t i = 0; message && i < sizeof(words) / sizeof(words[0]); i++)
+		refused |= strcasestr(message, words[i]) != NULL;
+	for (size_t i = 0; refused && found < 0 && i < n; i++)
+		if (param ? !strcmp(param, names[i]) : message && has_word(message, names[i]))
+			found = (int)i;
+	json_decref(root);
+	return found;
+}
+
+static void push_notice(struct ks_llm *llm, char *text)
+{
+	struct notice *n = ks_calloc(1, sizeof(*n));
+
+	n->text = redact(llm, text, 0);
+	*llm->notices_tail = n;
+	llm->notices_tail = &n->next;
+	llm->usage.adaptations++;
+}
+
+/*
+ * The endpoint refused a parameter the client chose: change it for the run
+ * and resend r at once (1), or leave the failure as it is (0).
+ */
+static int adapt(struct ks_llm *llm, struct llm_req *r, long status)
+{
+	const char *names[2], *other;
+	size_t n = 0;
+	int which;
+	char *said;
+
+	if (llm->cfg.provider != KS_LLM_OPENAI || (status != 400 && status != 422) ||
+	    r->adapt_retries >= ADAPT_MAX)
+		return 0;
+	names[n++] = r->sent_field;
+	if (r->sent_temperature)
+		names[n++] = "temperature";
+	which = refused_param(r->answer.buf, r->answer.len, names, n);
+	if (which < 0)
+		return 0;
+	said = server_text(r->answer.buf, r->answer.len);
+	if (!strcmp(names[which], "temperature")) {
+		if (!llm->temperature_dropped)
+			push_notice(llm,
+				    ks_asprintf("the endpoint refused temperature %g (HTTP %ld: %s): "
+						"requests carry no temperature from now on, so the model "
+						"uses its default",
+						llm->cfg.temperature, status, said));
+		llm->temperature_dropped = 1;
+	} else if (!strcmp(llm->max_field, r->sent_field)) {
+		if (llm->max_field_changed) {
+			/* moved once already: the endpoint takes neither, and says so */
+			free(said);
+			return 0;
+		}
+		other = strcmp(r->sent_field, "max_tokens") ? "max_tokens" : "max_completion_tokens";
+		push_notice(llm, ks_asprintf("the endpoint refused '%s' (HTTP %ld: %s): the answer budget "
+					     "(%d tokens) goes in '%s' from now on",
+					     r->sent_field, status, said, llm->cfg.max_tokens, other));
+		llm->max_field = other;
+		llm->max_field_changed = 1;
+	}
+	free(said);
+	r->adapt_retries++;
+	return 1;
+}
+
 static char *http_error(struct ks_llm *llm, struct llm_req *r, long status)
 {
 	char *text = server_text(r->answer.buf, r->answer.len);
 	char *hint = NULL, *msg;
 
 	if ((status == 401 || status == 403) && llm->cfg.api_key && *llm->cfg.api_key)
-		hint = ks_asprintf(" (is the API key in %s right for this endpoint?)",
-				   ks_llm_key_env_name(llm->cfg.provider));
+		hint = ks_asprintf(" (is the API key in %s right for this endpoint%s?)",
+				   ks_llm_key_env_name(llm->cfg.provider),
+				   llm->cfg.n_headers ? ", and are the --llm-header values" : "");
 	else if (status == 401 || status == 403)
-		hint = ks_asprintf(" (no API key: set %s)", ks_llm_key_env_name(llm->cfg.provider));
+		hint = ks_asprintf(" (no API key was sent: set %s, or give the header the endpoint wants "
+				   "with --llm-header)",
+				   ks_llm_key_env_name(llm->cfg.provider));
 	else if (status == 404)
 		hint = ks_asprintf(" (is model '%s' served there, and is the URL right?)", llm->cfg.model);
+	else if (status == 400 || status == 422)
+		hint = extra_field_named(llm, r);
 	msg = ks_asprintf("POST %s: HTTP %ld%s%s%s", llm->url, status, *text ? ": " : "", text,
 			  hint ? hint : "");
 	free(hint);
@@ -770,16 +1209,74 @@ static uint64_t json_count(json_t *obj, const char *name, int *present)
 	return (uint64_t)json_integer_value(v);
 }
 
+char *ks_llm_strip_think(const char *text, size_t *reasoning_bytes)
+{
+	const char *p = text, *open, *close;
+	struct ks_strbuf out;
+	size_t removed = 0;
+
+	open = strstr(p, "<think>");
+	close = strstr(p, "</think>");
+	/* the template opened the block: the reply starts inside it */
+	if (close && (!open || close < open)) {
+		removed += (size_t)(close - p) + 8;
+		p = close + 8;
+	}
+	ks_strbuf_init(&out);
+	while ((open = strstr(p, "<think>"))) {
+		ks_strbuf_add(&out, p, (size_t)(open - p));
+		close = strstr(open + 7, "</think>");
+		if (!close) {
+			/* cut off while thinking: the rest is reasoning */
+			removed += strlen(open);
+			p = open + strlen(open);
+			break;
+		}
+		removed += (size_t)(close - open) + 8;
+		p = close + 8;
+	}
+	ks_strbuf_adds(&out, p);
+	*reasoning_bytes = removed;
+	if (removed) {
+		size_t lead = strspn(out.buf ? out.buf : "", " \t\r\n");
+		char *answer = ks_strdup((out.buf ? out.buf : "") + lead);
+
+		ks_strbuf_release(&out);
+		return answer;
+	}
+	ks_strbuf_release(&out);
+	return ks_strdup(text);
+}
+
+static double cost_of(const struct ks_llm_price *price, const struct ks_llm_response *resp)
+{
+	double cached_price =
+		price->cached_input_per_mtok >= 0 ? price->cached_input_per_mtok : price->input_per_mtok;
+	double write_price =
+		price->cache_write_per_mtok >= 0 ? price->cache_write_per_mtok : price->input_per_mtok;
+	uint64_t cached = resp->cached_tokens, written = resp->cache_write_tokens, plain = 0;
+
+	if (cached > resp->prompt_tokens)
+		cached = resp->prompt_tokens;
+	if (written > resp->prompt_tokens - cached)
+		written = resp->prompt_tokens - cached;
+	plain = resp->prompt_tokens - cached - written;
+	return ((double)plain * price->input_per_mtok + (double)cached * cached_price +
+		(double)written * write_price + (double)resp->completion_tokens * price->output_per_mtok) /
+	       1e6;
+}
+
 /*
- * Read a 2xx answer into resp (ok, text, stop reason, usage); on failure
- * return a message (malloc'd).
+ * Read a 2xx answer into resp (ok, text, stop reason, usage, reasoning);
+ * on failure return a message (malloc'd).
  */
 static char *read_answer(struct ks_llm *llm, struct llm_req *r, struct ks_llm_response *resp)
 {
 	json_error_t jerr;
 	json_t *root, *usage;
-	char *msg = NULL;
-	int have_prompt = 0, have_completion = 0;
+	char *msg = NULL, *raw = NULL;
+	int have_prompt = 0, have_completion = 0, have_reasoning = 0, unused = 0;
+	size_t reasoning_bytes = 0, think_bytes = 0;
 
 	root = json_loadb(r->answer.buf, r->answer.len, 0, &jerr);
 	if (!root) {
@@ -796,6 +1293,7 @@ static char *read_answer(struct ks_llm *llm, struct llm_req *r, struct ks_llm_re
 				  r->last_status);
 		goto cleanup;
 	}
+	usage = json_object_get(root, "usage");
 	if (llm->cfg.provider == KS_LLM_ANTHROPIC) {
 		json_t *content = json_object_get(root, "content"), *block;
 		struct ks_strbuf text;
@@ -817,21 +1315,28 @@ static char *read_answer(struct ks_llm *llm, struct llm_req *r, struct ks_llm_re
 
 			if (type && !strcmp(type, "text") && json_is_string(t))
 				ks_strbuf_add(&text, json_string_value(t), json_string_length(t));
+			/* thinking is never the answer; its size is kept */
+			if (type && (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking"))) {
+				resp->reasoning = "thinking blocks";
+				reasoning_bytes += json_string_length(json_object_get(block, "thinking"));
+			}
 		}
-		resp->text = ks_strbuf_detach(&text);
+		raw = ks_strbuf_detach(&text);
 		if (json_is_string(json_object_get(root, "stop_reason")))
 			resp->stop_reason =
 				ks_strdup(json_string_value(json_object_get(root, "stop_reason")));
-		usage = json_object_get(root, "usage");
-		resp->prompt_tokens = json_count(usage, "input_tokens", &have_prompt) +
-				      json_count(usage, "cache_creation_input_tokens", &have_prompt) +
-				      json_count(usage, "cache_read_input_tokens", &have_prompt);
+		resp->cut_off = resp->stop_reason && !strcmp(resp->stop_reason, "max_tokens");
+		resp->cached_tokens = json_count(usage, "cache_read_input_tokens", &unused);
+		resp->cache_write_tokens = json_count(usage, "cache_creation_input_tokens", &unused);
+		resp->prompt_tokens = json_count(usage, "input_tokens", &have_prompt) + resp->cached_tokens +
+				      resp->cache_write_tokens;
 		resp->completion_tokens = json_count(usage, "output_tokens", &have_completion);
 	} else {
 		json_t *choice = json_array_get(json_object_get(root, "choices"), 0);
 		json_t *message = json_object_get(choice, "message");
 		json_t *content = json_object_get(message, "content");
 		json_t *finish_reason = json_object_get(choice, "finish_reason");
+		const char *fields[] = { "reasoning_content", "reasoning" };
 
 		if (!json_is_object(message) ||
 		    (content && !json_is_string(content) && !json_is_null(content))) {
@@ -844,28 +1349,54 @@ static char *read_answer(struct ks_llm *llm, struct llm_req *r, struct ks_llm_re
 			goto cleanup;
 		}
 		/* content null: a refusal or only tool calls; an empty answer, not a failure */
-		resp->text = json_is_string(content)
-				     ? ks_strndup(json_string_value(content), json_string_length(content))
-				     : ks_strdup("");
+		raw = json_is_string(content)
+			      ? ks_strndup(json_string_value(content), json_string_length(content))
+			      : ks_strdup("");
+		/* vLLM's and SGLang's reasoning parsers: never the answer */
+		for (int i = 0; i < 2; i++) {
+			json_t *f = json_object_get(message, fields[i]);
+
+			if (json_is_string(f) && json_string_length(f)) {
+				resp->reasoning = fields[i];
+				reasoning_bytes += json_string_length(f);
+				break;
+			}
+		}
 		if (json_is_string(finish_reason))
 			resp->stop_reason = ks_strdup(json_string_value(finish_reason));
-		usage = json_object_get(root, "usage");
+		resp->cut_off = resp->stop_reason && !strcmp(resp->stop_reason, "length");
 		resp->prompt_tokens = json_count(usage, "prompt_tokens", &have_prompt);
 		resp->completion_tokens = json_count(usage, "completion_tokens", &have_completion);
+		resp->cached_tokens =
+			json_count(json_object_get(usage, "prompt_tokens_details"), "cached_tokens", &unused);
+		resp->reasoning_tokens = json_count(json_object_get(usage, "completion_tokens_details"),
+						    "reasoning_tokens", &have_reasoning);
 	}
-	if (!have_prompt || !have_completion) {
+	resp->text = ks_llm_strip_think(raw, &think_bytes);
+	if (think_bytes) {
+		resp->reasoning = "<think>";
+		reasoning_bytes += think_bytes;
+	}
+	if (have_reasoning && resp->reasoning_tokens && !resp->reasoning)
+		resp->reasoning = "hidden";
+	if (!have_completion || !have_prompt) {
 		resp->usage_estimated = 1;
 		if (!have_prompt)
 			resp->prompt_tokens = strlen(r->body) / 4;
 		if (!have_completion)
-			resp->completion_tokens = strlen(resp->text) / 4;
+			resp->completion_tokens = (strlen(resp->text) + reasoning_bytes) / 4;
 	}
+	if (!have_reasoning && reasoning_bytes) {
+		resp->reasoning_tokens = reasoning_bytes / 4;
+		resp->reasoning_estimated = 1;
+	}
+	if (resp->reasoning_tokens > resp->completion_tokens)
+		resp->reasoning_tokens = resp->completion_tokens;
 	if (llm->cfg.has_price)
-		resp->cost_usd = ((double)resp->prompt_tokens * llm->cfg.price.input_per_mtok +
-				  (double)resp->completion_tokens * llm->cfg.price.output_per_mtok) /
-				 1e6;
+		resp->cost_usd = cost_of(&llm->cfg.price, resp);
 	resp->ok = 1;
 cleanup:
+	free(raw);
 	json_decref(root);
 	return msg;
 }
@@ -901,6 +1432,9 @@ static void attempt_done(struct ks_llm *llm, struct llm_req *r, CURLcode code)
 		}
 		ks_llm_response_release(&resp);
 		retryable = 0;
+	} else if (adapt(llm, r, status)) {
+		r->ready_at = now_s();
+		return;
 	} else {
 		error = http_error(llm, r, status);
 		retryable = status == 408 || status == 429 || (status >= 500 && status <= 599);
@@ -908,7 +1442,7 @@ static void attempt_done(struct ks_llm *llm, struct llm_req *r, CURLcode code)
 	}
 	free(r->last_error);
 	r->last_error = error;
-	if (retryable && r->attempts <= llm->cfg.max_retries) {
+	if (retryable && r->attempts - r->adapt_retries <= llm->cfg.max_retries) {
 		double delay = retry_after > 0 ? (double)retry_after : backoff_delay(llm, r->attempts);
 
 		r->ready_at = now_s() + (delay > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : delay);
@@ -1063,6 +1597,9 @@ int ks_llm_open(struct ks_llm **out, const struct ks_llm_config *cfg, struct ks_
 	}
 	llm = ks_calloc(1, sizeof(*llm));
 	config_copy(&llm->cfg, cfg);
+	llm->max_field = "max_completion_tokens";
+	llm->notices_tail = &llm->notices;
+	llm->extra = cfg->extra ? json_loads(cfg->extra, 0, NULL) : NULL;
 	base_len = strlen(cfg->base_url);
 	while (base_len && cfg->base_url[base_len - 1] == '/')
 		base_len--;
@@ -1081,6 +1618,8 @@ int ks_llm_open(struct ks_llm **out, const struct ks_llm_config *cfg, struct ks_
 		llm->headers = curl_slist_append(llm->headers, header);
 		wipe_free(header);
 	}
+	for (size_t i = 0; i < cfg->n_headers; i++)
+		llm->headers = curl_slist_append(llm->headers, cfg->headers[i]);
 	llm->multi = curl_multi_init();
 	if (!llm->headers || !llm->multi) {
 		ks_llm_close(llm);
@@ -1112,8 +1651,41 @@ void ks_llm_close(struct ks_llm *llm)
 	curl_slist_free_all(llm->headers);
 	free(llm->url);
 	free(llm->pause_reason);
+	while (llm->notices) {
+		struct notice *n = llm->notices;
+
+		llm->notices = n->next;
+		free(n->text);
+		free(n);
+	}
+	json_decref(llm->extra);
 	ks_llm_config_release(&llm->cfg);
 	free(llm);
+}
+
+char *ks_llm_take_notice(struct ks_llm *llm)
+{
+	struct notice *n = llm->notices;
+	char *text;
+
+	if (!n)
+		return NULL;
+	llm->notices = n->next;
+	if (!llm->notices)
+		llm->notices_tail = &llm->notices;
+	text = n->text;
+	free(n);
+	return text;
+}
+
+const char *ks_llm_max_tokens_field(const struct ks_llm *llm)
+{
+	return llm->cfg.provider == KS_LLM_ANTHROPIC ? "max_tokens" : llm->max_field;
+}
+
+int ks_llm_sends_temperature(const struct ks_llm *llm)
+{
+	return llm->cfg.has_temperature && !llm->temperature_dropped;
 }
 
 void ks_llm_response_release(struct ks_llm_response *resp)

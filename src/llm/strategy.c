@@ -14,9 +14,8 @@
 const char *const ks_strategy_rewrite_names[KS_STRATEGY_REWRITES] = { "improve", "specialise", "generalise",
 								      "simplify" };
 
-static const char *const stat_names[] = {
-	"uses", "answers", "answer_errors", "children", "ok", "improvements"
-};
+static const char *const stat_names[] = { "uses",     "answers", "answer_errors", "cut_off",
+					  "children", "ok",	 "improvements" };
 
 static json_t *new_stats(void)
 {

@@ -471,11 +471,18 @@ cleanup:
 
 static void add_usage(struct search *s, const struct ks_llm_response *resp, struct ks_error *err)
 {
-	const char *fields[] = { "requests", "failed", "prompt_tokens", "completion_tokens" };
-	uint64_t add[] = { 1, resp->ok ? 0 : 1, resp->prompt_tokens, resp->completion_tokens };
+	const char *fields[] = { "requests",	     "failed",	      "prompt_tokens", "completion_tokens",
+				 "reasoning_tokens", "cached_tokens", "cut_off" };
+	uint64_t add[] = { 1,
+			   resp->ok ? 0 : 1,
+			   resp->prompt_tokens,
+			   resp->completion_tokens,
+			   resp->reasoning_tokens,
+			   resp->cached_tokens + resp->cache_write_tokens,
+			   (uint64_t)(resp->ok && resp->cut_off) };
 	char *text;
 
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		json_object_set_new(s->usage, fields[i],
 				    json_integer(json_integer_value(json_object_get(s->usage, fields[i])) +
 						 (json_int_t)add[i]));
@@ -531,12 +538,14 @@ static json_t *llm_field(struct search *s, const struct llm_task *task, const st
 {
 	struct ks_strategy *st = ks_strategy_find(&s->strategies, task->strategy);
 
-	return json_pack("{s:s, s:I, s:I, s:f, s:f, s:i, s:s, s:I, s:i, s:s, s:I}", "model",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:i, s:s, s:I, s:i, s:s, s:I}", "model",
 			 s->llm->model ? s->llm->model : "", "prompt_tokens", (json_int_t)resp->prompt_tokens,
-			 "completion_tokens", (json_int_t)resp->completion_tokens, "cost_usd", resp->cost_usd,
-			 "latency_s", resp->latency_s, "attempts", resp->attempts, "answer_form",
-			 ks_answer_form_name(info->form), "edits", (json_int_t)info->n_edits, "repair",
-			 task->repairs, "strategy", st ? ks_strategy_name(st) : "", "tag",
+			 "completion_tokens", (json_int_t)resp->completion_tokens, "reasoning_tokens",
+			 (json_int_t)resp->reasoning_tokens, "cached_tokens",
+			 (json_int_t)(resp->cached_tokens + resp->cache_write_tokens), "cost_usd",
+			 resp->cost_usd, "latency_s", resp->latency_s, "attempts", resp->attempts,
+			 "answer_form", ks_answer_form_name(info->form), "edits", (json_int_t)info->n_edits,
+			 "repair", task->repairs, "strategy", st ? ks_strategy_name(st) : "", "tag",
 			 (json_int_t)task->tag);
 }
 
@@ -560,6 +569,55 @@ static int answer_error(struct search *s, struct llm_task *task, const char *rea
 				   (json_int_t)task->tag, "strategy", (json_int_t)task->strategy, "repair",
 				   task->repairs, "why", reason));
 	return repair(s, task, "answer_error", reason, "(not evaluated)", err);
+}
+
+/*
+ * An answer that stopped at the budget is never used, even when it parses:
+ * the model meant more (more edits, the rest of a file).  Asking again can
+ * only help when the answer itself ran long: the repair turn asks for short
+ * edits instead.  When the budget went to reasoning (nothing of the answer
+ * came), the same question spends it the same way, so the conversation
+ * ends; only a larger --max-tokens helps.
+ */
+static int cut_off_answer(struct search *s, struct llm_task *task, const struct ks_llm_response *resp,
+			  struct ks_error *err)
+{
+	struct ks_strategy *st = ks_strategy_find(&s->strategies, task->strategy);
+	char reason[200], evidence[600];
+	int in_reasoning = !resp->text || !*resp->text;
+
+	snprintf(reason, sizeof(reason), "cut off at %llu tokens: raise --max-tokens%s",
+		 (unsigned long long)resp->completion_tokens,
+		 in_reasoning ? " (it was still reasoning)" : "");
+	s->summary->answer_errors++;
+	s->summary->cut_off++;
+	if (++s->error_streak >= STREAK_FREE) {
+		double wait = ldexp(1.0, (int)(s->error_streak < 20 ? s->error_streak - STREAK_FREE : 20));
+
+		s->ask_after = ks_search_now() + (wait < BACKOFF_MAX_S ? wait : BACKOFF_MAX_S);
+	}
+	if (st) {
+		ks_strategy_answer_error(st, reason);
+		ks_strategy_count(st, "cut_off", 1);
+		if (ks_strategy_save(s->ar, st, err) < 0)
+			return -1;
+	}
+	remember_attempt(s, task->parent, "an answer that could not be used: %s", reason);
+	ks_search_log(s, json_pack("{s:s, s:I, s:I, s:i, s:s, s:b, s:b}", "event", "answer_error", "tag",
+				   (json_int_t)task->tag, "strategy", (json_int_t)task->strategy, "repair",
+				   task->repairs, "why", reason, "cut_off", 1, "in_reasoning", in_reasoning));
+	if (in_reasoning) {
+		task_free(s, task);
+		return 0;
+	}
+	free(task->answer);
+	task->answer = ks_strdup(resp->text);
+	snprintf(evidence, sizeof(evidence),
+		 "Your answer was cut off at %llu tokens, the answer budget, before it was complete, so none "
+		 "of it was used. Answer within the budget: send SEARCH/REPLACE edits of only the lines that "
+		 "change, not the whole file, and keep the explanation to a sentence.",
+		 (unsigned long long)resp->completion_tokens);
+	return repair(s, task, "cut_off", evidence, "(not evaluated)", err);
 }
 
 static int mutate_answer(struct search *s, struct llm_task *task, const struct ks_llm_response *resp,
@@ -637,17 +695,31 @@ static int handle(struct search *s, const struct ks_llm_response *resp, struct k
 		return 0;
 	}
 	s->summary->llm_requests++;
-	ks_search_log(s, json_pack("{s:s, s:I, s:I, s:I, s:f, s:i, s:s?}", "event", "llm_answer", "tag",
-				   (json_int_t)task->tag, "prompt_tokens", (json_int_t)resp->prompt_tokens,
-				   "completion_tokens", (json_int_t)resp->completion_tokens, "latency_s",
-				   resp->latency_s, "attempts", resp->attempts, "stop_reason",
-				   resp->stop_reason));
+	ks_search_log(s,
+		      json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:i, s:s?, s:s?, s:b}", "event",
+				"llm_answer", "tag", (json_int_t)task->tag, "prompt_tokens",
+				(json_int_t)resp->prompt_tokens, "completion_tokens",
+				(json_int_t)resp->completion_tokens, "reasoning_tokens",
+				(json_int_t)resp->reasoning_tokens, "cached_tokens",
+				(json_int_t)(resp->cached_tokens + resp->cache_write_tokens), "latency_s",
+				resp->latency_s, "attempts", resp->attempts, "stop_reason", resp->stop_reason,
+				"reasoning", resp->reasoning, "cut_off", resp->cut_off));
 	if (task->kind == TASK_REWRITE) {
-		int ret = rewrite_answer(s, task, resp, err);
+		int ret = 0;
 
+		if (resp->cut_off) {
+			s->summary->cut_off++;
+			ks_search_log(s, json_pack("{s:s, s:I, s:s}", "event", "rewrite_error", "strategy",
+						   (json_int_t)task->strategy, "why",
+						   "cut off at the answer budget: raise --max-tokens"));
+		} else {
+			ret = rewrite_answer(s, task, resp, err);
+		}
 		task_free(s, task);
 		return ret;
 	}
+	if (resp->cut_off)
+		return cut_off_answer(s, task, resp, err);
 	return mutate_answer(s, task, resp, err);
 }
 
@@ -690,9 +762,20 @@ int ks_search_llm_step(struct search *s, int timeout_ms, int stopping, struct ks
 	for (;;) {
 		struct ks_llm_response resp;
 		int got = 0, ret;
+		char *notice;
 
 		if (ks_llm_poll(s->llm->client, timeout_ms, &resp, &got, err) < 0)
 			return -1;
+		/* how the client adapted to the endpoint: said once, in the log and the output */
+		while ((notice = ks_llm_take_notice(s->llm->client))) {
+			if (s->cfg->out) {
+				fprintf(s->cfg->out, "%sLLM: %s\n", s->cfg->status_tty ? "\r\033[K" : "",
+					notice);
+				fflush(s->cfg->out);
+			}
+			ks_search_log(s, json_pack("{s:s, s:s}", "event", "llm_adapted", "notice", notice));
+			free(notice);
+		}
 		if (!got)
 			break;
 		timeout_ms = 0;
@@ -839,10 +922,11 @@ void ks_search_llm_status(struct search *s, char *buf, size_t size)
 	struct ks_llm_usage u;
 
 	ks_llm_usage(s->llm->client, &u);
-	snprintf(buf, size, "  LLM %llu answers, %llu kernels (%llu ok), %llu tok%s%s",
+	snprintf(buf, size, "  LLM %llu answers, %llu kernels (%llu ok), %llu tok%s%s%s",
 		 (unsigned long long)u.succeeded, (unsigned long long)s->summary->llm_children,
 		 (unsigned long long)s->summary->llm_ok,
 		 (unsigned long long)(u.prompt_tokens + u.completion_tokens),
+		 u.cut_off ? ", some cut off (--max-tokens)" : "",
 		 ks_llm_paused(s->llm->client) ? ", paused" : "",
 		 u.tokens_exhausted || u.usd_exhausted ? ", budget spent" : "");
 }

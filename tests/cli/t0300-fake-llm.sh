@@ -74,7 +74,7 @@ cat > "$TMP/script.json" <<'EOF'
 ]
 EOF
 
-start_fake main --script "$TMP/script.json" --kernels "$TMP/kernels" --record "$TMP/rec.jsonl"
+start_fake main --require-key --script "$TMP/script.json" --kernels "$TMP/kernels" --record "$TMP/rec.jsonl"
 grep -qx "fake-llm listening on http://127.0.0.1:$PORT" "$TMP/main.stdout" ||
 	fail "no listening line: $(cat "$TMP/main.stdout")"
 
@@ -322,18 +322,153 @@ print("record ok")
 PY
 out_has "record ok"
 
-# default script (no --script): edit_params auto, one param to its neighbour
+# default script (no --script): edit_params auto, one param to its neighbour; like a local
+# server, the default fake wants no key (no auth header at all is fine, a malformed one is not)
 start_fake default
 run 0 python3 - "$PORT" operators/rmsnorm/seeds/row_block.cu <<'PY'
-import json, sys, urllib.request
+import json, sys, urllib.error, urllib.request
 seed = open(sys.argv[2]).read()
 body = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "```cu\n" + seed + "\n```"}]}
-req = urllib.request.Request("http://127.0.0.1:%s/v1/messages" % sys.argv[1], data=json.dumps(body).encode(),
-                             headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
-text = json.load(urllib.request.urlopen(req, timeout=10))["content"][0]["text"]
+def post(path, headers):
+    req = urllib.request.Request("http://127.0.0.1:%s/v1/%s" % (sys.argv[1], path), data=json.dumps(body).encode(),
+                                 headers=headers)
+    try:
+        return 200, json.load(urllib.request.urlopen(req, timeout=10))
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+st, j = post("messages", {"anthropic-version": "2023-06-01"})
+assert st == 200, j
+text = j["content"][0]["text"]
 assert '"THREADS": [256, 128, 512, 1024]' in text.split("=======")[1], text
+st, j = post("chat/completions", {"Content-Type": "application/json"})
+assert st == 200 and j["choices"][0]["message"]["content"], j
+st, j = post("chat/completions", {"Authorization": "Basic xyz"})
+assert st == 401, (st, j)
 print(text)
 PY
 out_has "Set the first value of THREADS to 256"
 stop_fake default
+
+# the strict modes: each behaves like one kind of real service
+cat > "$TMP/modes.py" <<'PY'
+import json, sys, urllib.error, urllib.request
+port, mode, seed_path = sys.argv[1], sys.argv[2], sys.argv[3]
+# "gateway": the server wants the header X-Gateway-Key, sent unless a check says otherwise
+GATEWAY = {"X-Gateway-Key": "gw-secret-123"} if sys.argv[4:] == ["gateway"] else {}
+seed = open(seed_path).read()
+USER = "Improve this kernel.\n\n```cuda\n" + seed + "```\n"
+
+def post(body, proto="openai", headers=None):
+    h = {"Content-Type": "application/json"}
+    if proto == "anthropic":
+        h["anthropic-version"] = "2023-06-01"
+    h.update(GATEWAY if headers is None else headers)
+    path = "messages" if proto == "anthropic" else "chat/completions"
+    req = urllib.request.Request("http://127.0.0.1:%s/v1/%s" % (port, path), data=json.dumps(body).encode(), headers=h)
+    try:
+        return 200, json.load(urllib.request.urlopen(req, timeout=10))
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+def oa(**kw):
+    b = {"model": "m", "messages": [{"role": "user", "content": USER}]}
+    b.update(kw)
+    return b
+
+def an(**kw):
+    b = {"model": "m", "max_tokens": 4096, "messages": [{"role": "user", "content": USER}]}
+    b.update(kw)
+    return b
+
+def edits_apply(text):
+    assert "<<<<<<< SEARCH" in text and "DECOY_FROM_THINKING" not in text, text
+
+if mode == "openai-reasoning":
+    st, j = post(oa(max_tokens=100))
+    e = j["error"]
+    assert st == 400 and e == {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                          "Use 'max_completion_tokens' instead.", "type": "invalid_request_error",
+                               "param": "max_tokens", "code": "unsupported_parameter"}, j
+    st, j = post(oa(max_completion_tokens=4000, temperature=0.8))
+    e = j["error"]
+    assert st == 400 and e["param"] == "temperature" and e["code"] == "unsupported_value", j
+    assert e["message"] == ("Unsupported value: 'temperature' does not support 0.8 with this model. "
+                            "Only the default (1) value is supported."), e
+    st, j = post(oa(max_completion_tokens=4000, temperature=1))
+    assert st == 200, j
+    u = j["usage"]
+    assert u["completion_tokens_details"]["reasoning_tokens"] == 300, u
+    assert u["completion_tokens"] == 300 + len(j["choices"][0]["message"]["content"]) // 4, u
+    assert u["prompt_tokens_details"]["cached_tokens"] == (u["prompt_tokens"] // 2 // 128) * 128, u
+    edits_apply(j["choices"][0]["message"]["content"])
+    # reasoning spends the budget first: nothing is left for the answer
+    st, j = post(oa(max_completion_tokens=200))
+    c = j["choices"][0]
+    assert st == 200 and c["message"]["content"] == "" and c["finish_reason"] == "length", j
+    assert j["usage"]["completion_tokens"] == 200, j
+elif mode == "legacy-max-tokens":
+    st, j = post(oa(max_completion_tokens=4000))
+    assert st == 400 and j["param"] is None and j["code"] == 400 and "max_completion_tokens" in j["message"], j
+    assert "Extra inputs are not permitted" in j["message"], j
+    st, j = post(oa(max_tokens=4000, temperature=0.8))
+    assert st == 200, j
+elif mode in ("think", "think-no-open"):
+    st, j = post(oa(max_tokens=4000))
+    text = j["choices"][0]["message"]["content"]
+    head, sep, answer = text.partition("\n</think>\n\n")
+    assert sep and head.startswith("<think>\n") == (mode == "think"), text
+    assert "DECOY_FROM_THINKING" in head and "```cuda" in head and "<<<<<<< SEARCH" in head, head
+    edits_apply(answer)
+    st, j = post(an(), proto="anthropic")
+    assert st == 200 and "</think>" in j["content"][0]["text"], j
+elif mode in ("reasoning-content", "reasoning"):
+    st, j = post(oa(max_tokens=4000))
+    m = j["choices"][0]["message"]
+    field = "reasoning_content" if mode == "reasoning-content" else "reasoning"
+    assert "DECOY_FROM_THINKING" in m[field] and "<<<<<<< SEARCH" in m[field], m
+    assert set(m) & {"reasoning_content", "reasoning"} == {field}, m
+    edits_apply(m["content"])
+elif mode == "length":
+    st, j = post(oa(max_tokens=3000))
+    c = j["choices"][0]
+    assert c["finish_reason"] == "length" and j["usage"]["completion_tokens"] == 3000, j
+    st, j = post(an(), proto="anthropic")
+    assert j["stop_reason"] == "max_tokens" and j["usage"]["output_tokens"] == 4096, j
+elif mode == "plain":
+    # Anthropic thinking: the documented rules, then thinking blocks before the text
+    st, j = post(an(thinking={"type": "enabled", "budget_tokens": 4096}), proto="anthropic")
+    assert st == 400 and "max_tokens" in j["error"]["message"], j
+    st, j = post(an(thinking={"type": "enabled", "budget_tokens": 500}), proto="anthropic")
+    assert st == 400 and "1024" in j["error"]["message"], j
+    st, j = post(an(thinking={"type": "enabled", "budget_tokens": 2048}, temperature=0.5), proto="anthropic")
+    assert st == 400 and "temperature" in j["error"]["message"], j
+    st, j = post(an(thinking={"type": "enabled", "budget_tokens": 2048}), proto="anthropic")
+    assert st == 200 and [b["type"] for b in j["content"]] == ["thinking", "redacted_thinking", "text"], j
+    assert "DECOY_FROM_THINKING" in j["content"][0]["thinking"], j
+    edits_apply(j["content"][2]["text"])
+    # any mode honours the output limit
+    st, j = post(oa(max_tokens=5))
+    assert j["choices"][0]["finish_reason"] == "length" and len(j["choices"][0]["message"]["content"]) == 20, j
+    # a gateway that wants its own header
+    assert GATEWAY, "run plain mode against a gateway"
+    st, j = post(oa(max_tokens=4000), headers={})
+    assert st == 401 and "X-Gateway-Key" in j["error"]["message"], j
+    st, j = post(oa(max_tokens=4000), headers={"X-Gateway-Key": "wrong"})
+    assert st == 401, j
+    st, j = post(oa(max_tokens=4000), headers={"X-Gateway-Key": "gw-secret-123"})
+    assert st == 200, j
+print("mode %s ok" % mode)
+PY
+for mode in openai-reasoning legacy-max-tokens think think-no-open reasoning-content reasoning length; do
+	start_fake "$mode" --mode "$mode"
+	run 0 python3 "$TMP/modes.py" "$PORT" "$mode" operators/gqa/seeds/split_kv.cu
+	out_has "mode $mode ok"
+	stop_fake "$mode"
+done
+start_fake gateway --require-header 'X-Gateway-Key: gw-secret-123' --record "$TMP/gateway.jsonl"
+run 0 python3 "$TMP/modes.py" "$PORT" plain operators/gqa/seeds/split_kv.cu gateway
+out_has "mode plain ok"
+stop_fake gateway
+grep -q "gw-secret-123" "$TMP/gateway.jsonl" && fail "the gateway header's value was recorded"
+checks=$((checks + 1))
 done_ok

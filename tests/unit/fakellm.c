@@ -55,10 +55,16 @@ char *read_text(const char *path)
 	return data;
 }
 
-/* Start tools/fake-llm with script_json; returns once its port is known. */
 void fake_start(struct fake *f, const char *script_json)
 {
+	fake_start_with(f, script_json, NULL);
+}
+
+void fake_start_with(struct fake *f, const char *script_json, const char *const *options)
+{
 	char script[4200], port_file[4200], log[4200], fake[4200];
+	const char *argv[64];
+	size_t argc = 0;
 	double deadline = now_s() + 15;
 
 	memset(f, 0, sizeof(*f));
@@ -71,6 +77,16 @@ void fake_start(struct fake *f, const char *script_json)
 	snprintf(fake, sizeof(fake), "%s/tools/fake-llm", source_root());
 	if (access(fake, R_OK))
 		fail_msg("%s is missing (run from the source root or set KS_SOURCE_ROOT)", fake);
+	{
+		const char *base[] = { "python3", fake,	      "--port", "0",	    "--port-file",
+				       port_file, "--script", script,	"--record", f->record };
+
+		for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+			argv[argc++] = base[i];
+		for (size_t i = 0; options && options[i] && argc < 63; i++)
+			argv[argc++] = options[i];
+		argv[argc] = NULL;
+	}
 	/* or the child would flush our buffered output into its log */
 	fflush(NULL);
 	f->pid = fork();
@@ -78,8 +94,7 @@ void fake_start(struct fake *f, const char *script_json)
 	if (f->pid == 0) {
 		if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0)
 			_exit(126);
-		execlp("python3", "python3", fake, "--port", "0", "--port-file", port_file, "--script",
-		       script, "--record", f->record, (char *)NULL);
+		execvp("python3", (char *const *)argv);
 		_exit(127);
 	}
 	for (;;) {

@@ -24,6 +24,8 @@ const char *source_root(void);
 char *read_text(const char *path);
 /* Start tools/fake-llm with script_json; returns once its port is known. */
 void fake_start(struct fake *f, const char *script_json);
+/* The same with more command-line options for it (NULL-terminated, e.g. "--mode", "think", NULL). */
+void fake_start_with(struct fake *f, const char *script_json, const char *const *options);
 /* SIGTERM it, check it exited 0, remove its folder. */
 void fake_stop(struct fake *f);
 /* Its recorded requests, waiting up to 5 s for at least expect of them. */

@@ -48,6 +48,7 @@ static void config_for(struct ks_llm_config *cfg, int port, enum ks_llm_provider
 	cfg->model = ks_strdup("fake-model");
 	cfg->api_key = ks_strdup(KEY);
 	cfg->temperature = 0.5;
+	cfg->has_temperature = 1;
 	cfg->max_tokens = 1234;
 	cfg->connect_timeout_s = 2;
 	cfg->total_timeout_s = 10;
@@ -256,11 +257,22 @@ static void test_prices_file(void **state)
 	(void)state;
 	test_write(dir, "prices.json",
 		   "{\"gpt-x\": {\"input_per_mtok\": 2.5, \"output_per_mtok\": 10},\n"
+		   " \"cached\": {\"input_per_mtok\": 3, \"output_per_mtok\": 15, \"cached_input_per_mtok\": "
+		   "0.3,"
+		   " \"cache_write_per_mtok\": 3.75},\n"
+		   " \"bad-cache\": {\"input_per_mtok\": 3, \"output_per_mtok\": 15, "
+		   "\"cached_input_per_mtok\": -1},\n"
 		   " \"broken\": {\"input_per_mtok\": \"cheap\"}}\n");
 	snprintf(path, sizeof(path), "%s/prices.json", dir);
 	assert_int_equal(ks_llm_prices_load(path, "gpt-x", &price, &found, &err), 0);
 	assert_int_equal(found, 1);
 	assert_true(price.input_per_mtok == 2.5 && price.output_per_mtok == 10);
+	/* not given: cached tokens are priced as input */
+	assert_true(price.cached_input_per_mtok < 0 && price.cache_write_per_mtok < 0);
+	assert_int_equal(ks_llm_prices_load(path, "cached", &price, &found, &err), 0);
+	assert_true(price.cached_input_per_mtok == 0.3 && price.cache_write_per_mtok == 3.75);
+	assert_int_equal(ks_llm_prices_load(path, "bad-cache", &price, &found, &err), -1);
+	assert_contains(err.msg, "\"cached_input_per_mtok\" must be a number >= 0");
 	assert_int_equal(ks_llm_prices_load(path, "other", &price, &found, &err), 0);
 	assert_int_equal(found, 0);
 	assert_int_equal(ks_llm_prices_load(path, "broken", &price, &found, &err), -1);
@@ -270,6 +282,12 @@ static void test_prices_file(void **state)
 	assert_int_equal(ks_llm_prices_load(path, "a", &price, &found, &err), -1);
 	assert_contains(err.msg, "bad.json:2:");
 	test_rmtree(dir);
+	/* the shipped file reads, cache prices included */
+	snprintf(path, sizeof(path), "%s/prompts/prices.json", source_root());
+	assert_int_equal(ks_llm_prices_load(path, "claude-sonnet-4-5", &price, &found, &err), 0);
+	assert_int_equal(found, 1);
+	assert_true(price.cached_input_per_mtok >= 0 && price.cached_input_per_mtok < price.input_per_mtok);
+	assert_true(price.cache_write_per_mtok > price.input_per_mtok);
 }
 
 static void test_submit_refuses_malformed_requests(void **state)
@@ -354,8 +372,10 @@ static void test_openai_request_schema(void **state)
 	assert_string_equal(json_string_value(json_object_get(body, "model")), "fake-model");
 	assert_true(json_is_real(json_object_get(body, "temperature")));
 	assert_true(json_real_value(json_object_get(body, "temperature")) == 0.5);
-	assert_true(json_is_integer(json_object_get(body, "max_tokens")));
-	assert_int_equal(json_integer_value(json_object_get(body, "max_tokens")), 1234);
+	/* the field OpenAI's reasoning models require, which replaced max_tokens */
+	assert_null(json_object_get(body, "max_tokens"));
+	assert_true(json_is_integer(json_object_get(body, "max_completion_tokens")));
+	assert_int_equal(json_integer_value(json_object_get(body, "max_completion_tokens")), 1234);
 	messages = json_object_get(body, "messages");
 	assert_int_equal(json_array_size(messages), 2);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(messages, 0), "role")),
@@ -659,10 +679,13 @@ static void test_what_is_not_retried(void **state)
 	struct ks_llm_config cfg;
 	struct ks_llm_response resp;
 	struct fake fake;
+	const char *const hosted[] = { "--require-key", NULL };
 
 	(void)state;
-	fake_start(&fake, "[{\"status\": 401}, {\"malformed\": true}, {\"truncated\": true},"
-			  " {\"truncated\": \"connection\"}, {\"reply\": \"whole\"}]");
+	fake_start_with(&fake,
+			"[{\"status\": 401}, {\"malformed\": true}, {\"truncated\": true},"
+			" {\"truncated\": \"connection\"}, {\"reply\": \"whole\"}]",
+			hosted);
 	config_for(&cfg, fake.port, KS_LLM_OPENAI);
 	cfg.max_retries = 3;
 
@@ -711,7 +734,7 @@ static void test_what_is_not_retried(void **state)
 	ask_once(&cfg, &resp);
 	assert_false(resp.ok);
 	assert_int_equal(resp.http_status, 401);
-	assert_contains(resp.error, "no API key: set KSEARCH_API_KEY or OPENAI_API_KEY");
+	assert_contains(resp.error, "no API key was sent: set KSEARCH_API_KEY or OPENAI_API_KEY");
 	ks_llm_response_release(&resp);
 	ks_llm_config_release(&cfg);
 	fake_stop(&fake);
@@ -823,6 +846,603 @@ static void test_pause_after_consecutive_failures(void **state)
 	fake_stop(&fake);
 }
 
+/* ---- endpoints as they are: reasoning models, older servers, local servers ---- */
+
+/* A user prompt holding a parent, so that the fake's decoys include an edit that applies. */
+static const char parent_prompt[] =
+	"Improve this kernel.\n\n```cuda\n/* ksearch {\"params\": {\"A\": [1, 2]}, "
+	"\"launch\": []} */\nextern \"C\" __global__ void k() {}\n```\n";
+
+static void test_defaults_fit_reasoning_models(void **state)
+{
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct fake fake;
+	json_t *recs, *body;
+
+	(void)state;
+	ks_llm_config_init(&cfg);
+	assert_true(cfg.max_tokens >= 32768);
+	assert_true(cfg.total_timeout_s >= 15 * 60);
+	assert_false(cfg.has_temperature);
+	ks_llm_config_release(&cfg);
+
+	fake_start(&fake, "[{\"reply\": \"ok\"}]");
+	config_for(&cfg, fake.port, KS_LLM_OPENAI);
+	cfg.has_temperature = 0;
+	ask_once(&cfg, &resp);
+	assert_true(resp.ok);
+	ks_llm_response_release(&resp);
+	cfg.provider = KS_LLM_ANTHROPIC;
+	ask_once(&cfg, &resp);
+	assert_true(resp.ok);
+	ks_llm_response_release(&resp);
+	recs = fake_records(&fake, 2);
+	body = json_object_get(json_array_get(recs, 0), "body");
+	/* no temperature unless set: the model's default, the only one reasoning models take */
+	assert_null(json_object_get(body, "temperature"));
+	assert_int_equal(json_integer_value(json_object_get(body, "max_completion_tokens")), 1234);
+	body = json_object_get(json_array_get(recs, 1), "body");
+	assert_null(json_object_get(body, "temperature"));
+	assert_int_equal(json_integer_value(json_object_get(body, "max_tokens")), 1234);
+	json_decref(recs);
+	ks_llm_config_release(&cfg);
+	fake_stop(&fake);
+}
+
+static void test_no_key_sends_no_credentials(void **state)
+{
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct fake fake;
+	json_t *recs, *headers;
+
+	(void)state;
+	fake_start(&fake, "[{\"reply\": \"local\"}]");
+	for (int anthropic = 0; anthropic < 2; anthropic++) {
+		config_for(&cfg, fake.port, anthropic ? KS_LLM_ANTHROPIC : KS_LLM_OPENAI);
+		free(cfg.api_key);
+		cfg.api_key = NULL;
+		ask_once(&cfg, &resp);
+		if (!resp.ok)
+			fail_msg("a local server without auth: %s", resp.error);
+		assert_string_equal(resp.text, "local");
+		ks_llm_response_release(&resp);
+		ks_llm_config_release(&cfg);
+	}
+	recs = fake_records(&fake, 2);
+	for (size_t i = 0; i < 2; i++) {
+		headers = json_object_get(json_array_get(recs, i), "headers");
+		assert_null(json_object_get(headers, "authorization"));
+		assert_null(json_object_get(headers, "x-api-key"));
+	}
+	json_decref(recs);
+	fake_stop(&fake);
+}
+
+/* What a request's attempts sent: "field temperature" per record, e.g. "max_completion_tokens -". */
+static void sent_params(json_t *rec, char *buf, size_t size)
+{
+	json_t *body = json_object_get(rec, "body");
+
+	snprintf(buf, size, "%lld %s %s", (long long)json_integer_value(json_object_get(rec, "status")),
+		 json_object_get(body, "max_tokens")		  ? "max_tokens"
+		 : json_object_get(body, "max_completion_tokens") ? "max_completion_tokens"
+								  : "-",
+		 json_object_get(body, "temperature") ? "temperature" : "-");
+}
+
+static void test_reasoning_model_parameters_are_adapted_once(void **state)
+{
+	const char *const mode[] = { "--mode", "openai-reasoning", NULL };
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct ks_llm_usage usage;
+	struct ks_llm *llm;
+	struct fake fake;
+	json_t *recs;
+	char *notice, got[128];
+
+	(void)state;
+	fake_start_with(&fake, "[{\"reply\": \"an answer\"}]", mode);
+	config_for(&cfg, fake.port, KS_LLM_OPENAI);
+	cfg.temperature = 0.8; /* what the user asked for; the model takes only its default */
+	cfg.max_tokens = 4000;
+	cfg.concurrency = 1;
+	llm = open_llm(&cfg);
+	assert_string_equal(ks_llm_max_tokens_field(llm), "max_completion_tokens");
+	assert_true(ks_llm_sends_temperature(llm));
+	for (int i = 0; i < 3; i++)
+		submit(llm, NULL, "u", (uint64_t)i);
+	for (int i = 0; i < 3; i++) {
+		wait_one(llm, &resp);
+		if (!resp.ok)
+			fail_msg("request %d: %s", i, resp.error);
+		/* the first is resent at once without the temperature; the others go without it */
+		assert_int_equal(resp.attempts, i == 0 ? 2 : 1);
+		assert_int_equal(resp.reasoning_tokens, 300);
+		assert_false(resp.reasoning_estimated);
+		assert_string_equal(resp.reasoning, "hidden");
+		assert_string_equal(resp.text, "an answer");
+		ks_llm_response_release(&resp);
+	}
+	assert_false(ks_llm_sends_temperature(llm));
+	notice = ks_llm_take_notice(llm);
+	assert_non_null(notice);
+	assert_contains(notice, "refused temperature 0.8");
+	assert_contains(notice, "Unsupported value: 'temperature' does not support 0.8 with this model");
+	assert_contains(notice, "no temperature from now on");
+	free(notice);
+	assert_null(ks_llm_take_notice(llm)); /* said once */
+	ks_llm_usage(llm, &usage);
+	assert_int_equal(usage.failed, 0);
+	assert_int_equal(usage.adaptations, 1);
+	assert_int_equal(usage.reasoning_tokens, 900);
+	ks_llm_close(llm);
+
+	recs = fake_records(&fake, 4);
+	assert_int_equal(json_array_size(recs), 4);
+	sent_params(json_array_get(recs, 0), got, sizeof(got));
+	assert_string_equal(got, "400 max_completion_tokens temperature");
+	for (size_t i = 1; i < 4; i++) {
+		sent_params(json_array_get(recs, i), got, sizeof(got));
+		assert_string_equal(got, "200 max_completion_tokens -");
+	}
+	json_decref(recs);
+
+	/* reasoning spends the budget first: an answer cut off with nothing shown */
+	cfg.max_tokens = 200;
+	ask_once(&cfg, &resp);
+	assert_true(resp.ok);
+	assert_true(resp.cut_off);
+	assert_string_equal(resp.stop_reason, "length");
+	assert_string_equal(resp.text, "");
+	assert_int_equal(resp.completion_tokens, 200);
+	ks_llm_response_release(&resp);
+	ks_llm_config_release(&cfg);
+	fake_stop(&fake);
+}
+
+static void test_older_server_gets_max_tokens(void **state)
+{
+	const char *const mode[] = { "--mode", "legacy-max-tokens", NULL };
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct ks_llm *llm;
+	struct fake fake;
+	json_t *recs;
+	char *notice, got[128];
+
+	(void)state;
+	fake_start_with(&fake, "[{\"reply\": \"fine\"}]", mode);
+	config_for(&cfg, fake.port, KS_LLM_OPENAI);
+	cfg.max_retries = 0; /* a resend for a refused parameter is not a retry */
+	llm = open_llm(&cfg);
+	submit(llm, "s", "u", 1);
+	wait_one(llm, &resp);
+	if (!resp.ok)
+		fail_msg("%s", resp.error);
+	assert_int_equal(resp.attempts, 2);
+	ks_llm_response_release(&resp);
+	assert_string_equal(ks_llm_max_tokens_field(llm), "max_tokens");
+	notice = ks_llm_take_notice(llm);
+	assert_non_null(notice);
+	assert_contains(notice, "refused 'max_completion_tokens' (HTTP 400:");
+	assert_contains(notice, "Extra inputs are not permitted");
+	assert_contains(notice, "goes in 'max_tokens' from now on");
+	free(notice);
+	submit(llm, "s", "u", 2);
+	wait_one(llm, &resp);
+	assert_true(resp.ok);
+	assert_int_equal(resp.attempts, 1);
+	ks_llm_response_release(&resp);
+	assert_null(ks_llm_take_notice(llm));
+	ks_llm_close(llm);
+	recs = fake_records(&fake, 3);
+	sent_params(json_array_get(recs, 0), got, sizeof(got));
+	assert_string_equal(got, "400 max_completion_tokens temperature");
+	sent_params(json_array_get(recs, 1), got, sizeof(got));
+	assert_string_equal(got, "200 max_tokens temperature");
+	sent_params(json_array_get(recs, 2), got, sizeof(got));
+	assert_string_equal(got, "200 max_tokens temperature");
+	json_decref(recs);
+	ks_llm_config_release(&cfg);
+	fake_stop(&fake);
+}
+
+static void test_other_refusals_are_not_adapted(void **state)
+{
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct ks_llm *llm;
+	struct ks_error err;
+	struct fake fake;
+
+	(void)state;
+	fake_start(&fake, "[{\"status\": 400, \"message\": \"Your prompt is too long.\"},"
+			  " {\"status\": 400, \"message\": \"Unrecognized request argument supplied: "
+			  "reasoning_effort\"},"
+			  " {\"status\": 400, \"message\": \"max_tokens is too large: 99999.\"}]");
+	config_for(&cfg, fake.port, KS_LLM_OPENAI);
+	cfg.max_retries = 2;
+	if (ks_llm_config_set_extra(&cfg, "{\"reasoning_effort\": \"high\"}", "--llm-extra", &err))
+		fail_msg("%s", err.msg);
+	llm = open_llm(&cfg);
+	for (int i = 0; i < 3; i++) {
+		submit(llm, NULL, "u", (uint64_t)i);
+		wait_one(llm, &resp);
+		assert_false(resp.ok);
+		assert_int_equal(resp.attempts, 1);
+		assert_int_equal(resp.http_status, 400);
+		/* a field of --llm-extra the endpoint does not take: said where it comes from */
+		if (i == 1)
+			assert_contains(resp.error, "\"reasoning_effort\" comes from --llm-extra");
+		else
+			assert_null(strstr(resp.error, "--llm-extra"));
+		ks_llm_response_release(&resp);
+	}
+	assert_null(ks_llm_take_notice(llm));
+	assert_string_equal(ks_llm_max_tokens_field(llm), "max_completion_tokens");
+	assert_true(ks_llm_sends_temperature(llm));
+	ks_llm_close(llm);
+	ks_llm_config_release(&cfg);
+	fake_stop(&fake);
+}
+
+static void test_strip_think(void **state)
+{
+	static const struct {
+		const char *text, *answer;
+		size_t removed;
+	} cases[] = {
+		{ "plain answer", "plain answer", 0 },
+		{ "<think>\nhmm\n</think>\n\nthe answer", "the answer", 20 },
+		{ "  <think>a</think>B", "B", 16 },
+		{ "<think>cut off while thinking", "", 29 },
+		{ "opened by the template\n</think>\n\nthe answer", "the answer", 31 },
+		{ "A <think>x</think>B<think>y", "A B", 24 },
+		{ "text with </think> then <think>z</think> end", "then  end", 34 },
+		{ "", "", 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t removed = 99;
+		char *answer = ks_llm_strip_think(cases[i].text, &removed);
+
+		if (strcmp(answer, cases[i].answer) || removed != cases[i].removed)
+			fail_msg("\"%s\": got \"%s\" (%zu bytes of reasoning); expected \"%s\" (%zu)",
+				 cases[i].text, answer, removed, cases[i].answer, cases[i].removed);
+		free(answer);
+	}
+}
+
+static void test_reasoning_is_never_the_answer(void **state)
+{
+	static const struct {
+		const char *mode, *where;
+	} modes[] = {
+		{ "think", "<think>" },
+		{ "think-no-open", "<think>" },
+		{ "reasoning-content", "reasoning_content" },
+		{ "reasoning", "reasoning" },
+	};
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct ks_llm *llm;
+	struct ks_error err;
+	struct fake fake;
+	json_t *recs, *thinking;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		const char *const options[] = { "--mode", modes[i].mode, NULL };
+
+		fake_start_with(&fake, "[{\"reply\": \"The final answer.\"}]", options);
+		config_for(&cfg, fake.port, KS_LLM_OPENAI);
+		llm = open_llm(&cfg);
+		submit(llm, NULL, parent_prompt, 1);
+		wait_one(llm, &resp);
+		if (!resp.ok)
+			fail_msg("%s: %s", modes[i].mode, resp.error);
+		assert_string_equal(resp.text, "The final answer.");
+		assert_string_equal(resp.reasoning, modes[i].where);
+		assert_true(resp.reasoning_estimated);
+		assert_true(resp.reasoning_tokens > 50 && resp.reasoning_tokens < resp.completion_tokens);
+		ks_llm_response_release(&resp);
+		ks_llm_close(llm);
+		ks_llm_config_release(&cfg);
+		/* the fake did send the decoys */
+		recs = fake_records(&fake, 1);
+		if (strstr(modes[i].mode, "think"))
+			assert_contains(json_string_value(json_object_get(json_array_get(recs, 0), "answer")),
+					"DECOY_FROM_THINKING");
+		json_decref(recs);
+		fake_stop(&fake);
+	}
+
+	/* Anthropic: thinking asked for with --llm-extra, answered in thinking blocks */
+	fake_start(&fake, "[{\"reply\": \"The final answer.\"}]");
+	config_for(&cfg, fake.port, KS_LLM_ANTHROPIC);
+	cfg.has_temperature = 0;
+	cfg.max_tokens = 8000;
+	if (ks_llm_config_set_extra(&cfg, "{\"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 4000}}",
+				    "--llm-extra", &err))
+		fail_msg("%s", err.msg);
+	ask_once(&cfg, &resp);
+	if (!resp.ok)
+		fail_msg("%s", resp.error);
+	assert_string_equal(resp.text, "The final answer.");
+	assert_string_equal(resp.reasoning, "thinking blocks");
+	assert_true(resp.reasoning_tokens > 50);
+	ks_llm_response_release(&resp);
+	recs = fake_records(&fake, 1);
+	thinking = json_object_get(json_object_get(json_array_get(recs, 0), "body"), "thinking");
+	assert_int_equal(json_integer_value(json_object_get(thinking, "budget_tokens")), 4000);
+	json_decref(recs);
+	ks_llm_config_release(&cfg);
+	fake_stop(&fake);
+}
+
+static void test_cut_off_answers_are_marked(void **state)
+{
+	const char *const mode[] = { "--mode", "length", NULL };
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct ks_llm_usage usage;
+	struct ks_llm *llm;
+	struct fake fake;
+
+	(void)state;
+	fake_start_with(&fake, "[{\"reply\": \"a long answer that goes on\"}]", mode);
+	for (int anthropic = 0; anthropic < 2; anthropic++) {
+		config_for(&cfg, fake.port, anthropic ? KS_LLM_ANTHROPIC : KS_LLM_OPENAI);
+		llm = open_llm(&cfg);
+		submit(llm, NULL, "u", 1);
+		wait_one(llm, &resp);
+		assert_true(resp.ok);
+		assert_true(resp.cut_off);
+		assert_string_equal(resp.stop_reason, anthropic ? "max_tokens" : "length");
+		assert_int_equal(resp.completion_tokens, 1234);
+		assert_string_equal(resp.text, "a long answer");
+		ks_llm_response_release(&resp);
+		ks_llm_usage(llm, &usage);
+		assert_int_equal(usage.cut_off, 1);
+		ks_llm_close(llm);
+		ks_llm_config_release(&cfg);
+	}
+	fake_stop(&fake);
+}
+
+static void test_cached_tokens_are_counted_and_priced(void **state)
+{
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct fake fake;
+
+	(void)state;
+	fake_start(&fake,
+		   "[{\"reply\": \"x\", \"usage\": {\"prompt_tokens\": 10000, \"completion_tokens\": 2000,"
+		   " \"reasoning_tokens\": 1500, \"cached_tokens\": 8000, \"cache_write_tokens\": 1000}}]");
+	/* OpenAI: cached tokens are part of prompt_tokens; reasoning part of completion_tokens */
+	config_for(&cfg, fake.port, KS_LLM_OPENAI);
+	cfg.has_price = 1;
+	cfg.price = (struct ks_llm_price){ 2, 10, 0.5, -1 };
+	ask_once(&cfg, &resp);
+	assert_int_equal(resp.prompt_tokens, 10000);
+	assert_int_equal(resp.cached_tokens, 8000);
+	assert_int_equal(resp.cache_write_tokens, 0);
+	assert_int_equal(resp.completion_tokens, 2000);
+	assert_int_equal(resp.reasoning_tokens, 1500);
+	assert_false(resp.reasoning_estimated);
+	/* 2000 at $2, 8000 cached at $0.5, 2000 out at $10 */
+	assert_true(fabs(resp.cost_usd - (2000 * 2 + 8000 * 0.5 + 2000 * 10) / 1e6) < 1e-12);
+	ks_llm_response_release(&resp);
+	ks_llm_config_release(&cfg);
+
+	/* Anthropic: input_tokens excludes cache reads and writes; all three make the prompt */
+	config_for(&cfg, fake.port, KS_LLM_ANTHROPIC);
+	cfg.has_price = 1;
+	cfg.price = (struct ks_llm_price){ 3, 15, 0.3, 3.75 };
+	ask_once(&cfg, &resp);
+	assert_int_equal(resp.prompt_tokens, 10000);
+	assert_int_equal(resp.cached_tokens, 8000);
+	assert_int_equal(resp.cache_write_tokens, 1000);
+	assert_true(fabs(resp.cost_usd - (1000 * 3 + 8000 * 0.3 + 1000 * 3.75 + 2000 * 15) / 1e6) < 1e-12);
+	ks_llm_response_release(&resp);
+	/* without cache prices, cached tokens are priced as input */
+	cfg.price = (struct ks_llm_price){ 3, 15, -1, -1 };
+	ask_once(&cfg, &resp);
+	assert_true(fabs(resp.cost_usd - (10000 * 3 + 2000 * 15) / 1e6) < 1e-12);
+	ks_llm_response_release(&resp);
+	ks_llm_config_release(&cfg);
+	fake_stop(&fake);
+}
+
+static void test_extra_fields_and_headers_are_checked(void **state)
+{
+	struct ks_llm_config cfg;
+	struct ks_error err;
+	static const struct {
+		const char *json, *says;
+	} bad_extra[] = {
+		{ "{\"reasoning_effort\": }", "--llm-extra: not valid JSON (line 1, column" },
+		{ "[1, 2]", "expected a JSON object" },
+		{ "\"high\"", "expected a JSON object" },
+		{ "{\"model\": \"other\"}", "the field \"model\" is ksearch's to set (--llm-model)" },
+		{ "{\"messages\": []}", "the field \"messages\"" },
+		{ "{\"temperature\": 1}", "(--temperature)" },
+		{ "{\"max_tokens\": 5}", "(--max-tokens)" },
+		{ "{\"max_completion_tokens\": 5}", "(--max-tokens)" },
+		{ "{\"stream\": true}", "the field \"stream\"" },
+		{ "{\"a\": 1, \"a\": 2}", "not valid JSON" },
+	};
+	static const struct {
+		const char *line, *says;
+	} bad_header[] = {
+		{ "X-Title ksearch", "there is no colon" },
+		{ ": v", "the name is empty" },
+		{ "X Title: v", "'X Title' is not a header name" },
+		{ "X-Title:   ", "the header X-Title has no value" },
+		{ "X-Title: a\x01"
+		  "b",
+		  "control character" },
+		{ "content-type: text/plain", "the header Content-Type is ksearch's to set" },
+		{ "Host: evil", "Host is ksearch's to set" },
+	};
+
+	(void)state;
+	ks_llm_config_init(&cfg);
+	for (size_t i = 0; i < sizeof(bad_extra) / sizeof(bad_extra[0]); i++) {
+		if (ks_llm_config_set_extra(&cfg, bad_extra[i].json, "--llm-extra", &err) == 0)
+			fail_msg("extra %s was accepted", bad_extra[i].json);
+		assert_contains(err.msg, bad_extra[i].says);
+	}
+	assert_null(cfg.extra);
+	assert_int_equal(
+		ks_llm_config_set_extra(&cfg, "{\"provider\": {\"order\": [\"a\"]}}", "--llm-extra", &err),
+		0);
+	for (size_t i = 0; i < sizeof(bad_header) / sizeof(bad_header[0]); i++) {
+		if (ks_llm_config_add_header(&cfg, bad_header[i].line, "--llm-header", &err) == 0)
+			fail_msg("header %s was accepted", bad_header[i].line);
+		assert_contains(err.msg, bad_header[i].says);
+		assert_null(strstr(err.msg, "evil")); /* a value is never echoed */
+	}
+	assert_int_equal(ks_llm_config_add_header(&cfg, "X-Title:  ksearch  ", "--llm-header", &err), 0);
+	assert_string_equal(cfg.headers[0], "X-Title: ksearch");
+	assert_int_equal(ks_llm_config_add_header(&cfg, "x-title: again", "--llm-header", &err), -1);
+	assert_contains(err.msg, "given twice");
+	ks_llm_config_release(&cfg);
+
+	/* the provider's key header: the key comes from the environment only */
+	config_for(&cfg, 1, KS_LLM_OPENAI);
+	assert_int_equal(ks_llm_config_add_header(&cfg, "Authorization: Bearer sk-cli", "--llm-header", &err),
+			 0);
+	assert_int_equal(ks_llm_config_validate(&cfg, &err), -1);
+	assert_contains(err.msg, "--llm-header Authorization: the API key goes there");
+	assert_contains(err.msg, "KSEARCH_API_KEY or OPENAI_API_KEY");
+	assert_null(strstr(err.msg, "sk-cli"));
+	cfg.provider = KS_LLM_ANTHROPIC; /* there it is x-api-key's job; Authorization may go to a gateway */
+	assert_int_equal(ks_llm_config_validate(&cfg, &err), 0);
+	ks_llm_config_release(&cfg);
+	config_for(&cfg, 1, KS_LLM_ANTHROPIC);
+	assert_int_equal(ks_llm_config_add_header(&cfg, "X-API-Key: k", "--llm-header", &err), 0);
+	assert_int_equal(ks_llm_config_validate(&cfg, &err), -1);
+	assert_contains(err.msg, "--llm-header x-api-key");
+	ks_llm_config_release(&cfg);
+
+	/* Anthropic's rules for thinking */
+	config_for(&cfg, 1, KS_LLM_ANTHROPIC);
+	cfg.max_tokens = 16000;
+	assert_int_equal(ks_llm_config_set_extra(
+				 &cfg, "{\"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 16000}}",
+				 "--llm-extra", &err),
+			 0);
+	assert_int_equal(ks_llm_config_validate(&cfg, &err), -1);
+	assert_contains(err.msg, "--temperature 0.5: Anthropic's thinking");
+	cfg.has_temperature = 0;
+	assert_int_equal(ks_llm_config_validate(&cfg, &err), -1);
+	assert_contains(err.msg, "thinking.budget_tokens 16000 must be less than --max-tokens 16000");
+	cfg.max_tokens = 32000;
+	assert_int_equal(ks_llm_config_validate(&cfg, &err), 0);
+	ks_llm_config_release(&cfg);
+
+	/* the environment: named in the message */
+	setenv("KSEARCH_LLM_EXTRA", "{oops", 1);
+	ks_llm_config_init(&cfg);
+	assert_int_equal(ks_llm_config_from_env(&cfg, &err), -1);
+	assert_contains(err.msg, "KSEARCH_LLM_EXTRA: not valid JSON");
+	ks_llm_config_release(&cfg);
+	setenv("KSEARCH_LLM_EXTRA", "{\"top_p\": 0.9}", 1);
+	setenv("KSEARCH_LLM_HEADERS", "X-Title: ksearch\r\n\nHTTP-Referer: https://example.com/ksearch\n", 1);
+	ks_llm_config_init(&cfg);
+	assert_int_equal(ks_llm_config_from_env(&cfg, &err), 0);
+	assert_string_equal(cfg.extra, "{\"top_p\":0.9}");
+	assert_int_equal(cfg.n_headers, 2);
+	assert_string_equal(cfg.headers[1], "HTTP-Referer: https://example.com/ksearch");
+	ks_llm_config_release(&cfg);
+	/* what the command line set wins */
+	ks_llm_config_init(&cfg);
+	assert_int_equal(ks_llm_config_set_extra(&cfg, "{\"top_p\": 0.5}", "--llm-extra", &err), 0);
+	assert_int_equal(ks_llm_config_add_header(&cfg, "X-Other: 1", "--llm-header", &err), 0);
+	assert_int_equal(ks_llm_config_from_env(&cfg, &err), 0);
+	assert_string_equal(cfg.extra, "{\"top_p\":0.5}");
+	assert_int_equal(cfg.n_headers, 1);
+	ks_llm_config_release(&cfg);
+	setenv("KSEARCH_LLM_HEADERS", "no colon here", 1);
+	ks_llm_config_init(&cfg);
+	assert_int_equal(ks_llm_config_from_env(&cfg, &err), -1);
+	assert_contains(err.msg, "KSEARCH_LLM_HEADERS: expected 'Name: value'");
+	ks_llm_config_release(&cfg);
+	unsetenv("KSEARCH_LLM_EXTRA");
+	unsetenv("KSEARCH_LLM_HEADERS");
+	unsetenv("OPENAI_API_KEY");
+	unsetenv("ANTHROPIC_API_KEY");
+	unsetenv("KSEARCH_API_KEY");
+}
+
+#define GATEWAY_SECRET "gw-TEST-5e1f0a9d77"
+
+static void test_extra_fields_and_headers_reach_a_gateway(void **state)
+{
+	const char *const gateway[] = { "--require-header", "X-Gateway-Key: " GATEWAY_SECRET, NULL };
+	struct ks_llm_config cfg;
+	struct ks_llm_response resp;
+	struct ks_error err;
+	struct fake fake;
+	json_t *recs, *body, *headers;
+	char *raw;
+
+	(void)state;
+	fake_start_with(&fake,
+			"[{\"reply\": \"ok\"}, {\"reply\": \"your header said " GATEWAY_SECRET "\"},"
+			" {\"status\": 400, \"message\": \"bad header " GATEWAY_SECRET "\"}]",
+			gateway);
+	config_for(&cfg, fake.port, KS_LLM_OPENAI);
+	/* without its header, the gateway refuses, and the message says what to look at */
+	ask_once(&cfg, &resp);
+	assert_false(resp.ok);
+	assert_int_equal(resp.http_status, 401);
+	assert_contains(resp.error, "requires the header 'X-Gateway-Key'");
+	ks_llm_response_release(&resp);
+
+	if (ks_llm_config_set_extra(&cfg,
+				    "{\"provider\": {\"order\": [\"a\", \"b\"], \"allow_fallbacks\": false},"
+				    " \"reasoning_effort\": \"high\"}",
+				    "--llm-extra", &err) ||
+	    ks_llm_config_add_header(&cfg, "X-Gateway-Key: " GATEWAY_SECRET, "--llm-header", &err) ||
+	    ks_llm_config_add_header(&cfg, "X-Title: ksearch", "--llm-header", &err))
+		fail_msg("%s", err.msg);
+	ask_once(&cfg, &resp);
+	if (!resp.ok)
+		fail_msg("%s", resp.error);
+	ks_llm_response_release(&resp);
+	/* a header value is a secret like the key: redacted in answers and errors */
+	ask_once(&cfg, &resp);
+	assert_contains(resp.text, "your header said <redacted>");
+	ks_llm_response_release(&resp);
+	ask_once(&cfg, &resp);
+	assert_false(resp.ok);
+	assert_contains(resp.error, "bad header <redacted>");
+	ks_llm_response_release(&resp);
+	ks_llm_config_release(&cfg);
+
+	recs = fake_records(&fake, 4);
+	assert_int_equal(json_array_size(recs), 4);
+	body = json_object_get(json_array_get(recs, 1), "body");
+	assert_string_equal(json_string_value(json_object_get(body, "reasoning_effort")), "high");
+	assert_true(json_is_false(json_object_get(json_object_get(body, "provider"), "allow_fallbacks")));
+	assert_string_equal(json_string_value(json_object_get(body, "model")), "fake-model");
+	headers = json_object_get(json_array_get(recs, 1), "headers");
+	assert_string_equal(json_string_value(json_object_get(headers, "x-title")), "ksearch");
+	assert_non_null(json_object_get(headers, "x-gateway-key"));
+	raw = json_dumps(headers, 0);
+	assert_null(strstr(raw, GATEWAY_SECRET)); /* the fake redacts what it requires */
+	free(raw);
+	json_decref(recs);
+	fake_stop(&fake);
+}
+
 /* ---- the key ---- */
 
 /*
@@ -900,6 +1520,11 @@ static void check_leaks(enum ks_llm_provider provider)
 		cfg.pause_after = c->pause_after;
 		cfg.pause_s = 60;
 		cfg.budget_tokens = c->budget_tokens;
+		/* extra fields and headers travel with every request; the key stays out of them */
+		if (ks_llm_config_set_extra(&cfg, "{\"metadata\": {\"run\": \"leak-test\"}}", "--llm-extra",
+					    &err) ||
+		    ks_llm_config_add_header(&cfg, "X-Title: ksearch-leak-test", "--llm-header", &err))
+			fail_msg("%s", err.msg);
 		llm = open_llm(&cfg);
 		submit(llm, "s", "u", i);
 		wait_one(llm, &resp);
@@ -946,6 +1571,11 @@ static void check_leaks(enum ks_llm_provider provider)
 		sent = json_dumps(json_object_get(rec, "headers"), 0);
 		assert_no_key(sent);
 		free(sent);
+		assert_string_equal(rec_header(rec, "x-title"), "ksearch-leak-test");
+		assert_string_equal(
+			json_string_value(json_object_get(
+				json_object_get(json_object_get(rec, "body"), "metadata"), "run")),
+			"leak-test");
 	}
 	json_decref(recs);
 	fake_stop(&fake);
@@ -993,6 +1623,17 @@ int main(void)
 		cmocka_unit_test(test_what_is_not_retried),
 		cmocka_unit_test(test_concurrency_bounds_transfers),
 		cmocka_unit_test(test_pause_after_consecutive_failures),
+		cmocka_unit_test(test_defaults_fit_reasoning_models),
+		cmocka_unit_test(test_no_key_sends_no_credentials),
+		cmocka_unit_test(test_reasoning_model_parameters_are_adapted_once),
+		cmocka_unit_test(test_older_server_gets_max_tokens),
+		cmocka_unit_test(test_other_refusals_are_not_adapted),
+		cmocka_unit_test(test_strip_think),
+		cmocka_unit_test(test_reasoning_is_never_the_answer),
+		cmocka_unit_test(test_cut_off_answers_are_marked),
+		cmocka_unit_test(test_cached_tokens_are_counted_and_priced),
+		cmocka_unit_test(test_extra_fields_and_headers_are_checked),
+		cmocka_unit_test(test_extra_fields_and_headers_reach_a_gateway),
 		cmocka_unit_test(test_key_never_leaks),
 	};
 

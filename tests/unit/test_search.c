@@ -355,13 +355,22 @@ struct llm_env {
 	char prompts[4200];
 };
 
-static void llm_up_with(struct llm_env *e, enum ks_llm_provider provider, const char *script, int concurrency,
-			uint64_t budget_tokens)
+/* How an endpoint differs from the plain fake, and how the client is set for it. */
+struct endpoint {
+	const char *const *fake_options; /* e.g. "--mode", "think", NULL */
+	int no_key;
+	double temperature; /* > 0: --temperature */
+	int max_tokens;	    /* 0: the default */
+	const char *header; /* --llm-header */
+};
+
+static void llm_up_endpoint(struct llm_env *e, enum ks_llm_provider provider, const char *script,
+			    int concurrency, uint64_t budget_tokens, const struct endpoint *ep)
 {
 	struct ks_llm_config cfg;
 	struct ks_error err;
 
-	fake_start(&e->fake, script);
+	fake_start_with(&e->fake, script, ep ? ep->fake_options : NULL);
 	ks_llm_config_init(&cfg);
 	cfg.provider = provider;
 	cfg.base_url = ks_asprintf("http://127.0.0.1:%d/v1", e->fake.port);
@@ -373,6 +382,18 @@ static void llm_up_with(struct llm_env *e, enum ks_llm_provider provider, const 
 	cfg.max_retries = 2;
 	cfg.pause_after = 0;
 	cfg.budget_tokens = budget_tokens;
+	if (ep && ep->no_key) {
+		free(cfg.api_key);
+		cfg.api_key = NULL;
+	}
+	if (ep && ep->temperature > 0) {
+		cfg.temperature = ep->temperature;
+		cfg.has_temperature = 1;
+	}
+	if (ep && ep->max_tokens)
+		cfg.max_tokens = ep->max_tokens;
+	if (ep && ep->header && ks_llm_config_add_header(&cfg, ep->header, "--llm-header", &err) < 0)
+		fail_msg("%s", err.msg);
 	if (ks_llm_open(&e->client, &cfg, &err) < 0)
 		fail_msg("%s", err.msg);
 	ks_llm_config_release(&cfg);
@@ -387,6 +408,12 @@ static void llm_up_with(struct llm_env *e, enum ks_llm_provider provider, const 
 					 .rewrite_every = 3,
 					 .population_cap = 6,
 					 .move_share = 0.3 };
+}
+
+static void llm_up_with(struct llm_env *e, enum ks_llm_provider provider, const char *script, int concurrency,
+			uint64_t budget_tokens)
+{
+	llm_up_endpoint(e, provider, script, concurrency, budget_tokens, NULL);
 }
 
 static void llm_up(struct llm_env *e, const char *script, int concurrency, uint64_t budget_tokens)
@@ -681,6 +708,177 @@ static void test_llm_that_never_gives_code_is_not_asked_at_full_speed(void **sta
 	llm_down(&e);
 }
 
+/*
+ * The search against each kind of endpoint the fake can be: reasoning models
+ * that refuse parameters, older servers, models that think in the content or
+ * in a field (with decoy kernels in the thinking), a gateway that wants its
+ * header, a local server without a key.  Each must bring verified LLM
+ * kernels, and no decoy may ever reach the archive.
+ */
+static void test_llm_search_works_against_each_kind_of_endpoint(void **state)
+{
+	static const char *const reasoning_model[] = { "--mode", "openai-reasoning", NULL };
+	static const char *const older_server[] = { "--mode", "legacy-max-tokens", NULL };
+	static const char *const think[] = { "--mode", "think", NULL };
+	static const char *const think_no_open[] = { "--mode", "think-no-open", NULL };
+	static const char *const reasoning_content[] = { "--mode", "reasoning-content", NULL };
+	static const char *const reasoning[] = { "--mode", "reasoning", NULL };
+	static const char *const gateway[] = { "--require-header", "X-Gateway-Key: gw-secret-42", NULL };
+	static const char *const local[] = { NULL };
+	static const struct {
+		const char *name;
+		struct endpoint ep;
+		enum ks_llm_provider provider;
+		const char *adapted; /* in the notice, when the client must adapt */
+	} cases[] = {
+		{ "reasoning model",
+		  { reasoning_model, 0, 0.8, 0, NULL },
+		  KS_LLM_OPENAI,
+		  "refused temperature 0.8" },
+		{ "older server",
+		  { older_server, 0, 0, 0, NULL },
+		  KS_LLM_OPENAI,
+		  "refused 'max_completion_tokens'" },
+		{ "think tags", { think, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
+		{ "think, opened by the template", { think_no_open, 0, 0, 0, NULL }, KS_LLM_ANTHROPIC, NULL },
+		{ "reasoning_content", { reasoning_content, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
+		{ "reasoning", { reasoning, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
+		{ "gateway", { gateway, 0, 0, 0, "X-Gateway-Key: gw-secret-42" }, KS_LLM_OPENAI, NULL },
+		{ "local server, no key", { local, 1, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
+	};
+	struct fixture *f = *state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 10000 };
+		struct ks_search_summary sum;
+		struct ks_error err;
+		struct llm_env e;
+		json_t *records, *r;
+		char archive[32], *choices, *log;
+		size_t k, reasoned = 0;
+
+		snprintf(archive, sizeof(archive), "endpoint%zu", i);
+		llm_up_endpoint(&e, cases[i].provider, "[{\"edit_params\": \"auto\"}]", 2, 0, &cases[i].ep);
+		choices = run_with(f, archive, 4, 50, 0, &e.llm, &t, 0, &sum, &err, &log);
+		if (!sum.llm_ok || sum.llm_failed)
+			fail_msg("%s: %llu LLM kernels verified, %llu requests failed; log:\n%s",
+				 cases[i].name, (unsigned long long)sum.llm_ok,
+				 (unsigned long long)sum.llm_failed, log);
+		if (cases[i].adapted) {
+			assert_contains(log, "\"event\":\"llm_adapted\"");
+			assert_contains(log, cases[i].adapted);
+		} else {
+			assert_null(strstr(log, "llm_adapted"));
+		}
+		assert_null(strstr(log, "DECOY_FROM_THINKING"));
+		{
+			/* everything the archive holds: records, sources, the LLM's families */
+			struct ks_archive *ar = open_archive(f, archive);
+			char *dump = NULL;
+			size_t dump_size = 0;
+			FILE *out = open_memstream(&dump, &dump_size);
+
+			if (ks_archive_export(ar, out, 0, &err) < 0)
+				fail_msg("%s", err.msg);
+			fclose(out);
+			ks_archive_close(ar);
+			assert_contains(dump, "\"mutation\":\"llm\"");
+			if (strstr(dump, "DECOY_FROM_THINKING"))
+				fail_msg("%s: a draft from the reasoning reached the archive", cases[i].name);
+			free(dump);
+		}
+		records = all_records(f, archive);
+		json_array_foreach(records, k, r)
+		{
+			const json_t *llm = json_object_get(r, "llm");
+			char *dump = json_dumps(r, 0);
+
+			if (strstr(dump, "DECOY_FROM_THINKING"))
+				fail_msg("%s: a draft from the reasoning reached the archive: %s",
+					 cases[i].name, dump);
+			free(dump);
+			reasoned += llm && json_integer_value(json_object_get(llm, "reasoning_tokens")) > 0;
+		}
+		/* reasoning tokens are kept with the child where the endpoint reasons */
+		if (strcmp(cases[i].name, "older server") && strcmp(cases[i].name, "gateway") &&
+		    strcmp(cases[i].name, "local server, no key"))
+			assert_true(reasoned > 0);
+		else
+			assert_int_equal(reasoned, 0);
+		json_decref(records);
+		free(choices);
+		free(log);
+		llm_down(&e);
+	}
+}
+
+static void test_llm_answers_cut_off_are_their_own_failure(void **state)
+{
+	static const char *const length[] = { "--mode", "length", NULL };
+	static const char *const reasoning_model[] = { "--mode", "openai-reasoning", NULL };
+	const struct endpoint cut = { length, 0, 0, 0, NULL },
+			      thinks_too_long = { reasoning_model, 0, 0, 200, NULL };
+	struct fixture *f = *state;
+	/* the seeds' 32 combinations take ~0.5 s; no LLM kernel comes, so the budget is theirs */
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 30000 },
+		   t2 = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 30000 };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	struct llm_env e;
+	json_t *reqs, *r, *prompts, *usage;
+	char *choices, *log;
+	size_t i, repairs = 0;
+	struct ks_archive *ar;
+	void *data = NULL;
+	size_t size = 0;
+
+	/* the answer itself ran long: a repair turn asks for short edits */
+	llm_up_endpoint(&e, KS_LLM_OPENAI, "[{\"edit_params\": \"auto\"}]", 1, 0, &cut);
+	choices = run_with(f, "cut", 4, 32, 0, &e.llm, &t, 0, &sum, &err, &log);
+	assert_int_equal(sum.llm_children, 0);
+	assert_true(sum.cut_off >= 2);
+	assert_true(sum.answer_errors >= sum.cut_off);
+	assert_contains(log, "cut off at 32768 tokens: raise --max-tokens");
+	assert_contains(log, "\"cut_off\":true");
+	reqs = fake_records(&e.fake, sum.llm_requests);
+	json_array_foreach(reqs, i, r)
+	{
+		json_t *msgs = json_object_get(json_object_get(r, "body"), "messages");
+		const char *followup = json_string_value(json_object_get(json_array_get(msgs, 3), "content"));
+
+		if (followup) {
+			assert_contains(followup, "Verdict: cut_off");
+			assert_contains(followup, "cut off at 32768 tokens");
+			repairs++;
+		}
+	}
+	assert_true(repairs > 0);
+	prompts = all_prompts(f, "cut");
+	assert_true(stat_sum(prompts, "cut_off") >= 2);
+	ar = open_archive(f, "cut");
+	assert_int_equal(ks_archive_state_get(ar, "llm/usage", &data, &size, &err), 0);
+	usage = json_loadb(data, size, 0, NULL);
+	assert_true(json_integer_value(json_object_get(usage, "cut_off")) >= 2);
+	json_decref(usage);
+	free(data);
+	ks_archive_close(ar);
+	json_decref(prompts);
+	json_decref(reqs);
+	free(choices);
+	free(log);
+	llm_down(&e);
+
+	/* the budget went to reasoning: asking again cannot help, so no repair turn */
+	llm_up_endpoint(&e, KS_LLM_OPENAI, "[{\"edit_params\": \"auto\"}]", 1, 0, &thinks_too_long);
+	choices = run_with(f, "cut2", 4, 32, 0, &e.llm, &t2, 0, &sum, &err, &log);
+	assert_true(sum.cut_off >= 1);
+	assert_int_equal(sum.repairs, 0);
+	assert_contains(log, "cut off at 200 tokens: raise --max-tokens (it was still reasoning)");
+	free(choices);
+	free(log);
+	llm_down(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -692,6 +890,8 @@ int main(void)
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
 		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),
 		cmocka_unit_test(test_llm_that_never_gives_code_is_not_asked_at_full_speed),
+		cmocka_unit_test(test_llm_search_works_against_each_kind_of_endpoint),
+		cmocka_unit_test(test_llm_answers_cut_off_are_their_own_failure),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -4,9 +4,33 @@
  * Two protocols: OpenAI-compatible chat completions (POST {base}/chat/completions,
  * "Authorization: Bearer KEY"; OpenAI, vLLM, SGLang, llama.cpp, Ollama, ...) and
  * Anthropic messages (POST {base}/messages, "x-api-key: KEY",
- * "anthropic-version: 2023-06-01").  Several requests are in flight at once
+ * "anthropic-version: 2023-06-01").  Without a key no credentials are sent at
+ * all, as local servers expect.  Several requests are in flight at once
  * through one libcurl multi handle; there are no threads: ks_llm_poll() does
  * all the work, so the search calls it from its own loop.
+ *
+ * A request body holds the model, the messages, the answer budget
+ * (OpenAI: "max_completion_tokens", which OpenAI's reasoning models require
+ * and which replaced "max_tokens"; Anthropic: "max_tokens"), the temperature
+ * only when cfg.has_temperature, and cfg.extra deep-merged in last.
+ *
+ * Adapting to the endpoint (OpenAI protocol): a 400 or 422 whose error says
+ * that one of the parameters the client chose is unsupported (OpenAI's
+ * error.param with code unsupported_parameter / unsupported_value, or the
+ * parameter's name in the message of an unknown-field error) makes the
+ * client change that parameter for the rest of the run and send the request
+ * again at once (not counted as a retry): "temperature" is dropped, and the
+ * budget moves from "max_completion_tokens" to "max_tokens" (older servers)
+ * or back, once per run.  Each change is queued once as a notice
+ * (ks_llm_take_notice()) for the caller to log and show.
+ *
+ * Reasoning is never the answer: a reply's text is what is left after
+ * removing <think>...</think> blocks (an unclosed <think> runs to the end; a
+ * reply whose first tag is a lone </think> loses everything before it:
+ * ks_llm_strip_think()); reasoning_content / reasoning fields and Anthropic
+ * thinking / redacted_thinking blocks are never read as text.  Their tokens
+ * are kept: reasoning_tokens as reported (OpenAI's
+ * completion_tokens_details), else estimated from the reasoning's bytes / 4.
  *
  * What the module promises:
  *  - At most cfg.concurrency transfers in flight; more submissions queue.
@@ -57,6 +81,8 @@ enum ks_llm_provider {
 struct ks_llm_price {
 	double input_per_mtok;
 	double output_per_mtok;
+	double cached_input_per_mtok; /* prompt tokens read from the cache; < 0: priced as input */
+	double cache_write_per_mtok;  /* prompt tokens written to the cache (Anthropic); < 0: as input */
 };
 
 /*
@@ -71,7 +97,8 @@ struct ks_llm_config {
 	char *api_key; /* from the environment only; NULL or "": no auth header sent */
 	int concurrency;
 	double temperature;
-	int max_tokens;
+	int has_temperature;	  /* send it; else the model's default (reasoning models take no other) */
+	int max_tokens;		  /* the answer budget, reasoning included */
 	double connect_timeout_s; /* per attempt (CURLOPT_CONNECTTIMEOUT) */
 	double total_timeout_s;	  /* per attempt, whole transfer (CURLOPT_TIMEOUT) */
 	int max_retries;	  /* attempts per request: at most max_retries + 1 */
@@ -84,13 +111,18 @@ struct ks_llm_config {
 	int has_price;
 	struct ks_llm_price price;
 	uint64_t jitter_seed; /* seeds the backoff jitter: same seed, same delays */
+	char *extra;	      /* a JSON object merged into every body (ks_llm_config_set_extra()); or NULL */
+	char **headers;	      /* "Name: value" lines sent with every request (ks_llm_config_add_header()) */
+	size_t n_headers;
 };
 
 /*
  * Defaults, allocating nothing: provider unset, no URL/model/key,
- * concurrency 4, temperature 0.8, max_tokens 8192, connect timeout 10 s,
- * total timeout 300 s, 4 retries, backoff 1..30 s, pause for 120 s after
- * 5 consecutive failures, no budgets, no price, jitter seed 0.
+ * concurrency 4, no temperature (temperature 0.8 if has_temperature is
+ * set), max_tokens 32768, connect timeout 10 s, total timeout 900 s
+ * (reasoning models think for minutes), 4 retries, backoff 1..30 s, pause
+ * for 120 s after 5 consecutive failures, no budgets, no price, jitter
+ * seed 0, no extra fields or headers.
  */
 void ks_llm_config_init(struct ks_llm_config *cfg);
 /* Free the strings (wiping the key first) and return to ks_llm_config_init(). */
@@ -100,11 +132,39 @@ void ks_llm_config_release(struct ks_llm_config *cfg);
  * Fill what is still unset from the environment, so that the command line
  * (applied first) wins: provider from KSEARCH_LLM_PROVIDER (default
  * openai), base_url from KSEARCH_LLM_URL (default the provider's public
- * endpoint), model from KSEARCH_LLM_MODEL.  The key is always read here,
- * from KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY by
- * provider.  Fails only on an unknown provider name.
+ * endpoint), model from KSEARCH_LLM_MODEL, extra from KSEARCH_LLM_EXTRA,
+ * headers from KSEARCH_LLM_HEADERS (one "Name: value" per line).  The key
+ * is always read here, from KSEARCH_API_KEY, else OPENAI_API_KEY or
+ * ANTHROPIC_API_KEY by provider.  Fails on an unknown provider name or a
+ * bad extra or header, naming the variable.
  */
 int ks_llm_config_from_env(struct ks_llm_config *cfg, struct ks_error *err);
+
+/*
+ * Set cfg->extra from JSON text: a JSON object whose fields are merged into
+ * every request body (objects merged key by key, anything else replaced),
+ * e.g. {"reasoning_effort": "high"} or {"thinking": {"type": "enabled",
+ * "budget_tokens": 16000}}.  Refused, with origin (the flag or variable)
+ * and the reason in the message: text that is not JSON (line and column),
+ * a value that is not an object, and the fields the client owns: model,
+ * messages, system and stream, and max_tokens, max_completion_tokens and
+ * temperature (--max-tokens and --temperature set those).
+ */
+int ks_llm_config_set_extra(struct ks_llm_config *cfg, const char *json_text, const char *origin,
+			    struct ks_error *err);
+
+/*
+ * Add a header line "Name: value" to every request.  Refused, naming only
+ * the header (never its value): no colon, a name that is not an HTTP token,
+ * an empty value or one with a control character, a name given twice, more
+ * than 64, and the headers the client sets itself (Content-Type,
+ * Content-Length, Host, Expect, Connection, Transfer-Encoding; the
+ * provider's key header and anthropic-version are refused by validation,
+ * which knows the provider).  Values of 8 characters or more are treated as
+ * secrets: redacted like the key in everything the client returns.
+ */
+int ks_llm_config_add_header(struct ks_llm_config *cfg, const char *line, const char *origin,
+			     struct ks_error *err);
 
 /* Whether the settings make sense; the message names the setting and its option. */
 int ks_llm_config_validate(const struct ks_llm_config *cfg, struct ks_error *err);
@@ -118,9 +178,10 @@ const char *ks_llm_key_env_name(enum ks_llm_provider provider);
 
 /*
  * Look model up in a prices file (a JSON object: model ->
- * {"input_per_mtok": x, "output_per_mtok": y}).  *found is 0 when the file
- * has no entry for the model (not an error); a missing file, bad JSON or a
- * bad entry is.
+ * {"input_per_mtok": x, "output_per_mtok": y} and optionally
+ * "cached_input_per_mtok" and "cache_write_per_mtok").  *found is 0 when
+ * the file has no entry for the model (not an error); a missing file, bad
+ * JSON or a bad entry is.
  */
 int ks_llm_prices_load(const char *path, const char *model, struct ks_llm_price *price, int *found,
 		       struct ks_error *err);
@@ -142,19 +203,25 @@ struct ks_llm_request {
  * response: ks_llm_response_release() frees them.
  */
 struct ks_llm_response {
-	uint64_t tag;	   /* as given to ks_llm_submit() */
-	int ok;		   /* the endpoint answered with a completion */
-	long http_status;  /* of the last attempt; 0: no HTTP answer */
-	char *text;	   /* ok: the assistant's text, possibly ""; else NULL */
-	char *stop_reason; /* "stop", "length", "end_turn", "max_tokens", ...; or NULL */
-	uint64_t prompt_tokens;
-	uint64_t completion_tokens;
-	int usage_estimated; /* the server reported no usage: bytes / 4 */
-	double cost_usd;     /* 0 without a price */
-	double latency_s;    /* the last attempt's transfer */
-	double elapsed_s;    /* submit to completion: queueing, retries and waits */
-	int attempts;	     /* HTTP attempts made (0: failed before the first) */
-	char *error;	     /* !ok: what failed, naming URL and status; else NULL */
+	uint64_t tag;		/* as given to ks_llm_submit() */
+	int ok;			/* the endpoint answered with a completion */
+	long http_status;	/* of the last attempt; 0: no HTTP answer */
+	char *text;		/* ok: the assistant's answer without its reasoning, possibly ""; else NULL */
+	char *stop_reason;	/* "stop", "length", "end_turn", "max_tokens", ...; or NULL */
+	int cut_off;		/* it stopped at the answer budget (finish "length", stop "max_tokens") */
+	uint64_t prompt_tokens; /* all of them, cached ones included */
+	uint64_t completion_tokens;  /* all of them, reasoning included */
+	uint64_t reasoning_tokens;   /* of completion_tokens */
+	int reasoning_estimated;     /* not reported: the shown reasoning's bytes / 4 */
+	const char *reasoning;	     /* where reasoning came ("<think>", "reasoning_content", ...); or NULL */
+	uint64_t cached_tokens;	     /* of prompt_tokens: read from the prompt cache */
+	uint64_t cache_write_tokens; /* of prompt_tokens: written to it (Anthropic) */
+	int usage_estimated;	     /* the server reported no usage: bytes / 4 */
+	double cost_usd;	     /* 0 without a price */
+	double latency_s;	     /* the last attempt's transfer */
+	double elapsed_s;	     /* submit to completion: queueing, retries and waits */
+	int attempts;		     /* HTTP attempts made (0: failed before the first) */
+	char *error;		     /* !ok: what failed, naming URL and status; else NULL */
 };
 
 void ks_llm_response_release(struct ks_llm_response *resp);
@@ -167,8 +234,13 @@ struct ks_llm_usage {
 	uint64_t attempts;
 	uint64_t prompt_tokens;
 	uint64_t completion_tokens;
+	uint64_t reasoning_tokens;
+	uint64_t cached_tokens;
+	uint64_t cache_write_tokens;
+	uint64_t cut_off; /* answers that stopped at the budget */
 	double cost_usd;
 	uint64_t pauses;
+	uint64_t adaptations; /* parameters changed for the endpoint */
 	int tokens_exhausted; /* the token budget is spent */
 	int usd_exhausted;    /* the USD budget is spent */
 };
@@ -215,5 +287,27 @@ int ks_llm_paused(const struct ks_llm *llm);
 double ks_llm_pause_left(const struct ks_llm *llm);
 
 void ks_llm_usage(const struct ks_llm *llm, struct ks_llm_usage *usage);
+
+/*
+ * The next notice on how the client adapted to the endpoint, oldest first
+ * (a sentence naming the parameter, the server's words and what changed);
+ * malloc'd, the caller frees; NULL when there is none.  Each is given once.
+ */
+char *ks_llm_take_notice(struct ks_llm *llm);
+/* The body field that carries the answer budget now: "max_completion_tokens" or "max_tokens". */
+const char *ks_llm_max_tokens_field(const struct ks_llm *llm);
+/* Whether requests carry a temperature now (it was set and the endpoint has not refused it). */
+int ks_llm_sends_temperature(const struct ks_llm *llm);
+
+/*
+ * The answer in text without its reasoning (malloc'd): every
+ * <think>...</think> block removed, an unclosed <think> removed with
+ * everything after it, and, when the first tag of the text is a lone
+ * </think> (the server's template opened the block), everything up to and
+ * including it.  The answer is trimmed of the blank lines and spaces the
+ * removal leaves at its start.  *reasoning_bytes gets the bytes of
+ * reasoning removed (tags included); 0 means the text had none.
+ */
+char *ks_llm_strip_think(const char *text, size_t *reasoning_bytes);
 
 #endif

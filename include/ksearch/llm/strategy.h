@@ -11,7 +11,8 @@
  *    "created_at": candidates in the archive when it was made,
  *    "active": true (false: retired by the population cap; kept for lineage),
  *    "stats": {"uses": requests sent with it, "answers": replies that gave a
- *              source, "answer_errors": replies that did not,
+ *              source, "answer_errors": replies that did not, "cut_off": of
+ *              those, replies that stopped at the answer budget (--max-tokens),
  *              "children": candidates evaluated that descend from it
  *              (LLM children, their repairs and their tuned variants),
  *              "ok": of those, verified, "improvements": of those, filled

@@ -127,7 +127,8 @@ struct ks_search_summary {
 	/* the LLM mutator */
 	uint64_t llm_requests, llm_failed; /* requests answered / failed (transport, HTTP) */
 	uint64_t llm_children, llm_ok;	   /* kernels from answers (with repairs) evaluated / verified */
-	uint64_t answer_errors;		   /* answers with no usable kernel */
+	uint64_t answer_errors;		   /* answers with no usable kernel (cut-off ones included) */
+	uint64_t cut_off;		   /* answers that stopped at the budget (--max-tokens) */
 	uint64_t repairs;		   /* repair turns sent */
 	uint64_t tuned;			   /* tuner variants evaluated */
 	uint64_t rewrites;		   /* strategies the LLM rewrote */
