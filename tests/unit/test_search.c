@@ -470,6 +470,97 @@ static int64_t stat_sum(const json_t *prompts, const char *name)
 	return total;
 }
 
+/*
+ * The proposals of fixed-seed runs, pinned: tests/unit/fixtures/search/
+ * holds what the search chose when the mutators moved behind
+ * mutator.h (issue 12): "seq family params mutation parents verdict", one
+ * line per candidate, in proposal order.  A change that moves any choice
+ * fails here; one that means to (a new move, a new RNG use) rewrites the
+ * files with KS_TEST_SEARCH_GOLDEN=write and says so in its commit.
+ */
+static char *proposals_of(struct fixture *f, const char *archive)
+{
+	struct ks_archive *ar = open_archive(f, archive);
+	struct ks_archive_query q = { .verdict = -1, .sort = KS_ARCHIVE_SORT_ID };
+	json_t *list = json_array(), *r;
+	struct ks_strbuf sb;
+	struct ks_error err;
+	size_t i;
+
+	if (ks_archive_foreach(ar, &q, collect, list, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_archive_close(ar);
+	ks_strbuf_init(&sb);
+	json_array_foreach(list, i, r)
+	{
+		char *params = json_dumps(json_object_get(r, "params"), JSON_COMPACT | JSON_SORT_KEYS);
+		char *parents = json_dumps(json_object_get(r, "parents"), JSON_COMPACT);
+
+		ks_strbuf_addf(&sb, "%lld %s %s %s %s %s\n",
+			       (long long)json_integer_value(json_object_get(r, "seq")),
+			       json_string_value(json_object_get(r, "family")), params,
+			       json_string_value(json_object_get(r, "mutation")), parents,
+			       json_string_value(json_object_get(r, "verdict")));
+		free(params);
+		free(parents);
+	}
+	json_decref(list);
+	return ks_strbuf_detach(&sb);
+}
+
+static void check_golden(const char *name, const char *got)
+{
+	char path[4200];
+	char *want;
+
+	snprintf(path, sizeof(path), "%s/search/%s", getenv("KS_TEST_FIXTURES"), name);
+	if (getenv("KS_TEST_SEARCH_GOLDEN") && !strcmp(getenv("KS_TEST_SEARCH_GOLDEN"), "write")) {
+		FILE *out = fopen(path, "w");
+
+		assert_non_null(out);
+		fputs(got, out);
+		fclose(out);
+		return;
+	}
+	want = read_text(path);
+	if (!want)
+		fail_msg("%s: cannot read the pinned proposals", path);
+	if (strcmp(want, got))
+		fail_msg("the search's proposals moved from %s:\n--- now:\n%s--- pinned:\n%s", path, got,
+			 want);
+	free(want);
+}
+
+static void test_fixed_seed_proposals_are_pinned(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t1 = { .lock = PTHREAD_MUTEX_INITIALIZER }, t2 = { .lock = PTHREAD_MUTEX_INITIALIZER },
+		   t3 = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	char *choices, *got;
+
+	/* parents, crossovers and nudges */
+	choices = run(f, "pin7", 7, 40, 0, &t1, 0, &sum, &err);
+	got = proposals_of(f, "pin7");
+	check_golden("seed7-budget40.txt", got);
+	free(choices);
+	free(got);
+	/* to the end of the space: the random fallback, and the stop when nothing is left */
+	choices = run(f, "pin3", 3, 100, 0, &t2, 0, &sum, &err);
+	assert_string_equal(sum.stop_reason, "exhausted");
+	got = proposals_of(f, "pin3");
+	check_golden("seed3-exhaustive.txt", got);
+	free(choices);
+	free(got);
+	/* another mix of parent selection */
+	choices = run(f, "pin11", 11, 30, 0, &t3, 0, &sum, &err);
+	got = proposals_of(f, "pin11");
+	check_golden("seed11-budget30.txt", got);
+	free(choices);
+	free(got);
+}
+
 static void test_llm_children_verify_and_strategies_learn(void **state)
 {
 	struct fixture *f = *state;
@@ -886,6 +977,7 @@ int main(void)
 		cmocka_unit_test(test_resume_continues_the_same_sequence),
 		cmocka_unit_test(test_no_duplicates_and_failures_cost_one_evaluation),
 		cmocka_unit_test(test_target_stops_and_internal_failure_is_reported),
+		cmocka_unit_test(test_fixed_seed_proposals_are_pinned),
 		cmocka_unit_test(test_llm_children_verify_and_strategies_learn),
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
 		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),
