@@ -20,6 +20,8 @@
 #include "ksearch/llm/llm_context.h"
 #include "ksearch/op/op.h"
 #include "ksearch/base/proc.h"
+#include "ksearch/search/mutator.h"
+#include "ksearch/search/mutator_llm.h"
 #include "ksearch/search/search.h"
 #include "ksearch/base/util.h"
 
@@ -173,10 +175,12 @@ static int set_aside(const char *dir, char *moved, size_t size, struct ks_error 
 	return 0;
 }
 
+/* llm: the LLM mutator of the run, or NULL */
 static void print_summary(struct ks_archive *ar, const struct ks_op *op, const char *root,
-			  const struct ks_search_summary *sum, size_t lanes, int with_llm)
+			  const struct ks_search_summary *sum, size_t lanes, const struct ks_mutator *llm)
 {
 	struct ks_archive_metrics m;
+	struct ks_llm_mutator_stats ls = { 0 };
 	struct ks_error err;
 	json_t *best = NULL;
 
@@ -190,29 +194,31 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		       "%.0f%% of the wall time\n",
 		       sum->compile_s, sum->eval_s, 100.0 * sum->gpu_busy_s / (sum->wall_s * (double)lanes));
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
-		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM "
-				  "side "
-				  "can bring "
-				  "nothing more (its budget is spent, or no kernel has verified to start "
-				  "from)\n"
-				: "every param combination of every seed family has been evaluated: the "
-				  "built-in "
-				  "mutator "
-				  "has nothing left to try (an LLM endpoint, --llm-url, brings new "
-				  "kernels)\n");
-	if (sum->llm_requests || sum->llm_failed)
+		printf(llm ? "every param combination of every family has been evaluated, and the LLM "
+			     "side "
+			     "can bring "
+			     "nothing more (its budget is spent, or no kernel has verified to start "
+			     "from)\n"
+			   : "every param combination of every seed family has been evaluated: the "
+			     "built-in "
+			     "mutator "
+			     "has nothing left to try (an LLM endpoint, --llm-url, brings new "
+			     "kernels)\n");
+	if (llm)
+		ks_llm_mutator_stats(llm, &ls);
+	if (ls.requests || ls.failed)
 		printf("LLM: %llu answers (%llu requests failed), %llu kernels evaluated from them (%llu "
 		       "verified), "
 		       "%llu unusable answers, %llu repair turns, %llu tuned variants, %llu strategies "
 		       "rewritten\n",
-		       (unsigned long long)sum->llm_requests, (unsigned long long)sum->llm_failed,
-		       (unsigned long long)sum->llm_children, (unsigned long long)sum->llm_ok,
-		       (unsigned long long)sum->answer_errors, (unsigned long long)sum->repairs,
-		       (unsigned long long)sum->tuned, (unsigned long long)sum->rewrites);
-	if (sum->cut_off)
+		       (unsigned long long)ls.requests, (unsigned long long)ls.failed,
+		       (unsigned long long)ls.children, (unsigned long long)ls.ok,
+		       (unsigned long long)ls.answer_errors, (unsigned long long)ls.repairs,
+		       (unsigned long long)ls.tuned, (unsigned long long)ls.rewrites);
+	if (ls.cut_off)
 		printf("LLM: %llu answer%s cut off at the answer budget and not used: raise --max-tokens "
 		       "(reasoning counts against it)\n",
-		       (unsigned long long)sum->cut_off, sum->cut_off == 1 ? " was" : "s were");
+		       (unsigned long long)ls.cut_off, ls.cut_off == 1 ? " was" : "s were");
 	if (ks_archive_metrics(ar, &m, &err) == 0)
 		printf("archive: %llu candidates, %llu/%llu cells filled (%.0f%%), QD-score %.2f\n",
 		       (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
@@ -249,7 +255,8 @@ struct llm_setup {
 	int off;		  /* --no-llm */
 	struct ks_llm_config cfg; /* the numbers are bound to options directly */
 	struct ks_llm *client;
-	struct ks_search_llm search;
+	struct ks_llm_mutator_config mutator_cfg; /* the repair, tune, rewrite numbers bound to options too */
+	struct ks_mutator *mutator;
 	char *prompts_dir;
 	char *system_prompt;
 };
@@ -261,11 +268,11 @@ enum { GROUP_LLM = 1 };
 static void llm_init(struct llm_setup *l)
 {
 	ks_llm_config_init(&l->cfg);
-	l->search = (struct ks_search_llm){ .max_repairs = 2,
-					    .tune_budget = 8,
-					    .rewrite_every = 10,
-					    .population_cap = 12,
-					    .move_share = 0.3 };
+	l->mutator_cfg = (struct ks_llm_mutator_config){ .max_repairs = 2,
+							 .tune_budget = 8,
+							 .rewrite_every = 10,
+							 .population_cap = 12,
+							 .move_share = 0.3 };
 }
 
 /*
@@ -312,6 +319,7 @@ static int llm_configure(const struct ks_option *opts, struct llm_setup *l)
 
 static void llm_release(struct llm_setup *l)
 {
+	ks_mutator_free(l->mutator);
 	ks_llm_close(l->client);
 	ks_llm_config_release(&l->cfg);
 	free(l->prompts_dir);
@@ -382,11 +390,11 @@ int cmd_evolve(int argc, char **argv)
 		KS_OPT_DOUBLE(0, "llm-budget-usd", &llm.cfg.budget_usd, "USD", 1e-9, 1e9,
 			      "a cost in US dollars > 0 (at most 1e9)",
 			      "stop using the LLM after this cost (prompts/prices.json)"),
-		KS_OPT_INT(0, "llm-repairs", &llm.search.max_repairs, "N", 0, 10, "0 to 10 repair turns",
+		KS_OPT_INT(0, "llm-repairs", &llm.mutator_cfg.max_repairs, "N", 0, 10, "0 to 10 repair turns",
 			   "repair turns for a failed LLM child (default 2)"),
-		KS_OPT_INT(0, "llm-tune", &llm.search.tune_budget, "N", 0, 10000, "0 to 10000 variants",
+		KS_OPT_INT(0, "llm-tune", &llm.mutator_cfg.tune_budget, "N", 0, 10000, "0 to 10000 variants",
 			   "param variants tried per new LLM kernel (default 8)"),
-		KS_OPT_INT(0, "llm-rewrite-every", &llm.search.rewrite_every, "N", 0, 1000000,
+		KS_OPT_INT(0, "llm-rewrite-every", &llm.mutator_cfg.rewrite_every, "N", 0, 1000000,
 			   "a number of children from 0 to 1000000",
 			   "LLM children between strategy rewrites; 0 never (default 10)"),
 		KS_OPT_GROUP(0),
@@ -406,6 +414,8 @@ int cmd_evolve(int argc, char **argv)
 	int *gpus = NULL, rc, ret = KS_EXIT_FAILED, gb_open = 0;
 	char moved[4200];
 	struct ks_archive_metrics m;
+	const struct ks_mutator *mutators[2];
+	size_t n_mutators = 0;
 
 	llm_init(&llm);
 	cfg.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -479,12 +489,12 @@ int cmd_evolve(int argc, char **argv)
 			ks_cli_error("evolve", "%s", err.msg);
 			goto cleanup;
 		}
-		llm.search.client = llm.client;
-		llm.search.model = llm.cfg.model;
-		llm.search.prompts_dir = llm.prompts_dir;
-		llm.search.system_prompt = llm.system_prompt;
-		llm.search.concurrency = llm.cfg.concurrency;
-		cfg.llm = &llm.search;
+		llm.mutator_cfg.client = llm.client;
+		llm.mutator_cfg.model = llm.cfg.model;
+		llm.mutator_cfg.prompts_dir = llm.prompts_dir;
+		llm.mutator_cfg.system_prompt = llm.system_prompt;
+		llm.mutator_cfg.concurrency = llm.cfg.concurrency;
+		llm.mutator = ks_llm_mutator_new(&llm.mutator_cfg);
 		{
 			char settings[2048];
 
@@ -528,6 +538,12 @@ int cmd_evolve(int argc, char **argv)
 	       cfg.target_fitness > 0 ? "target" : "");
 	fflush(stdout);
 
+	/* who proposes after the seeds, in turn: the LLM's kernels first, then the built-in moves */
+	if (llm.mutator)
+		mutators[n_mutators++] = llm.mutator;
+	mutators[n_mutators++] = &ks_mutator_param;
+	cfg.mutators = mutators;
+	cfg.n_mutators = n_mutators;
 	cfg.out = stdout;
 	cfg.status_tty = isatty(STDOUT_FILENO);
 	cfg.stop = &stop_flag;
@@ -539,7 +555,7 @@ int cmd_evolve(int argc, char **argv)
 			     err.msg);
 		goto cleanup;
 	}
-	print_summary(ar, &op, root, &sum, n_gpus, llm.client != NULL);
+	print_summary(ar, &op, root, &sum, n_gpus, llm.mutator);
 	if (llm.client) {
 		struct ks_llm_usage u;
 

@@ -1,19 +1,100 @@
 /*
- * search.c - the MAP-Elites loop: proposals, the build/evaluate pipeline,
- * in-order insertion, stops, progress and resume (see search.h).
+ * search.c - the MAP-Elites loop: the seeds, asking the mutators
+ * (mutator.h), the build/evaluate pipeline, in-order insertion, stops,
+ * progress and resume (see search.h); and the host side of mutator.h:
+ * the families, parents, and what a mutator may ask.
+ *
+ * Threads: everything here is touched by the calling thread only, except
+ * the pipeline fields marked "under lock" and the jobs in the queues.  The
+ * compile and lane threads see a job's family through job->fam, never
+ * through s->fams, which mutators grow.
  */
 #include "ksearch/search/search.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ksearch/base/util.h"
-#include "search_internal.h"
+#include "ksearch/search/mutator.h"
+
+#define RECENT 8
+
+/* PARKED: proposed and saved, but left for the next run (see stop handling) */
+enum job_stage { JOB_BUILD, JOB_EVAL, JOB_DONE, JOB_PARKED };
+
+struct job {
+	uint64_t seq;
+	struct ks_proposal p;
+	const struct ks_family *fam; /* s->fams[p.family].fam, for the threads */
+	enum job_stage stage;
+	void *built;
+	json_t *record;
+	double compile_s, eval_s;
+	int failed;
+	int skip; /* resumed proposal whose result the archive holds already */
+	struct ks_error err;
+};
+
+struct queue {
+	struct job **items;
+	size_t head, count, cap;
+};
+
+struct search;
+
+/* What mutators hold: a handle on the search. */
+struct ks_mutator_host {
+	struct search *s;
+};
+
+struct family_slot {
+	struct ks_family *fam; /* the seeds borrowed, the added ones owned */
+	int ok;		       /* a candidate of the family verified */
+};
+
+struct search {
+	struct ks_mutator_host host;
+	struct ks_archive *ar;
+	const struct ks_op *op;
+	const struct ks_backend *backend;
+	const struct ks_search_config *cfg;
+	struct ks_search_summary *summary;
+	struct ks_pcg32 rng;
+	size_t depth;
+	/* families: the seeds, then the mutators' */
+	struct family_slot *fams;
+	size_t n_fams, alloc_fams, n_seeds;
+	/* pipeline, under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct queue build_q, eval_q;
+	struct job **ring; /* depth slots, by seq % depth */
+	int shutdown;
+	double gpu_busy_s;
+	/* proposals */
+	uint64_t next_seq, next_insert;
+	uint64_t dispatch_end; /* every seq below it is dispatched (or skipped) */
+	uint64_t proposed_this_run;
+	size_t seeds_done;
+	int exhausted; /* no mutator has anything left */
+	/* elite id -> family cache */
+	struct fam_cache_entry {
+		uint64_t id;
+		int fam; /* -1: no family */
+	} * fam_cache;
+	size_t n_fam_cache, alloc_fam_cache;
+	uint64_t recent[RECENT];
+	size_t n_recent;
+	/* progress */
+	double t_start, last_status;
+	uint64_t improvements;
+	size_t mutators_started;
+};
 
 double ks_search_now(void)
 {
@@ -21,6 +102,12 @@ double ks_search_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void ks_mutator_free(struct ks_mutator *m)
+{
+	if (m && m->free)
+		m->free(m->ctx);
 }
 
 /* ---- families ---- */
@@ -40,12 +127,12 @@ int ks_families_load(const struct ks_op *op, struct ks_family **families, size_t
 			*families = NULL;
 			return -1;
 		}
-		if (f->cand.n_params > MAX_PARAMS) {
+		if (f->cand.n_params > KS_MAX_PARAMS) {
 			ks_candidate_release(&f->cand);
 			ks_families_free(*families, *n);
 			*families = NULL;
 			return ks_fail(err, "%s: %zu params; the search handles at most %d",
-				       op->seed_paths[i], f->cand.n_params, MAX_PARAMS);
+				       op->seed_paths[i], f->cand.n_params, KS_MAX_PARAMS);
 		}
 		f->name = ks_strndup(base, len > 3 ? len - 3 : len);
 		(*n)++;
@@ -70,22 +157,15 @@ void ks_families_free(struct ks_family *families, size_t n)
 	free(families);
 }
 
-/* Add a family (the search owns LLM families); returns its index. */
-size_t ks_search_add_family(struct search *s, struct ks_family *family, int ok)
+/* Add a family (owned when it is not a seed); returns its index. */
+static size_t add_family(struct search *s, struct ks_family *family, int ok)
 {
-	if (s->n_fams == s->cap_fams) {
-		s->cap_fams = s->cap_fams ? 2 * s->cap_fams : 16;
-		s->fams = ks_realloc(s->fams, s->cap_fams * sizeof(*s->fams));
-		s->fam_ok = ks_realloc(s->fam_ok, s->cap_fams);
-		s->fam_tuned = ks_realloc(s->fam_tuned, s->cap_fams);
-	}
-	s->fams[s->n_fams] = family;
-	s->fam_ok[s->n_fams] = (unsigned char)ok;
-	s->fam_tuned[s->n_fams] = 0;
+	KS_ALLOC_GROW(s->fams, s->n_fams + 1, s->alloc_fams);
+	s->fams[s->n_fams] = (struct family_slot){ family, ok };
 	return s->n_fams++;
 }
 
-json_t *ks_search_params_json(const struct ks_family *f, const int64_t *params)
+static json_t *params_json(const struct ks_family *f, const int64_t *params)
 {
 	json_t *obj = json_object();
 
@@ -107,6 +187,107 @@ static int params_from_json(const struct ks_family *f, const json_t *obj, int64_
 		params[i] = json_integer_value(v);
 	}
 	return 0;
+}
+
+/* A family for source; an unusable ksearch block makes a broken one (its candidates are contract errors). */
+static struct ks_family *family_new(struct search *s, const char *name, const char *source, uint64_t strategy)
+{
+	struct ks_family *f = ks_calloc(1, sizeof(*f));
+	struct ks_error why;
+
+	f->name = ks_strdup(name);
+	f->strategy = strategy;
+	ks_error_clear(&why);
+	if (ks_candidate_parse(name, source, &f->cand, &why) < 0 ||
+	    ks_candidate_bind(&f->cand, s->op, &why) < 0 ||
+	    (f->cand.n_params > KS_MAX_PARAMS &&
+	     ks_fail(&why, "%s: %zu params; the search handles at most %d", name, f->cand.n_params,
+		     KS_MAX_PARAMS))) {
+		ks_candidate_release(&f->cand);
+		memset(&f->cand, 0, sizeof(f->cand));
+		f->cand.path = ks_strdup(name);
+		f->cand.source = ks_strdup(source);
+		f->broken = ks_strdup(why.msg[0] ? why.msg : "the ksearch block cannot be used");
+	}
+	return f;
+}
+
+/* The families mutators added in earlier runs (archive state "search/family/N"): a resumed search needs them.
+ */
+static int load_families(struct search *s, struct ks_error *err)
+{
+	for (size_t i = 0;; i++) {
+		char key[64];
+		void *data = NULL;
+		size_t size = 0;
+		json_t *obj;
+		const char *name, *source;
+		json_int_t strategy = 0;
+
+		snprintf(key, sizeof(key), "search/family/%08zu", i);
+		if (ks_archive_state_get(s->ar, key, &data, &size, err) < 0)
+			return -1;
+		if (!data)
+			return 0;
+		obj = json_loadb(data, size, 0, NULL);
+		free(data);
+		if (!obj || json_unpack(obj, "{s:s, s:s, s?:I}", "name", &name, "source", &source, "strategy",
+					&strategy)) {
+			json_decref(obj);
+			return ks_fail(err, "archive: saved family %zu is malformed (state %s)", i, key);
+		}
+		add_family(s, family_new(s, name, source, (uint64_t)strategy), 0);
+		json_decref(obj);
+	}
+}
+
+int ks_mutator_host_add_family(struct ks_mutator_host *h, const char *prefix, const char *source,
+			       uint64_t strategy, uint64_t parent, size_t *index, int *is_new,
+			       struct ks_error *err)
+{
+	struct search *s = h->s;
+	size_t added = s->n_fams - s->n_seeds;
+	char name[64], key[64];
+	json_t *obj;
+	char *text;
+	int ret;
+
+	*is_new = 0;
+	for (size_t i = 0; i < s->n_fams; i++)
+		if (!strcmp(s->fams[i].fam->cand.source, source)) {
+			*index = i;
+			return 0;
+		}
+	snprintf(name, sizeof(name), "%.40s-%zu", prefix, added + 1);
+	snprintf(key, sizeof(key), "search/family/%08zu", added);
+	obj = json_pack("{s:s, s:s, s:I, s:I}", "name", name, "source", source, "strategy",
+			(json_int_t)strategy, "parent", (json_int_t)parent);
+	if (!obj)
+		return ks_fail(err, "the answer's source is not UTF-8 text");
+	text = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	ret = ks_archive_state_put(s->ar, key, text, strlen(text), err);
+	free(text);
+	if (ret < 0)
+		return -1;
+	*index = add_family(s, family_new(s, name, source, strategy), 0);
+	*is_new = 1;
+	return 0;
+}
+
+size_t ks_mutator_host_n_families(struct ks_mutator_host *h)
+{
+	return h->s->n_fams;
+}
+
+const struct ks_family *ks_mutator_host_family(struct ks_mutator_host *h, size_t index)
+{
+	return h->s->fams[index].fam;
+}
+
+int ks_mutator_host_family_ok(struct ks_mutator_host *h, size_t index)
+{
+	return index < h->s->n_seeds || h->s->fams[index].ok;
 }
 
 /* ---- queues (under s->lock) ---- */
@@ -164,7 +345,7 @@ static void *build_thread(void *arg)
 						job->fam->broken);
 			rc = 0;
 		} else {
-			rc = s->backend->build(s->backend->ctx, job->fam, job->params, &job->built,
+			rc = s->backend->build(s->backend->ctx, job->fam, job->p.params, &job->built,
 					       &job->record, &job->err);
 		}
 		job->compile_s = ks_search_now() - t0;
@@ -207,7 +388,7 @@ static void *lane_thread(void *arg)
 		if (!job)
 			return NULL;
 		t0 = ks_search_now();
-		rc = s->backend->evaluate(s->backend->ctx, lane->index, job->fam, job->params, job->built,
+		rc = s->backend->evaluate(s->backend->ctx, lane->index, job->fam, job->p.params, job->built,
 					  &job->record, &job->err);
 		job->built = NULL;
 		job->eval_s = ks_search_now() - t0;
@@ -233,7 +414,7 @@ static void remember_family(struct search *s, uint64_t id, int fam)
  * e.g. a seed that has since changed).  A miss is cached too: families
  * that appear later are never the family of an older candidate.
  */
-int ks_search_family_of(struct search *s, uint64_t id)
+static int family_of(struct search *s, uint64_t id)
 {
 	json_t *record = NULL;
 	char *source = NULL;
@@ -245,14 +426,15 @@ int ks_search_family_of(struct search *s, uint64_t id)
 			return s->fam_cache[i].fam;
 	if (ks_archive_get(s->ar, id, &record, &source, &err) == 0 && record && source) {
 		for (size_t f = 0; f < s->n_fams; f++) {
-			int64_t params[MAX_PARAMS];
+			const struct ks_family *family = s->fams[f].fam;
+			int64_t params[KS_MAX_PARAMS];
 
-			if (!s->fams[f]->broken && !strcmp(source, s->fams[f]->cand.source) &&
-			    params_from_json(s->fams[f], json_object_get(record, "params"), params) == 0) {
+			if (!family->broken && !strcmp(source, family->cand.source) &&
+			    params_from_json(family, json_object_get(record, "params"), params) == 0) {
 				fam = (int)f;
 				if (!strcmp(json_string_value(json_object_get(record, "verdict")) ?: "",
 					    "ok"))
-					s->fam_ok[f] = 1;
+					s->fams[f].ok = 1;
 				break;
 			}
 		}
@@ -263,22 +445,27 @@ int ks_search_family_of(struct search *s, uint64_t id)
 	return fam;
 }
 
-static int params_of(struct search *s, uint64_t id, size_t fam, int64_t *params)
+int ks_mutator_host_family_of(struct ks_mutator_host *h, uint64_t id)
+{
+	return family_of(h->s, id);
+}
+
+int ks_mutator_host_params_of(struct ks_mutator_host *h, uint64_t id, size_t fam, int64_t *params)
 {
 	json_t *record = NULL;
 	struct ks_error err;
 	int ret = -1;
 
-	if (ks_archive_get(s->ar, id, &record, NULL, &err) == 0 && record)
-		ret = params_from_json(s->fams[fam], json_object_get(record, "params"), params);
+	if (ks_archive_get(h->s->ar, id, &record, NULL, &err) == 0 && record)
+		ret = params_from_json(h->s->fams[fam].fam, json_object_get(record, "params"), params);
 	json_decref(record);
 	return ret;
 }
 
 /* Was (family, params) evaluated already, or is it in flight? */
-int ks_search_already_seen(struct search *s, size_t fam, const int64_t *params)
+static int already_seen(struct search *s, size_t fam, const int64_t *params)
 {
-	const struct ks_family *f = s->fams[fam];
+	const struct ks_family *f = s->fams[fam].fam;
 	json_t *pj;
 	uint64_t id = 0;
 	struct ks_error err;
@@ -286,105 +473,78 @@ int ks_search_already_seen(struct search *s, size_t fam, const int64_t *params)
 	for (uint64_t seq = s->next_insert; seq < s->next_seq; seq++) {
 		const struct job *job = s->ring[seq % s->depth];
 
-		if (job && job->family == fam &&
-		    !memcmp(job->params, params, f->cand.n_params * sizeof(*params)))
+		if (job && job->p.family == fam &&
+		    !memcmp(job->p.params, params, f->cand.n_params * sizeof(*params)))
 			return 1;
 	}
-	pj = ks_search_params_json(f, params);
+	pj = params_json(f, params);
 	if (ks_archive_lookup_candidate(s->ar, f->cand.source, pj, &id, &err) < 0)
 		id = 0;
 	json_decref(pj);
 	return id != 0;
 }
 
-static size_t value_index(const struct ks_param *p, int64_t value)
+int ks_mutator_host_seen(struct ks_mutator_host *h, size_t family, const int64_t *params)
 {
-	for (size_t i = 0; i < p->n_values; i++)
-		if (p->values[i] == value)
-			return i;
-	return 0;
+	return already_seen(h->s, family, params);
 }
 
-/* Move one param to a neighbouring value of its list. */
-static int nudge(struct search *s, const struct ks_family *f, int64_t *params)
-{
-	size_t movable[MAX_PARAMS], n = 0, k;
-	const struct ks_param *p;
-	size_t at;
-
-	for (size_t i = 0; i < f->cand.n_params; i++)
-		if (f->cand.params[i].n_values > 1)
-			movable[n++] = i;
-	if (!n)
-		return -1;
-	k = movable[ks_pcg32_bounded(&s->rng, (uint32_t)n)];
-	p = &f->cand.params[k];
-	at = value_index(p, params[k]);
-	if (at == 0)
-		at = 1;
-	else if (at == p->n_values - 1)
-		at--;
-	else
-		at = ks_pcg32_bounded(&s->rng, 2) ? at + 1 : at - 1;
-	params[k] = p->values[at];
-	return 0;
-}
-
-static size_t pick_weighted(struct ks_pcg32 *rng, const struct pick *pk)
+static size_t pick_weighted(struct ks_pcg32 *rng, const struct ks_parents *pk)
 {
 	double total = 0, r;
 
 	for (size_t i = 0; i < pk->n; i++)
-		if (pk->fam[i] >= 0)
+		if (pk->family[i] >= 0)
 			total += pk->elites[i].fitness + 1e-3;
 	r = ks_pcg32_double(rng) * total;
 	for (size_t i = 0; i < pk->n; i++) {
-		if (pk->fam[i] < 0)
+		if (pk->family[i] < 0)
 			continue;
 		r -= pk->elites[i].fitness + 1e-3;
 		if (r <= 0)
 			return i;
 	}
 	for (size_t i = pk->n; i-- > 0;)
-		if (pk->fam[i] >= 0)
+		if (pk->family[i] >= 0)
 			return i;
 	return 0;
 }
 
-static size_t pick_uniform(struct ks_pcg32 *rng, const struct pick *pk)
+static size_t pick_uniform(struct ks_pcg32 *rng, const struct ks_parents *pk)
 {
 	uint32_t k = ks_pcg32_bounded(rng, (uint32_t)pk->usable);
 
 	for (size_t i = 0; i < pk->n; i++)
-		if (pk->fam[i] >= 0 && k-- == 0)
+		if (pk->family[i] >= 0 && k-- == 0)
 			return i;
 	return 0;
 }
 
-void ks_search_pick_load(struct search *s, struct pick *pk)
+void ks_mutator_host_parents(struct ks_mutator_host *h, struct ks_parents *pk)
 {
 	struct ks_error err;
 
 	memset(pk, 0, sizeof(*pk));
-	if (ks_archive_elites(s->ar, &pk->elites, &pk->n, &err) < 0)
+	if (ks_archive_elites(h->s->ar, &pk->elites, &pk->n, &err) < 0)
 		pk->n = 0;
-	pk->fam = ks_calloc(pk->n ? pk->n : 1, sizeof(*pk->fam));
+	pk->family = ks_calloc(pk->n ? pk->n : 1, sizeof(*pk->family));
 	for (size_t i = 0; i < pk->n; i++) {
-		pk->fam[i] = ks_search_family_of(s, pk->elites[i].id);
-		pk->usable += pk->fam[i] >= 0;
+		pk->family[i] = family_of(h->s, pk->elites[i].id);
+		pk->usable += pk->family[i] >= 0;
 	}
 }
 
-void ks_search_pick_release(struct pick *pk)
+void ks_parents_release(struct ks_parents *pk)
 {
 	free(pk->elites);
-	free(pk->fam);
+	free(pk->family);
 	memset(pk, 0, sizeof(*pk));
 }
 
-/* A parent elite by the configured mix; returns its index in pk (pk->usable > 0). */
-size_t ks_search_pick_parent(struct search *s, struct ks_pcg32 *rng, const struct pick *pk)
+size_t ks_mutator_host_pick_parent(struct ks_mutator_host *h, struct ks_pcg32 *rng,
+				   const struct ks_parents *pk)
 {
+	struct search *s = h->s;
 	const struct ks_search_config *cfg = s->cfg;
 	double sum = cfg->explore + cfg->exploit + cfg->recent;
 	double r = ks_pcg32_double(rng) * (sum > 0 ? sum : 1);
@@ -397,174 +557,131 @@ size_t ks_search_pick_parent(struct search *s, struct ks_pcg32 *rng, const struc
 		uint64_t cell = s->recent[ks_pcg32_bounded(rng, (uint32_t)s->n_recent)];
 
 		for (size_t i = 0; i < pk->n; i++)
-			if (pk->elites[i].cell == cell && pk->fam[i] >= 0)
+			if (pk->elites[i].cell == cell && pk->family[i] >= 0)
 				return i;
 	}
 	return pick_weighted(rng, pk);
 }
 
-/* ---- queues of waiting proposals (LLM children, tuner variants) ---- */
+/* ---- the rest of what a mutator may ask ---- */
 
-void ks_pending_push(struct pending_queue *q, const struct pending *p)
+struct ks_archive *ks_mutator_host_archive(struct ks_mutator_host *h)
 {
-	if (q->count == q->cap) {
-		struct pending *items = ks_calloc(q->cap ? 2 * q->cap : 16, sizeof(*items));
+	return h->s->ar;
+}
 
-		for (size_t i = 0; i < q->count; i++)
-			items[i] = q->items[(q->head + i) % q->cap];
-		free(q->items);
-		q->items = items;
-		q->head = 0;
-		q->cap = q->cap ? 2 * q->cap : 16;
+const struct ks_op *ks_mutator_host_op(struct ks_mutator_host *h)
+{
+	return h->s->op;
+}
+
+uint64_t ks_mutator_host_seed(struct ks_mutator_host *h)
+{
+	return h->s->cfg->seed;
+}
+
+struct ks_pcg32 *ks_mutator_host_rng(struct ks_mutator_host *h)
+{
+	return &h->s->rng;
+}
+
+size_t ks_mutator_host_depth(struct ks_mutator_host *h)
+{
+	return h->s->depth;
+}
+
+void ks_mutator_host_wake(struct ks_mutator_host *h)
+{
+	h->s->exhausted = 0;
+}
+
+static void search_log(struct search *s, json_t *event)
+{
+	if (s->cfg->log) {
+		char *text;
+
+		json_object_set_new(event, "t", json_real(ks_search_now() - s->t_start));
+		text = json_dumps(event, JSON_COMPACT);
+		fprintf(s->cfg->log, "%s\n", text);
+		fflush(s->cfg->log);
+		free(text);
 	}
-	q->items[(q->head + q->count++) % q->cap] = *p;
+	json_decref(event);
 }
 
-int ks_pending_pop(struct pending_queue *q, struct pending *p)
+void ks_mutator_host_log(struct ks_mutator_host *h, json_t *event)
 {
-	if (!q->count)
-		return 0;
-	*p = q->items[q->head];
-	q->head = (q->head + 1) % q->cap;
-	q->count--;
-	return 1;
+	search_log(h->s, event);
 }
 
-void ks_pending_release(struct pending_queue *q)
+void ks_mutator_host_say(struct ks_mutator_host *h, const char *fmt, ...)
 {
-	struct pending p;
+	const struct ks_search_config *cfg = h->s->cfg;
+	va_list ap;
 
-	while (ks_pending_pop(q, &p))
-		json_decref(p.llm);
-	free(q->items);
-	memset(q, 0, sizeof(*q));
+	if (!cfg->out)
+		return;
+	/* over the status line a terminal shows */
+	fputs(cfg->status_tty ? "\r\033[K" : "", cfg->out);
+	va_start(ap, fmt);
+	vfprintf(cfg->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', cfg->out);
+	fflush(cfg->out);
 }
 
-/* The first waiting proposal not evaluated yet, into job; 0 when none. */
-static int take_pending(struct search *s, struct pending_queue *q, struct job *job)
-{
-	struct pending p;
+/* ---- proposals ---- */
 
-	while (ks_pending_pop(q, &p)) {
-		if (ks_search_already_seen(s, p.family, p.params)) {
-			/* a twin of this kernel got there first: its conversation ends here */
-			if (p.task)
-				ks_search_llm_drop(s, p.task);
-			json_decref(p.llm);
-			continue;
-		}
-		job->family = p.family;
-		memcpy(job->params, p.params, sizeof(job->params));
-		job->parents[0] = p.parent;
-		job->n_parents = p.parent ? 1 : 0;
-		job->strategy = p.strategy;
-		job->task = p.task;
-		job->llm = p.llm;
-		snprintf(job->mutation, sizeof(job->mutation), "%s", p.mutation);
-		return 1;
+/* The mutator that proposes with this mutation name, or NULL (seeds). */
+static const struct ks_mutator *owner_of(const struct search *s, const char *mutation)
+{
+	for (size_t i = 0; i < s->cfg->n_mutators; i++) {
+		const struct ks_mutator *m = s->cfg->mutators[i];
+
+		for (size_t k = 0; m->mutations && m->mutations[k]; k++)
+			if (!strcmp(m->mutations[k], mutation))
+				return m;
 	}
-	return 0;
+	return NULL;
 }
 
 /*
- * Make the next proposal into job: a seed, an LLM child, a tuner variant
- * of an LLM kernel, a mutation of an elite, a crossover of two, or (when
- * those keep landing on evaluated points) an unevaluated combination of a
- * random family.  Returns 0, or 1 when nothing is left to propose.
+ * Make the next proposal into job: a seed, else what the first mutator
+ * that has something proposes.  Returns 0, 1 when nothing is left to
+ * propose, -1 when a mutator failed.
  */
-static int propose(struct search *s, struct job *job)
+static int propose(struct search *s, struct job *job, struct ks_error *err)
 {
-	struct pick pk;
-	int ret = 1;
-
-	memset(job->params, 0, sizeof(job->params));
-	job->n_parents = 0;
+	memset(&job->p, 0, sizeof(job->p));
 	while (s->seeds_done < s->n_seeds) {
 		size_t fam = s->seeds_done++;
 
-		ks_params_first(&s->fams[fam]->cand, job->params);
-		if (ks_search_already_seen(s, fam, job->params))
+		ks_params_first(&s->fams[fam].fam->cand, job->p.params);
+		if (already_seen(s, fam, job->p.params))
 			continue;
-		job->family = fam;
-		snprintf(job->mutation, sizeof(job->mutation), "seed");
+		job->p.family = fam;
+		snprintf(job->p.mutation, sizeof(job->p.mutation), "seed");
 		return 0;
 	}
-	if (take_pending(s, &s->children, job) || take_pending(s, &s->tunes, job))
-		return 0;
-	ks_search_pick_load(s, &pk);
-	for (int attempt = 0; pk.usable && attempt < 40; attempt++) {
-		size_t a = ks_search_pick_parent(s, &s->rng, &pk);
-		size_t fam = (size_t)pk.fam[a];
-		const struct ks_family *f = s->fams[fam];
+	for (size_t i = 0; i < s->cfg->n_mutators; i++) {
+		const struct ks_mutator *m = s->cfg->mutators[i];
+		int rc;
 
-		if (params_of(s, pk.elites[a].id, fam, job->params) < 0)
-			continue;
-		job->family = fam;
-		job->parents[0] = pk.elites[a].id;
-		job->n_parents = 1;
-		job->strategy = f->strategy;
-		snprintf(job->mutation, sizeof(job->mutation), "param");
-		if (ks_pcg32_double(&s->rng) < 0.2) {
-			size_t mates[256], n_mates = 0;
-
-			for (size_t i = 0; i < pk.n && n_mates < 256; i++)
-				if (i != a && pk.fam[i] == (int)fam)
-					mates[n_mates++] = i;
-			if (n_mates) {
-				size_t b = mates[ks_pcg32_bounded(&s->rng, (uint32_t)n_mates)];
-				int64_t other[MAX_PARAMS];
-
-				if (params_of(s, pk.elites[b].id, fam, other) == 0) {
-					for (size_t i = 0; i < f->cand.n_params; i++)
-						if (ks_pcg32_bounded(&s->rng, 2))
-							job->params[i] = other[i];
-					job->parents[1] = pk.elites[b].id;
-					job->n_parents = 2;
-					snprintf(job->mutation, sizeof(job->mutation), "crossover");
-					if (!ks_search_already_seen(s, fam, job->params)) {
-						ret = 0;
-						goto cleanup;
-					}
-				}
-			}
+		memset(&job->p, 0, sizeof(job->p));
+		rc = m->propose(m->ctx, &s->host, &job->p, err);
+		if (rc == 0 && (job->p.family >= s->n_fams || owner_of(s, job->p.mutation) != m)) {
+			json_decref(job->p.llm);
+			job->p.llm = NULL;
+			rc = ks_fail(err, "proposed family %zu of %zu with mutation '%s', not one of its own",
+				     job->p.family, s->n_fams, job->p.mutation);
 		}
-		if (nudge(s, f, job->params) < 0)
-			continue;
-		if (ks_pcg32_double(&s->rng) < 0.3)
-			nudge(s, f, job->params);
-		if (!ks_search_already_seen(s, fam, job->params)) {
-			ret = 0;
-			goto cleanup;
+		if (rc <= 0) {
+			if (rc < 0)
+				ks_error_prefix(err, "the %s mutator", m->name);
+			return rc;
 		}
 	}
-	/* the neighbourhoods are used up: any combination not evaluated yet, of a family that works */
-	job->strategy = 0;
-	for (size_t tries = 0, first = ks_pcg32_bounded(&s->rng, (uint32_t)s->n_fams); tries < s->n_fams;
-	     tries++) {
-		size_t fam = (first + tries) % s->n_fams;
-		const struct ks_family *f = s->fams[fam];
-		size_t count = ks_params_count(&f->cand), start;
-
-		if (fam >= s->n_seeds && !s->fam_ok[fam])
-			continue;
-		if (count == SIZE_MAX || count > 1000000)
-			count = 1000000;
-		start = ks_pcg32_bounded(&s->rng, (uint32_t)count);
-		for (size_t k = 0; k < count; k++) {
-			ks_params_nth(&f->cand, (start + k) % count, job->params);
-			if (!ks_search_already_seen(s, fam, job->params)) {
-				job->family = fam;
-				job->n_parents = 0;
-				job->strategy = f->strategy;
-				snprintf(job->mutation, sizeof(job->mutation), "random");
-				ret = 0;
-				goto cleanup;
-			}
-		}
-	}
-cleanup:
-	ks_search_pick_release(&pk);
-	return ret;
+	return 1;
 }
 
 /* ---- persistence of proposals ---- */
@@ -573,11 +690,11 @@ static json_t *job_json(const struct search *s, const struct job *job)
 {
 	json_t *parents = json_array();
 
-	for (int i = 0; i < job->n_parents; i++)
-		json_array_append_new(parents, json_integer((json_int_t)job->parents[i]));
+	for (int i = 0; i < job->p.n_parents; i++)
+		json_array_append_new(parents, json_integer((json_int_t)job->p.parents[i]));
 	return json_pack("{s:I, s:s, s:o, s:o, s:s, s:[s,s]}", "seq", (json_int_t)job->seq, "family",
-			 s->fams[job->family]->name, "params", ks_search_params_json(job->fam, job->params),
-			 "parents", parents, "mutation", job->mutation, "rng", "", "");
+			 s->fams[job->p.family].fam->name, "params", params_json(job->fam, job->p.params),
+			 "parents", parents, "mutation", job->p.mutation, "rng", "", "");
 }
 
 static int save_proposal(struct search *s, const struct job *job, struct ks_error *err)
@@ -591,10 +708,10 @@ static int save_proposal(struct search *s, const struct job *job, struct ks_erro
 		 (unsigned long long)s->rng.inc);
 	json_object_set_new(obj, "rng", json_string(state));
 	json_object_set_new(obj, "seeds_done", json_integer((json_int_t)s->seeds_done));
-	if (job->strategy)
-		json_object_set_new(obj, "strategy", json_integer((json_int_t)job->strategy));
-	if (job->llm)
-		json_object_set_new(obj, "llm", json_incref(job->llm));
+	if (job->p.strategy)
+		json_object_set_new(obj, "strategy", json_integer((json_int_t)job->p.strategy));
+	if (job->p.llm)
+		json_object_set_new(obj, "llm", json_incref(job->p.llm));
 	/* the parent-selection memory too, so a resumed search chooses alike */
 	{
 		json_t *recent = json_array();
@@ -638,13 +755,13 @@ static int load_proposal(struct search *s, uint64_t seq, struct job *job, int *f
 	}
 	memset(job, 0, sizeof(*job));
 	job->seq = seq;
-	job->family = SIZE_MAX;
+	job->p.family = SIZE_MAX;
 	for (size_t f = 0; f < s->n_fams; f++)
-		if (!strcmp(s->fams[f]->name, family))
-			job->family = f;
-	if (job->family != SIZE_MAX)
-		job->fam = s->fams[job->family];
-	if (job->family == SIZE_MAX || params_from_json(job->fam, params, job->params) < 0) {
+		if (!strcmp(s->fams[f].fam->name, family))
+			job->p.family = f;
+	if (job->p.family != SIZE_MAX)
+		job->fam = s->fams[job->p.family].fam;
+	if (job->p.family == SIZE_MAX || params_from_json(job->fam, params, job->p.params) < 0) {
 		json_decref(obj);
 		return ks_fail(
 			err,
@@ -653,11 +770,11 @@ static int load_proposal(struct search *s, uint64_t seq, struct job *job, int *f
 			(unsigned long long)seq, family);
 	}
 	for (size_t i = 0; i < json_array_size(parents) && i < 2; i++)
-		job->parents[job->n_parents++] = (uint64_t)json_integer_value(json_array_get(parents, i));
-	snprintf(job->mutation, sizeof(job->mutation), "%s", mutation);
-	job->strategy = (uint64_t)json_integer_value(json_object_get(obj, "strategy"));
+		job->p.parents[job->p.n_parents++] = (uint64_t)json_integer_value(json_array_get(parents, i));
+	snprintf(job->p.mutation, sizeof(job->p.mutation), "%s", mutation);
+	job->p.strategy = (uint64_t)json_integer_value(json_object_get(obj, "strategy"));
 	if (json_is_object(json_object_get(obj, "llm")))
-		job->llm = json_incref(json_object_get(obj, "llm"));
+		job->p.llm = json_incref(json_object_get(obj, "llm"));
 	if (strlen(rng) == 32) {
 		char half[17];
 
@@ -715,11 +832,17 @@ static void status_line(struct search *s, int final)
 	struct ks_error err;
 	double elapsed = ks_search_now() - s->t_start;
 	const struct ks_search_summary *sum = s->summary;
-	char fails[256] = "", llm[160] = "";
-	size_t used = 0;
+	char fails[256] = "", extra[320] = "";
+	size_t used = 0, extra_used = 0;
 
-	if (s->llm)
-		ks_search_llm_status(s, llm, sizeof(llm));
+	for (size_t i = 0; i < cfg->n_mutators; i++) {
+		const struct ks_mutator *mu = cfg->mutators[i];
+
+		if (mu->status && extra_used < sizeof(extra) - 1) {
+			mu->status(mu->ctx, extra + extra_used, sizeof(extra) - extra_used);
+			extra_used += strlen(extra + extra_used);
+		}
+	}
 	if (!cfg->out || ks_archive_metrics(s->ar, &m, &err) < 0)
 		return;
 	for (int v = 1; v < KS_VERDICT_COUNT; v++)
@@ -734,24 +857,10 @@ static void status_line(struct search *s, int final)
 		elapsed, (unsigned long long)sum->evaluated,
 		elapsed > 0 ? 60.0 * (double)sum->evaluated / elapsed : 0.0, m.best_fitness,
 		(unsigned long long)m.best_id, (unsigned long long)m.cells_filled,
-		(unsigned long long)m.cells, m.qd_score, used ? fails : " none", llm,
+		(unsigned long long)m.cells, m.qd_score, used ? fails : " none", extra,
 		cfg->status_tty && !final ? "" : "\n");
 	fflush(cfg->out);
 	s->last_status = ks_search_now();
-}
-
-void ks_search_log(struct search *s, json_t *event)
-{
-	if (s->cfg->log) {
-		char *text;
-
-		json_object_set_new(event, "t", json_real(ks_search_now() - s->t_start));
-		text = json_dumps(event, JSON_COMPACT);
-		fprintf(s->cfg->log, "%s\n", text);
-		fflush(s->cfg->log);
-		free(text);
-	}
-	json_decref(event);
 }
 
 /* ---- inserting results ---- */
@@ -764,18 +873,18 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 	enum ks_verdict verdict = KS_VERDICT_CRASH;
 	int ret;
 
-	for (int i = 0; i < job->n_parents; i++)
-		json_array_append_new(parents, json_integer((json_int_t)job->parents[i]));
+	for (int i = 0; i < job->p.n_parents; i++)
+		json_array_append_new(parents, json_integer((json_int_t)job->p.parents[i]));
 	json_object_set_new(record, "family", json_string(f->name));
 	json_object_set_new(record, "path", json_string(f->cand.path));
-	json_object_set_new(record, "params", ks_search_params_json(f, job->params));
+	json_object_set_new(record, "params", params_json(f, job->p.params));
 	json_object_set_new(record, "parents", parents);
-	json_object_set_new(record, "mutation", json_string(job->mutation));
+	json_object_set_new(record, "mutation", json_string(job->p.mutation));
 	json_object_set_new(record, "seq", json_integer((json_int_t)job->seq));
-	if (job->strategy)
-		json_object_set_new(record, "prompt_id", json_integer((json_int_t)job->strategy));
-	if (job->llm)
-		json_object_set_new(record, "llm", json_incref(job->llm));
+	if (job->p.strategy)
+		json_object_set_new(record, "prompt_id", json_integer((json_int_t)job->p.strategy));
+	if (job->p.llm)
+		json_object_set_new(record, "llm", json_incref(job->p.llm));
 	timing = json_object_get(record, "timing");
 	if (!json_is_object(timing)) {
 		timing = json_object();
@@ -786,7 +895,7 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 	ks_verdict_parse(json_string_value(json_object_get(record, "verdict")) ?: "crash", &verdict);
 	ret = ks_archive_insert(s->ar, record, f->cand.source, &res, err);
 	if (ret == 0) {
-		remember_family(s, res.id, (int)job->family);
+		remember_family(s, res.id, (int)job->p.family);
 		if (res.outcome == KS_ARCHIVE_NEW_CELL || res.outcome == KS_ARCHIVE_IMPROVED) {
 			s->recent[s->n_recent < RECENT ? s->n_recent++ : s->improvements % RECENT] =
 				(uint64_t)res.cell;
@@ -796,19 +905,23 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 		s->summary->by_verdict[verdict]++;
 		s->summary->compile_s += job->compile_s;
 		s->summary->eval_s += job->eval_s;
-		ks_search_log(s,
-			      json_pack("{s:s, s:I, s:I, s:s, s:O, s:s, s:s, s:f, s:f, s:s, s:I}", "event",
+		search_log(s, json_pack("{s:s, s:I, s:I, s:s, s:O, s:s, s:s, s:f, s:f, s:s, s:I}", "event",
 					"result", "seq", (json_int_t)job->seq, "id", (json_int_t)res.id,
 					"family", f->name, "params", json_object_get(record, "params"),
-					"mutation", job->mutation, "verdict", ks_verdict_name(verdict),
+					"mutation", job->p.mutation, "verdict", ks_verdict_name(verdict),
 					"fitness", json_number_value(json_object_get(record, "fitness")),
 					"sol_fraction",
 					json_number_value(json_object_get(record, "sol_fraction")), "outcome",
 					ks_archive_outcome_name(res.outcome), "cell", (json_int_t)res.cell));
 		if (verdict == KS_VERDICT_OK)
-			s->fam_ok[job->family] = 1;
-		if (s->llm)
-			ret = ks_search_llm_result(s, job, record, &res, err);
+			s->fams[job->p.family].ok = 1;
+		/* the mutator that proposed it is told */
+		{
+			const struct ks_mutator *m = owner_of(s, job->p.mutation);
+
+			if (m && m->told && (ret = m->told(m->ctx, &s->host, &job->p, record, &res, err)) < 0)
+				ks_error_prefix(err, "the %s mutator", m->name);
+		}
 	}
 	json_decref(record);
 	job->record = NULL;
@@ -816,6 +929,18 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 }
 
 /* ---- the loop ---- */
+
+/* Whether a mutator with nothing now may still bring proposals (so an exhausted search waits). */
+static int may_produce(struct search *s)
+{
+	for (size_t i = 0; i < s->cfg->n_mutators; i++) {
+		const struct ks_mutator *m = s->cfg->mutators[i];
+
+		if (m->may_produce && m->may_produce(m->ctx, &s->host))
+			return 1;
+	}
+	return 0;
+}
 
 static int stop_requested(struct search *s, const char **reason)
 {
@@ -840,7 +965,7 @@ static int stop_requested(struct search *s, const char **reason)
 		*reason = "target";
 		return 1;
 	}
-	if (s->exhausted && !(s->llm && ks_search_llm_may_produce(s))) {
+	if (s->exhausted && !may_produce(s)) {
 		*reason = "exhausted";
 		return 1;
 	}
@@ -868,16 +993,19 @@ static void dispatch(struct search *s, struct job *job)
 static int propose_next(struct search *s, int stopping, struct ks_error *err)
 {
 	struct job *job = ks_calloc(1, sizeof(*job));
+	int rc;
 
 	job->seq = s->next_seq;
-	if (propose(s, job)) {
+	if ((rc = propose(s, job, err))) {
 		free(job);
+		if (rc < 0)
+			return -1;
 		s->exhausted = 1;
 		return 1;
 	}
-	job->fam = s->fams[job->family];
+	job->fam = s->fams[job->p.family].fam;
 	if (save_proposal(s, job, err) < 0) {
-		json_decref(job->llm);
+		json_decref(job->p.llm);
 		free(job);
 		return -1;
 	}
@@ -910,7 +1038,7 @@ static int top_up(struct search *s, const char **reason, struct ks_error *err)
 static void job_free(struct job *job)
 {
 	json_decref(job->record);
-	json_decref(job->llm);
+	json_decref(job->p.llm);
 	free(job);
 }
 
@@ -931,19 +1059,44 @@ static struct job *take_done(struct search *s)
 	return job;
 }
 
-/* Wait for a result (or, with an LLM, an answer) for up to a moment. */
+/* Let every mutator with work of its own do it, waiting up to timeout_ms in the first. */
+static int step_mutators(struct search *s, int timeout_ms, int stopping, struct ks_error *err)
+{
+	for (size_t i = 0; i < s->cfg->n_mutators; i++) {
+		const struct ks_mutator *m = s->cfg->mutators[i];
+
+		if (m->step && m->step(m->ctx, &s->host, timeout_ms, stopping, err) < 0) {
+			ks_error_prefix(err, "the %s mutator", m->name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Wait for a result (or a mutator's outside work, an LLM's answer) for up to a moment. */
 static int wait_a_moment(struct search *s, int stopping, struct ks_error *err)
 {
 	struct timespec until;
 	struct job *next;
+	int polled = 0;
 
-	if (s->llm && ks_llm_pending(s->llm->client))
-		return ks_search_llm_step(s, 50, stopping, err);
+	for (size_t i = 0; i < s->cfg->n_mutators; i++) {
+		const struct ks_mutator *m = s->cfg->mutators[i];
+
+		if (m->step && m->busy && m->busy(m->ctx)) {
+			if (m->step(m->ctx, &s->host, 50, stopping, err) < 0) {
+				ks_error_prefix(err, "the %s mutator", m->name);
+				return -1;
+			}
+			return 0;
+		}
+		polled |= m->step != NULL;
+	}
 	pthread_mutex_lock(&s->lock);
 	next = s->next_insert < s->dispatch_end ? s->ring[s->next_insert % s->depth] : NULL;
 	if (!next || next->seq != s->next_insert || next->stage != JOB_DONE) {
 		clock_gettime(CLOCK_REALTIME, &until);
-		if (s->llm) {
+		if (polled) {
 			until.tv_nsec += 100 * 1000 * 1000;
 			if (until.tv_nsec >= 1000000000) {
 				until.tv_sec++;
@@ -985,7 +1138,7 @@ static int resume_saved(struct search *s, struct ks_error *err)
 			s->ring[seq % s->depth] = job;
 			continue;
 		}
-		if (ks_search_already_seen(s, job->family, job->params)) {
+		if (already_seen(s, job->p.family, job->p.params)) {
 			/* inserted just before the kill, before its counter was saved */
 			job->skip = 1;
 			job->stage = JOB_DONE;
@@ -1003,9 +1156,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 		  size_t n_families, const struct ks_backend *backend, const struct ks_search_config *cfg,
 		  struct ks_search_summary *summary, struct ks_error *err)
 {
-	struct search s = {
-		.ar = ar, .op = op, .backend = backend, .cfg = cfg, .summary = summary, .llm = cfg->llm
-	};
+	struct search s = { .ar = ar, .op = op, .backend = backend, .cfg = cfg, .summary = summary };
 	pthread_t *builders = NULL;
 	struct lane *lanes = NULL;
 	int jobs = cfg->jobs > 0 ? cfg->jobs : 1, ret = -1, stopping = 0, threads = 0;
@@ -1014,6 +1165,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	uint64_t inserted = 0;
 
 	memset(summary, 0, sizeof(*summary));
+	s.host.s = &s;
 	s.depth = (size_t)jobs + 2 * (size_t)backend->lanes;
 	s.ring = ks_calloc(s.depth, sizeof(*s.ring));
 	pthread_mutex_init(&s.lock, NULL);
@@ -1021,12 +1173,21 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	s.t_start = s.last_status = ks_search_now();
 	ks_pcg32_seed(&s.rng, cfg->seed, 0x6b736561726368ull);
 	for (size_t i = 0; i < n_families; i++)
-		ks_search_add_family(&s, (struct ks_family *)&families[i], 1);
+		add_family(&s, (struct ks_family *)&families[i], 1);
 	s.n_seeds = n_families;
 
 	if (ks_archive_metrics(ar, &m0, err) < 0 || load_counter(&s, "search/inserted", &inserted, err) < 0 ||
-	    ks_search_load_families(&s, err) < 0 || (s.llm && ks_search_llm_start(&s, err) < 0))
+	    load_families(&s, err) < 0)
 		goto cleanup;
+	/* a mutator whose start fails is stopped too: it may hold part of its state */
+	while (s.mutators_started < cfg->n_mutators) {
+		const struct ks_mutator *m = cfg->mutators[s.mutators_started++];
+
+		if (m->start && m->start(m->ctx, &s.host, err) < 0) {
+			ks_error_prefix(err, "the %s mutator", m->name);
+			goto cleanup;
+		}
+	}
 	summary->resumed_from = m0.candidates;
 	s.next_insert = s.next_seq = s.dispatch_end = inserted;
 	/* resume: find the proposals that were saved but never inserted */
@@ -1039,7 +1200,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 				goto cleanup;
 			if (!found)
 				break;
-			json_decref(pending.llm);
+			json_decref(pending.p.llm);
 			s.next_seq++;
 		}
 		if (s.next_seq > 0) {
@@ -1048,14 +1209,14 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 			/* the RNG and seed progress as they were after the last saved proposal */
 			if (load_proposal(&s, s.next_seq - 1, &last, &found, err) < 0)
 				goto cleanup;
-			json_decref(last.llm);
+			json_decref(last.p.llm);
 			summary->resumed = 1;
 		}
 	}
-	ks_search_log(&s, json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:b}", "event", "start", "op",
-				    op->key, "seed", (json_int_t)cfg->seed, "resumed_from",
-				    (json_int_t)m0.candidates, "next_seq", (json_int_t)s.next_seq, "jobs",
-				    jobs, "lanes", backend->lanes, "llm", s.llm != NULL));
+	search_log(&s, json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:b}", "event", "start", "op", op->key,
+				 "seed", (json_int_t)cfg->seed, "resumed_from", (json_int_t)m0.candidates,
+				 "next_seq", (json_int_t)s.next_seq, "jobs", jobs, "lanes", backend->lanes,
+				 "llm", owner_of(&s, "llm") != NULL));
 
 	builders = ks_calloc((size_t)jobs, sizeof(*builders));
 	lanes = ks_calloc((size_t)backend->lanes, sizeof(*lanes));
@@ -1093,15 +1254,14 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 			     (!cfg->status_tty && ks_search_now() - s.last_status >= cfg->status_every_s)))
 				status_line(&s, 0);
 		}
-		if (s.llm && ks_search_llm_step(&s, 0, stopping, err) < 0)
+		if (step_mutators(&s, 0, stopping, err) < 0)
 			goto shutdown;
 		if (top_up(&s, &reason, err) < 0)
 			goto shutdown;
 		if (job)
 			continue;
 		if (s.next_insert == s.dispatch_end) {
-			/* nothing in flight: done, unless the built-in mutator waits for the LLM's next
-			 * kernel */
+			/* nothing in flight: done, unless a mutator may still bring something */
 			if (!s.exhausted || stopping || s.next_seq > s.dispatch_end ||
 			    stop_requested(&s, &reason))
 				break;
@@ -1146,24 +1306,26 @@ shutdown:
 	}
 	summary->wall_s = ks_search_now() - s.t_start;
 	summary->gpu_busy_s = s.gpu_busy_s;
-	summary->llm_families = s.n_fams - s.n_seeds;
+	summary->added_families = s.n_fams - s.n_seeds;
 	if (cfg->out && ret == 0) {
 		if (cfg->status_tty)
 			fputc('\n', cfg->out);
 		status_line(&s, 1);
 	}
-	ks_search_log(&s, json_pack("{s:s, s:s?, s:I, s:f}", "event", "stop", "reason", summary->stop_reason,
-				    "evaluated", (json_int_t)summary->evaluated, "wall_s", summary->wall_s));
+	search_log(&s, json_pack("{s:s, s:s?, s:I, s:f}", "event", "stop", "reason", summary->stop_reason,
+				 "evaluated", (json_int_t)summary->evaluated, "wall_s", summary->wall_s));
 cleanup:
-	if (s.llm)
-		ks_search_llm_stop(&s);
+	for (size_t i = s.mutators_started; i-- > 0;) {
+		const struct ks_mutator *m = cfg->mutators[i];
+
+		if (m->stop)
+			m->stop(m->ctx, &s.host);
+	}
 	for (size_t i = s.n_seeds; i < s.n_fams; i++) {
-		ks_family_release(s.fams[i]);
-		free(s.fams[i]);
+		ks_family_release(s.fams[i].fam);
+		free(s.fams[i].fam);
 	}
 	free(s.fams);
-	free(s.fam_ok);
-	free(s.fam_tuned);
 	free(builders);
 	free(lanes);
 	free(s.ring);

@@ -11,6 +11,8 @@
 #include "fakellm.h"
 #include "ksearch/archive/archive.h"
 #include "ksearch/llm/llm.h"
+#include "ksearch/search/mutator.h"
+#include "ksearch/search/mutator_llm.h"
 #include "ksearch/search/search.h"
 #include "ksearch/base/util.h"
 
@@ -166,14 +168,18 @@ static struct ks_archive *open_archive(struct fixture *f, const char *name)
 }
 
 /*
- * Run a search (with the LLM mutator when llm is set) and return its
- * choices, one line per evaluation: "seq family params mutation", in
- * insertion order (from the JSON log).  *log, when asked for, gets the log.
+ * Run a search with the mutators first (NULL-terminated; NULL: none)
+ * before the built-in one, as evolve orders them, and return its choices,
+ * one line per evaluation: "seq family params mutation", in insertion
+ * order (from the JSON log).  *log, when asked for, gets the log.
  */
 static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uint64_t budget, double target,
-		      const struct ks_search_llm *llm, struct toy *toy, int expect_rc,
+		      struct ks_mutator *const *first, struct toy *toy, int expect_rc,
 		      struct ks_search_summary *sum, struct ks_error *err, char **log)
 {
+	const struct ks_mutator *mutators[8];
+	size_t n_mutators = 0;
+
 	struct ks_backend backend = {
 		.ctx = toy, .lanes = 2, .build = toy_build, .evaluate = toy_evaluate, .discard = toy_discard
 	};
@@ -184,7 +190,7 @@ static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uin
 					.explore = 0.3,
 					.exploit = 0.5,
 					.recent = 0.2,
-					.llm = llm };
+					.mutators = mutators };
 	struct ks_archive *ar = open_archive(f, archive);
 	char *log_text = NULL, log_path[4200] = "";
 	size_t log_size = 0;
@@ -192,6 +198,10 @@ static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uin
 	char *line, *save = NULL;
 	int rc;
 
+	for (size_t i = 0; first && first[i] && n_mutators < 7; i++)
+		mutators[n_mutators++] = first[i];
+	mutators[n_mutators++] = &ks_mutator_param;
+	cfg.n_mutators = n_mutators;
 	cfg.log = open_memstream(&log_text, &log_size);
 	if (getenv("KS_TEST_SEARCH_LOG")) {
 		/* debugging: the log as it is written, in the file $KS_TEST_SEARCH_LOG-ARCHIVE.log */
@@ -351,9 +361,18 @@ static void test_target_stops_and_internal_failure_is_reported(void **state)
 struct llm_env {
 	struct fake fake;
 	struct ks_llm *client;
-	struct ks_search_llm llm;
+	struct ks_mutator *llm[2]; /* the LLM mutator, NULL: run_with()'s list */
 	char prompts[4200];
 };
+
+/* What the LLM mutator did in the last run. */
+static struct ks_llm_mutator_stats llm_stats(const struct llm_env *e)
+{
+	struct ks_llm_mutator_stats st;
+
+	ks_llm_mutator_stats(e->llm[0], &st);
+	return st;
+}
 
 /* How an endpoint differs from the plain fake, and how the client is set for it. */
 struct endpoint {
@@ -398,16 +417,18 @@ static void llm_up_endpoint(struct llm_env *e, enum ks_llm_provider provider, co
 		fail_msg("%s", err.msg);
 	ks_llm_config_release(&cfg);
 	snprintf(e->prompts, sizeof(e->prompts), "%s/prompts", source_root());
-	e->llm = (struct ks_search_llm){ .client = e->client,
-					 .model = "fake-model",
-					 .prompts_dir = e->prompts,
-					 .system_prompt = "You write CUDA kernels for the toy operator.",
-					 .concurrency = concurrency,
-					 .max_repairs = 2,
-					 .tune_budget = 3,
-					 .rewrite_every = 3,
-					 .population_cap = 6,
-					 .move_share = 0.3 };
+	e->llm[0] = ks_llm_mutator_new(&(struct ks_llm_mutator_config){
+		.client = e->client,
+		.model = "fake-model",
+		.prompts_dir = e->prompts,
+		.system_prompt = "You write CUDA kernels for the toy operator.",
+		.concurrency = concurrency,
+		.max_repairs = 2,
+		.tune_budget = 3,
+		.rewrite_every = 3,
+		.population_cap = 6,
+		.move_share = 0.3 });
+	e->llm[1] = NULL;
 }
 
 static void llm_up_with(struct llm_env *e, enum ks_llm_provider provider, const char *script, int concurrency,
@@ -423,6 +444,7 @@ static void llm_up(struct llm_env *e, const char *script, int concurrency, uint6
 
 static void llm_down(struct llm_env *e)
 {
+	ks_mutator_free(e->llm[0]);
 	ks_llm_close(e->client);
 	fake_stop(&e->fake);
 }
@@ -561,6 +583,124 @@ static void test_fixed_seed_proposals_are_pinned(void **state)
 	free(got);
 }
 
+/*
+ * The seam: a mutator is a struct ks_mutator and one line in the list.
+ * This one walks family b's params from the top down; the search must
+ * take the seeds first, then ask it before the built-in mutator, tell it
+ * each of its results, show its status fragment, start and stop it once,
+ * and stop with its error when it fails.
+ */
+struct walker {
+	int64_t next_c;
+	int started, stopped, told, fail_at_c;
+	uint64_t told_ids[16];
+};
+
+static int walker_start(void *ctx, struct ks_mutator_host *h, struct ks_error *err)
+{
+	struct walker *w = ctx;
+
+	(void)err;
+	assert_string_equal(ks_mutator_host_family(h, 1)->name, "b");
+	w->started++;
+	return 0;
+}
+
+static int walker_propose(void *ctx, struct ks_mutator_host *h, struct ks_proposal *p, struct ks_error *err)
+{
+	struct walker *w = ctx;
+
+	for (; w->next_c >= 1; w->next_c--) {
+		if (w->next_c == w->fail_at_c)
+			return ks_fail(err, "walker: C=%lld is where it breaks", (long long)w->next_c);
+		p->family = 1;
+		p->params[0] = w->next_c;
+		if (ks_mutator_host_seen(h, 1, p->params))
+			continue;
+		snprintf(p->mutation, sizeof(p->mutation), "walk");
+		w->next_c--;
+		return 0;
+	}
+	return 1;
+}
+
+static int walker_told(void *ctx, struct ks_mutator_host *h, const struct ks_proposal *p,
+		       const json_t *record, const struct ks_archive_insert_result *res, struct ks_error *err)
+{
+	struct walker *w = ctx;
+
+	(void)h;
+	(void)err;
+	assert_string_equal(p->mutation, "walk");
+	assert_non_null(json_object_get(record, "verdict"));
+	if (w->told < 16)
+		w->told_ids[w->told] = res->id;
+	w->told++;
+	return 0;
+}
+
+static void walker_status(void *ctx, char *buf, size_t size)
+{
+	snprintf(buf, size, "  walker told %d", ((struct walker *)ctx)->told);
+}
+
+static void walker_stop(void *ctx, struct ks_mutator_host *h)
+{
+	(void)h;
+	((struct walker *)ctx)->stopped++;
+}
+
+static const char *const walker_mutations[] = { "walk", NULL };
+
+static void test_a_mutator_is_a_table_and_one_line(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER }, t2 = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct walker w = { .next_c = 8 };
+	struct ks_mutator walker = { .name = "walker",
+				     .mutations = walker_mutations,
+				     .ctx = &w,
+				     .start = walker_start,
+				     .propose = walker_propose,
+				     .told = walker_told,
+				     .status = walker_status,
+				     .stop = walker_stop };
+	struct ks_mutator *list[] = { &walker, NULL };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	char *choices = run_with(f, "walker", 5, 12, 0, list, &t, 0, &sum, &err, NULL);
+	json_t *records = all_records(f, "walker"), *r;
+	int walked = 0;
+	size_t i;
+
+	/* the seeds, then the walker's seven (C=1 was a seed), then the built-in mutator */
+	assert_contains(
+		choices,
+		"0 a {\"A\":1,\"B\":1} seed\n1 b {\"C\":1} seed\n2 b {\"C\":8} walk\n3 b {\"C\":7} walk\n");
+	assert_contains(choices, "8 b {\"C\":2} walk\n9 ");
+	assert_null(strstr(strstr(choices, "\n9 "), " walk\n"));
+	assert_int_equal(w.started, 1);
+	assert_int_equal(w.stopped, 1);
+	assert_int_equal(w.told, 7);
+	json_array_foreach(records, i, r)
+	{
+		if (strcmp(json_string_value(json_object_get(r, "mutation")), "walk"))
+			continue;
+		for (int k = 0; k < 7; k++)
+			walked += w.told_ids[k] == (uint64_t)json_integer_value(json_object_get(r, "id"));
+	}
+	assert_int_equal(walked, 7); /* told exactly about its own records */
+	json_decref(records);
+	free(choices);
+
+	/* a mutator that fails stops the search with its error */
+	w = (struct walker){ .next_c = 8, .fail_at_c = 6 };
+	choices = run_with(f, "walker-fails", 5, 12, 0, list, &t2, -1, &sum, &err, NULL);
+	assert_contains(err.msg, "the walker mutator: walker: C=6 is where it breaks");
+	assert_int_equal(w.stopped, 1);
+	free(choices);
+}
+
 static void test_llm_children_verify_and_strategies_learn(void **state)
 {
 	struct fixture *f = *state;
@@ -569,19 +709,21 @@ static void test_llm_children_verify_and_strategies_learn(void **state)
 	struct ks_search_summary sum;
 	struct ks_error err;
 	struct llm_env e;
+	struct ks_llm_mutator_stats ls;
 	json_t *records, *prompts, *reqs, *r, *p;
 	char *choices, *log;
 	size_t i, llm_ok = 0, rewritten = 0;
 
 	llm_up(&e, "[{\"edit_params\": \"auto\"}]", 2, 0);
 	/* more budget than the seeds' 32 combinations: the rest must come from the LLM */
-	choices = run_with(f, "llm", 4, 80, 0, &e.llm, &t, 0, &sum, &err, &log);
+	choices = run_with(f, "llm", 4, 80, 0, e.llm, &t, 0, &sum, &err, &log);
+	ls = llm_stats(&e);
 	assert_string_equal(sum.stop_reason, "budget");
 	assert_int_equal(sum.evaluated, 80);
-	assert_true(sum.llm_requests > 0);
-	assert_true(sum.llm_children > 0 && sum.llm_ok > 0);
-	assert_true(sum.tuned > 0);
-	assert_true(sum.rewrites > 0);
+	assert_true(ls.requests > 0);
+	assert_true(ls.children > 0 && ls.ok > 0);
+	assert_true(ls.tuned > 0);
+	assert_true(ls.rewrites > 0);
 	assert_contains(choices, " llm\n");
 	assert_contains(choices, " tune\n");
 	assert_contains(log, "\"event\":\"llm_request\"");
@@ -616,7 +758,7 @@ static void test_llm_children_verify_and_strategies_learn(void **state)
 		usage = json_loadb(data, size, 0, NULL);
 		assert_non_null(usage);
 		assert_int_equal(json_integer_value(json_object_get(usage, "requests")),
-				 (json_int_t)(sum.llm_requests + sum.llm_failed));
+				 (json_int_t)(ls.requests + ls.failed));
 		assert_true(json_integer_value(json_object_get(usage, "prompt_tokens")) > 0);
 		json_decref(usage);
 		free(data);
@@ -628,7 +770,7 @@ static void test_llm_children_verify_and_strategies_learn(void **state)
 	assert_true(json_array_size(prompts) >= 9); /* 8 seeds + rewrites */
 	assert_true(stat_sum(prompts, "uses") > 0);
 	assert_true(stat_sum(prompts, "answers") > 0);
-	assert_true(stat_sum(prompts, "children") >= (int64_t)sum.llm_children);
+	assert_true(stat_sum(prompts, "children") >= (int64_t)ls.children);
 	assert_true(stat_sum(prompts, "ok") > 0);
 	json_array_foreach(prompts, i, p) if (strcmp(json_string_value(json_object_get(p, "origin")), "seed"))
 	{
@@ -639,7 +781,7 @@ static void test_llm_children_verify_and_strategies_learn(void **state)
 	assert_true(rewritten > 0);
 
 	/* what the LLM was sent: the system prompt, then the parent's source and a strategy */
-	reqs = fake_records(&e.fake, sum.llm_requests);
+	reqs = fake_records(&e.fake, ls.requests);
 	r = json_object_get(json_array_get(reqs, 0), "body");
 	assert_string_equal(json_string_value(json_object_get(
 				    json_array_get(json_object_get(r, "messages"), 0), "content")),
@@ -656,7 +798,7 @@ static void test_llm_children_verify_and_strategies_learn(void **state)
 	choices = run_with(f, "llm", 4, 10, 0, NULL, &t2, 0, &sum, &err, NULL);
 	assert_int_equal(sum.resumed, 1);
 	assert_true(sum.evaluated > 0 && sum.evaluated <= 10);
-	assert_true(sum.llm_families > 0);
+	assert_true(sum.added_families > 0);
 
 	json_decref(reqs);
 	json_decref(records);
@@ -673,6 +815,7 @@ static void test_llm_faults_are_survived_and_recorded(void **state)
 	struct ks_search_summary sum;
 	struct ks_error err;
 	struct llm_env e;
+	struct ks_llm_mutator_stats ls;
 	json_t *records, *reqs, *r, *prompts;
 	char *choices, *log;
 	size_t i, contract = 0, repair_turns = 0;
@@ -686,13 +829,14 @@ static void test_llm_faults_are_survived_and_recorded(void **state)
 	       "__global__ void k() {}\\n```\\n\"},"
 	       " {\"edit_params\": \"auto\"}]",
 	       1, 0);
-	choices = run_with(f, "faults", 6, 60, 0, &e.llm, &t, 0, &sum, &err, &log);
+	choices = run_with(f, "faults", 6, 60, 0, e.llm, &t, 0, &sum, &err, &log);
+	ls = llm_stats(&e);
 	assert_string_equal(sum.stop_reason, "budget");
 	assert_int_equal(sum.evaluated, 60);
-	assert_true(sum.llm_failed >= 2);    /* malformed and truncated bodies are not retried */
-	assert_true(sum.answer_errors >= 2); /* no code; an edit that does not apply */
-	assert_true(sum.repairs >= 2);
-	assert_true(sum.llm_ok > 0); /* and it goes on to verified LLM kernels */
+	assert_true(ls.failed >= 2);	    /* malformed and truncated bodies are not retried */
+	assert_true(ls.answer_errors >= 2); /* no code; an edit that does not apply */
+	assert_true(ls.repairs >= 2);
+	assert_true(ls.ok > 0); /* and it goes on to verified LLM kernels */
 	assert_contains(log, "\"event\":\"llm_error\"");
 	assert_contains(log, "\"event\":\"answer_error\"");
 	assert_contains(log, "no code block and no SEARCH/REPLACE edits");
@@ -740,6 +884,7 @@ static void test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_writte
 	struct ks_search_summary sum;
 	struct ks_error err;
 	struct llm_env e;
+	struct ks_llm_mutator_stats ls;
 	struct ks_archive *ar;
 	char *choices, *log, *dump = NULL, *recorded;
 	size_t dump_size = 0;
@@ -748,9 +893,10 @@ static void test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_writte
 	/* the Anthropic protocol this time: the key goes in x-api-key */
 	llm_up_with(&e, KS_LLM_ANTHROPIC, "[{\"edit_params\": \"auto\"}]", 2, 1);
 	/* one token of budget: the first answers spend it; the built-in mutator finishes the space */
-	choices = run_with(f, "budget", 9, 500, 0, &e.llm, &t, 0, &sum, &err, &log);
+	choices = run_with(f, "budget", 9, 500, 0, e.llm, &t, 0, &sum, &err, &log);
+	ls = llm_stats(&e);
 	assert_string_equal(sum.stop_reason, "exhausted");
-	assert_true(sum.llm_requests + sum.llm_failed <= 2);
+	assert_true(ls.requests + ls.failed <= 2);
 	assert_true(sum.evaluated >= 32);
 	assert_contains(log, "\"event\":\"llm_unavailable\"");
 	assert_contains(log, "token budget");
@@ -783,18 +929,20 @@ static void test_llm_that_never_gives_code_is_not_asked_at_full_speed(void **sta
 	struct ks_search_summary sum;
 	struct ks_error err;
 	struct llm_env e;
+	struct ks_llm_mutator_stats ls;
 	char *choices;
 
 	llm_up(&e, "[{\"no_code\": true}]", 2, 0);
 	/* the seeds' 32 combinations take ~0.3 s; the fake answers in about a millisecond */
-	choices = run_with(f, "nocode", 5, 32, 0, &e.llm, &t, 0, &sum, &err, NULL);
+	choices = run_with(f, "nocode", 5, 32, 0, e.llm, &t, 0, &sum, &err, NULL);
+	ls = llm_stats(&e);
 	assert_string_equal(sum.stop_reason, "budget");
-	assert_int_equal(sum.llm_children, 0);
-	assert_true(sum.answer_errors >= 3);
+	assert_int_equal(ls.children, 0);
+	assert_true(ls.answer_errors >= 3);
 	/* two conversations of three turns each, then new requests wait (1 s, 2 s, ...) */
-	if (sum.llm_requests > 12)
+	if (ls.requests > 12)
 		fail_msg("%llu requests in %.2f s: unusable answers must slow the asking down",
-			 (unsigned long long)sum.llm_requests, sum.wall_s);
+			 (unsigned long long)ls.requests, sum.wall_s);
 	free(choices);
 	llm_down(&e);
 }
@@ -844,17 +992,19 @@ static void test_llm_search_works_against_each_kind_of_endpoint(void **state)
 		struct ks_search_summary sum;
 		struct ks_error err;
 		struct llm_env e;
+		struct ks_llm_mutator_stats ls;
 		json_t *records, *r;
 		char archive[32], *choices, *log;
 		size_t k, reasoned = 0;
 
 		snprintf(archive, sizeof(archive), "endpoint%zu", i);
 		llm_up_endpoint(&e, cases[i].provider, "[{\"edit_params\": \"auto\"}]", 2, 0, &cases[i].ep);
-		choices = run_with(f, archive, 4, 50, 0, &e.llm, &t, 0, &sum, &err, &log);
-		if (!sum.llm_ok || sum.llm_failed)
+		choices = run_with(f, archive, 4, 50, 0, e.llm, &t, 0, &sum, &err, &log);
+		ls = llm_stats(&e);
+		if (!ls.ok || ls.failed)
 			fail_msg("%s: %llu LLM kernels verified, %llu requests failed; log:\n%s",
-				 cases[i].name, (unsigned long long)sum.llm_ok,
-				 (unsigned long long)sum.llm_failed, log);
+				 cases[i].name, (unsigned long long)ls.ok, (unsigned long long)ls.failed,
+				 log);
 		if (cases[i].adapted) {
 			assert_contains(log, "\"event\":\"llm_adapted\"");
 			assert_contains(log, cases[i].adapted);
@@ -916,6 +1066,7 @@ static void test_llm_answers_cut_off_are_their_own_failure(void **state)
 	struct ks_search_summary sum;
 	struct ks_error err;
 	struct llm_env e;
+	struct ks_llm_mutator_stats ls;
 	json_t *reqs, *r, *prompts, *usage;
 	char *choices, *log;
 	size_t i, repairs = 0;
@@ -925,13 +1076,14 @@ static void test_llm_answers_cut_off_are_their_own_failure(void **state)
 
 	/* the answer itself ran long: a repair turn asks for short edits */
 	llm_up_endpoint(&e, KS_LLM_OPENAI, "[{\"edit_params\": \"auto\"}]", 1, 0, &cut);
-	choices = run_with(f, "cut", 4, 32, 0, &e.llm, &t, 0, &sum, &err, &log);
-	assert_int_equal(sum.llm_children, 0);
-	assert_true(sum.cut_off >= 2);
-	assert_true(sum.answer_errors >= sum.cut_off);
+	choices = run_with(f, "cut", 4, 32, 0, e.llm, &t, 0, &sum, &err, &log);
+	ls = llm_stats(&e);
+	assert_int_equal(ls.children, 0);
+	assert_true(ls.cut_off >= 2);
+	assert_true(ls.answer_errors >= ls.cut_off);
 	assert_contains(log, "cut off at 32768 tokens: raise --max-tokens");
 	assert_contains(log, "\"cut_off\":true");
-	reqs = fake_records(&e.fake, sum.llm_requests);
+	reqs = fake_records(&e.fake, ls.requests);
 	json_array_foreach(reqs, i, r)
 	{
 		json_t *msgs = json_object_get(json_object_get(r, "body"), "messages");
@@ -961,9 +1113,10 @@ static void test_llm_answers_cut_off_are_their_own_failure(void **state)
 
 	/* the budget went to reasoning: asking again cannot help, so no repair turn */
 	llm_up_endpoint(&e, KS_LLM_OPENAI, "[{\"edit_params\": \"auto\"}]", 1, 0, &thinks_too_long);
-	choices = run_with(f, "cut2", 4, 32, 0, &e.llm, &t2, 0, &sum, &err, &log);
-	assert_true(sum.cut_off >= 1);
-	assert_int_equal(sum.repairs, 0);
+	choices = run_with(f, "cut2", 4, 32, 0, e.llm, &t2, 0, &sum, &err, &log);
+	ls = llm_stats(&e);
+	assert_true(ls.cut_off >= 1);
+	assert_int_equal(ls.repairs, 0);
 	assert_contains(log, "cut off at 200 tokens: raise --max-tokens (it was still reasoning)");
 	free(choices);
 	free(log);
@@ -978,6 +1131,7 @@ int main(void)
 		cmocka_unit_test(test_no_duplicates_and_failures_cost_one_evaluation),
 		cmocka_unit_test(test_target_stops_and_internal_failure_is_reported),
 		cmocka_unit_test(test_fixed_seed_proposals_are_pinned),
+		cmocka_unit_test(test_a_mutator_is_a_table_and_one_line),
 		cmocka_unit_test(test_llm_children_verify_and_strategies_learn),
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
 		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),

@@ -1,20 +1,21 @@
 /*
- * search.h - the MAP-Elites search loop with the built-in mutator.
+ * search.h - the MAP-Elites search loop.
  *
- * Seeds first (every seed family with its first params), then: a parent
- * from the grid (uniform over filled cells, fitness-weighted elites, or a
- * cell whose offspring improved lately) -> a mutation (one or two params to
- * neighbouring values, or a crossover of two elites of the same family)
- * -> build -> evaluate -> insert into the archive.
+ * Seeds first (every seed family with its first params), then whatever
+ * the mutators propose, asked in order (mutator.h: the built-in one moves
+ * params of elites and crosses them, mutator_param.c; the LLM's writes
+ * kernels, mutator_llm.h) -> build -> evaluate -> insert into the archive
+ * -> the mutator that proposed it is told the result.
  *
  * The loop is a pipeline: proposals are made by the calling thread, built
  * by `jobs` compile threads and evaluated by one thread per lane (GPU);
  * results are inserted strictly in proposal order.  Proposal i is made
  * from the archive as it stood after result i - depth was inserted, with
  * depth fixed by the configuration, so the choices depend only on the seed
- * and the results, never on timing.  Each proposal is saved in the archive
- * before it is dispatched, so a search killed at any moment resumes with
- * exactly the proposals it would have made.
+ * and the results, never on timing (for mutators that do not wait on the
+ * outside world).  Each proposal is saved in the archive before it is
+ * dispatched, so a search killed at any moment resumes with exactly the
+ * proposals it would have made.
  *
  * The backend (how a proposal becomes a record) is an interface: the real
  * one compiles with NVRTC and evaluates on GPU workers; tests plug in a
@@ -32,14 +33,15 @@
 #include "ksearch/archive/archive.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/base/error.h"
-#include "ksearch/llm/llm.h"
 #include "ksearch/op/op.h"
 
+struct ks_mutator;
+
 /*
- * A family: one source whose params the built-in mutator explores.  Seeds
- * come from the op's seeds/ folder; the LLM mutator adds one per kernel it
- * writes ("llm-7"), kept in the archive's run state so a resumed search
- * has them all.
+ * A family: one source whose params the mutators explore.  Seeds come
+ * from the op's seeds/ folder; a mutator may add more (the LLM's, one per
+ * kernel it writes: "llm-7"), kept in the archive's run state so a
+ * resumed search has them all.
  */
 struct ks_family {
 	char *name; /* file stem: "split_kv"; "llm-<n>" for the LLM's */
@@ -70,35 +72,6 @@ struct ks_backend {
 	void (*discard)(void *ctx, void *built);
 };
 
-/*
- * The LLM mutator (search.h's loop runs it when ks_search_config.llm is
- * set).  Requests go out while the client has room: parent from the grid,
- * a strategy prompt by the bandit (strategy.h), elites of other cells,
- * the target (improve the parent's cell or reach a neighbouring one).
- * An answer becomes a new family and its first params are proposed next,
- * ahead of the built-in mutator; a child that fails (unusable answer,
- * compile, contract, wrong ...) goes back with its evidence for up to
- * max_repairs turns; a child that verifies has up to tune_budget more
- * param combinations of its own tried.  Every rewrite_every LLM children,
- * the most rewarding strategy is rewritten by the LLM.  The built-in
- * mutator fills every slot the LLM leaves empty, so a paused or spent LLM
- * never stops the search.  With an LLM, choices also depend on when
- * answers arrive: a resumed search re-dispatches its saved proposals
- * exactly, but answers not yet proposed when it stopped are dropped.
- */
-struct ks_search_llm {
-	struct ks_llm *client; /* open (borrowed) */
-	const char *model;     /* for the records */
-	const char *prompts_dir;
-	const char *system_prompt; /* rendered prompts/system.md */
-	int concurrency;	   /* requests out at once (the client's concurrency) */
-	int max_repairs;	   /* repair turns per child (2) */
-	int tune_budget;	   /* extra param combinations per new kernel (8) */
-	int rewrite_every;	   /* LLM children between strategy rewrites; 0: never (10) */
-	size_t population_cap;	   /* active strategies (12) */
-	double move_share;	   /* share of requests asking for a neighbouring cell (0.3) */
-};
-
 struct ks_search_config {
 	uint64_t seed;
 	uint64_t budget;		 /* evaluations in this run; 0: none */
@@ -111,7 +84,9 @@ struct ks_search_config {
 	double status_every_s;		 /* plain status lines (not a tty) */
 	volatile sig_atomic_t *stop;	 /* set non-zero to finish in-flight work and stop */
 	FILE *out;			 /* progress and summary (stdout); NULL: quiet */
-	const struct ks_search_llm *llm; /* NULL: the built-in mutator only */
+	/* who proposes after the seeds, asked in this order (mutator.h); borrowed */
+	const struct ks_mutator *const *mutators;
+	size_t n_mutators;
 };
 
 struct ks_search_summary {
@@ -124,16 +99,11 @@ struct ks_search_summary {
 	const char *stop_reason;  /* "budget", "time", "target", "signal", "exhausted" */
 	int resumed;
 	uint64_t resumed_from; /* records in the archive when the run started */
-	/* the LLM mutator */
-	uint64_t llm_requests, llm_failed; /* requests answered / failed (transport, HTTP) */
-	uint64_t llm_children, llm_ok;	   /* kernels from answers (with repairs) evaluated / verified */
-	uint64_t answer_errors;		   /* answers with no usable kernel (cut-off ones included) */
-	uint64_t cut_off;		   /* answers that stopped at the budget (--max-tokens) */
-	uint64_t repairs;		   /* repair turns sent */
-	uint64_t tuned;			   /* tuner variants evaluated */
-	uint64_t rewrites;		   /* strategies the LLM rewrote */
-	size_t llm_families;		   /* kernels the LLM wrote, over the archive's life */
+	size_t added_families; /* families mutators added (the LLM's kernels), over the archive's life */
 };
+
+/* Seconds on a monotonic clock. */
+double ks_search_now(void);
 
 /* Load the op's seed families (sorted by file name). */
 int ks_families_load(const struct ks_op *op, struct ks_family **families, size_t *n, struct ks_error *err);
