@@ -14,7 +14,7 @@
  * after a result with verdict "crash" the worker exits (its context is
  * gone); the coordinator starts a fresh one for the next job.
  *
- * The evaluation protocol is DESIGN.md's: the reference runs first on
+ * The evaluation protocol is docs/design.md's (Evaluation): the reference runs first on
  * fresh inputs from a secret seed and its device outputs are freed before
  * the candidate runs; candidate outputs and scratch are poisoned with NaN
  * bytes before every run; inputs are checksummed before and after; every
