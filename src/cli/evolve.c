@@ -175,12 +175,12 @@ static int set_aside(const char *dir, char *moved, size_t size, struct ks_error 
 	return 0;
 }
 
-/* llm: the LLM mutator of the run, or NULL */
+/* with_llm: an LLM mutator was in cfg's list */
 static void print_summary(struct ks_archive *ar, const struct ks_op *op, const char *root,
-			  const struct ks_search_summary *sum, size_t lanes, const struct ks_mutator *llm)
+			  const struct ks_search_summary *sum, const struct ks_search_config *cfg,
+			  size_t lanes, int with_llm)
 {
 	struct ks_archive_metrics m;
-	struct ks_llm_mutator_stats ls = { 0 };
 	struct ks_error err;
 	json_t *best = NULL;
 
@@ -194,31 +194,20 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		       "%.0f%% of the wall time\n",
 		       sum->compile_s, sum->eval_s, 100.0 * sum->gpu_busy_s / (sum->wall_s * (double)lanes));
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
-		printf(llm ? "every param combination of every family has been evaluated, and the LLM "
-			     "side "
-			     "can bring "
-			     "nothing more (its budget is spent, or no kernel has verified to start "
-			     "from)\n"
-			   : "every param combination of every seed family has been evaluated: the "
-			     "built-in "
-			     "mutator "
-			     "has nothing left to try (an LLM endpoint, --llm-url, brings new "
-			     "kernels)\n");
-	if (llm)
-		ks_llm_mutator_stats(llm, &ls);
-	if (ls.requests || ls.failed)
-		printf("LLM: %llu answers (%llu requests failed), %llu kernels evaluated from them (%llu "
-		       "verified), "
-		       "%llu unusable answers, %llu repair turns, %llu tuned variants, %llu strategies "
-		       "rewritten\n",
-		       (unsigned long long)ls.requests, (unsigned long long)ls.failed,
-		       (unsigned long long)ls.children, (unsigned long long)ls.ok,
-		       (unsigned long long)ls.answer_errors, (unsigned long long)ls.repairs,
-		       (unsigned long long)ls.tuned, (unsigned long long)ls.rewrites);
-	if (ls.cut_off)
-		printf("LLM: %llu answer%s cut off at the answer budget and not used: raise --max-tokens "
-		       "(reasoning counts against it)\n",
-		       (unsigned long long)ls.cut_off, ls.cut_off == 1 ? " was" : "s were");
+		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM "
+				  "side "
+				  "can bring "
+				  "nothing more (its budget is spent, or no kernel has verified to start "
+				  "from)\n"
+				: "every param combination of every seed family has been evaluated: the "
+				  "built-in "
+				  "mutator "
+				  "has nothing left to try (an LLM endpoint, --llm-url, brings new "
+				  "kernels)\n");
+	/* what each mutator did, in its own words */
+	for (size_t i = 0; i < cfg->n_mutators; i++)
+		if (cfg->mutators[i]->summary)
+			cfg->mutators[i]->summary(cfg->mutators[i]->ctx, stdout);
 	if (ks_archive_metrics(ar, &m, &err) == 0)
 		printf("archive: %llu candidates, %llu/%llu cells filled (%.0f%%), QD-score %.2f\n",
 		       (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
@@ -555,7 +544,7 @@ int cmd_evolve(int argc, char **argv)
 			     err.msg);
 		goto cleanup;
 	}
-	print_summary(ar, &op, root, &sum, n_gpus, llm.mutator);
+	print_summary(ar, &op, root, &sum, &cfg, n_gpus, llm.mutator != NULL);
 	if (llm.client) {
 		struct ks_llm_usage u;
 

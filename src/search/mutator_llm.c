@@ -987,6 +987,27 @@ static void llm_status(void *ctx, char *buf, size_t size)
 		 u.tokens_exhausted || u.usd_exhausted ? ", budget spent" : "");
 }
 
+static void llm_summary(void *ctx, FILE *out)
+{
+	const struct ks_llm_mutator_stats *st = &((struct llm_mutator *)ctx)->stats;
+
+	if (st->requests || st->failed)
+		fprintf(out,
+			"LLM: %llu answers (%llu requests failed), %llu kernels evaluated from them (%llu "
+			"verified), "
+			"%llu unusable answers, %llu repair turns, %llu tuned variants, %llu strategies "
+			"rewritten\n",
+			(unsigned long long)st->requests, (unsigned long long)st->failed,
+			(unsigned long long)st->children, (unsigned long long)st->ok,
+			(unsigned long long)st->answer_errors, (unsigned long long)st->repairs,
+			(unsigned long long)st->tuned, (unsigned long long)st->rewrites);
+	if (st->cut_off)
+		fprintf(out,
+			"LLM: %llu answer%s cut off at the answer budget and not used: raise --max-tokens "
+			"(reasoning counts against it)\n",
+			(unsigned long long)st->cut_off, st->cut_off == 1 ? " was" : "s were");
+}
+
 static void llm_free(void *ctx)
 {
 	struct llm_mutator *m = ctx;
@@ -1014,6 +1035,7 @@ struct ks_mutator *ks_llm_mutator_new(const struct ks_llm_mutator_config *cfg)
 		.busy = llm_busy,
 		.may_produce = llm_may_produce,
 		.status = llm_status,
+		.summary = llm_summary,
 		.stop = llm_stop,
 		.free = llm_free,
 	};

@@ -31,6 +31,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ksearch/archive/archive.h"
 #include "ksearch/base/error.h"
@@ -91,6 +92,8 @@ struct ks_mutator {
 	int (*may_produce)(void *ctx, struct ks_mutator_host *host);
 	/* A fragment for the status line ("  LLM 3 answers ..."), into buf; may be NULL. */
 	void (*status)(void *ctx, char *buf, size_t size);
+	/* Its lines of the summary `evolve` prints after a run (what it did in the run); may be NULL. */
+	void (*summary)(void *ctx, FILE *out);
 	/* After the last result of the run: drop what the run held (the mutator is reused or freed); may be
 	 * NULL. */
 	void (*stop)(void *ctx, struct ks_mutator_host *host);
