@@ -234,6 +234,7 @@ static void config_copy(struct ks_llm_config *dst, const struct ks_llm_config *s
 	dst->api_key = src->api_key ? ks_strdup(src->api_key) : NULL;
 	dst->extra = src->extra ? ks_strdup(src->extra) : NULL;
 	dst->headers = src->n_headers ? ks_calloc(src->n_headers, sizeof(*dst->headers)) : NULL;
+	dst->alloc_headers = src->n_headers;
 	for (size_t i = 0; i < src->n_headers; i++)
 		dst->headers[i] = ks_strdup(src->headers[i]);
 }
@@ -326,7 +327,7 @@ int ks_llm_config_add_header(struct ks_llm_config *cfg, const char *line, const 
 				       line);
 	if (cfg->n_headers >= MAX_HEADERS)
 		return ks_fail(err, "%s: more than %d headers", origin, MAX_HEADERS);
-	cfg->headers = ks_realloc(cfg->headers, (cfg->n_headers + 1) * sizeof(*cfg->headers));
+	KS_ALLOC_GROW(cfg->headers, cfg->n_headers + 1, cfg->alloc_headers);
 	cfg->headers[cfg->n_headers++] =
 		ks_asprintf("%.*s: %.*s", (int)name_len, line, (int)(end - value), value);
 	return 0;

@@ -113,7 +113,7 @@ struct ks_llm_config {
 	uint64_t jitter_seed; /* seeds the backoff jitter: same seed, same delays */
 	char *extra;	      /* a JSON object merged into every body (ks_llm_config_set_extra()); or NULL */
 	char **headers;	      /* "Name: value" lines sent with every request (ks_llm_config_add_header()) */
-	size_t n_headers;
+	size_t n_headers, alloc_headers;
 };
 
 /*
