@@ -28,7 +28,8 @@ static int usable(struct ks_mutator_host *host, size_t fam, const int64_t *param
 {
 	const struct ks_family *f = ks_mutator_host_family(host, fam);
 
-	return !f->broken && ks_params_allowed(&f->cand, params, NULL, 0) && !ks_mutator_host_seen(host, fam, params);
+	return !f->broken && ks_params_allowed(&f->cand, params, NULL, 0) &&
+	       !ks_mutator_host_seen(host, fam, params);
 }
 
 /*
@@ -71,7 +72,8 @@ static int draw_uniform(struct ks_mutator_host *host, struct ks_proposal *p, con
 	return 1;
 }
 
-static int random_propose(void *ctx, struct ks_mutator_host *host, struct ks_proposal *p, struct ks_error *err)
+static int random_propose(void *ctx, struct ks_mutator_host *host, struct ks_proposal *p,
+			  struct ks_error *err)
 {
 	(void)ctx;
 	(void)err;
@@ -115,7 +117,8 @@ static int neighbour(struct ks_mutator_host *host, size_t fam, const int64_t *ba
 	return 1;
 }
 
-static int greedy_propose(void *ctx, struct ks_mutator_host *host, struct ks_proposal *p, struct ks_error *err)
+static int greedy_propose(void *ctx, struct ks_mutator_host *host, struct ks_proposal *p,
+			  struct ks_error *err)
 {
 	struct ks_archive_metrics m;
 	int64_t base[KS_MAX_PARAMS];
