@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
 #include "ksearch/search/mutator.h"
 
@@ -419,6 +420,7 @@ static int family_of(struct search *s, uint64_t id)
 	json_t *record = NULL;
 	char *source = NULL;
 	struct ks_error err;
+	enum ks_verdict verdict;
 	int fam = -1;
 
 	for (size_t i = 0; i < s->n_fam_cache; i++)
@@ -432,8 +434,7 @@ static int family_of(struct search *s, uint64_t id)
 			if (!family->broken && !strcmp(source, family->cand.source) &&
 			    params_from_json(family, json_object_get(record, "params"), params) == 0) {
 				fam = (int)f;
-				if (!strcmp(json_string_value(json_object_get(record, "verdict")) ?: "",
-					    "ok"))
+				if (ks_record_verdict(record, &verdict) == 0 && verdict == KS_VERDICT_OK)
 					s->fams[f].ok = 1;
 				break;
 			}
