@@ -922,15 +922,16 @@ static void tune(struct llm_mutator *m, size_t fam, const int64_t *first, uint64
 }
 
 /* A result of an LLM-made kernel was inserted: statistics, repair, tuning. */
-static int llm_told(void *ctx, struct ks_mutator_host *h, const struct ks_proposal *p, const json_t *record,
-		    const struct ks_archive_insert_result *res, struct ks_error *err)
+static int llm_told(void *ctx, struct ks_mutator_host *h, const struct ks_proposal *p,
+		    const struct ks_result *result, const struct ks_archive_insert_result *res,
+		    struct ks_error *err)
 {
 	struct llm_mutator *m = ctx;
 	const struct ks_family *f = ks_mutator_host_family(h, p->family);
-	const char *verdict = json_string_value(json_object_get(record, "verdict")) ?: "crash";
-	int ok = !strcmp(verdict, "ok");
+	const char *verdict = ks_verdict_name(result->verdict);
+	int ok = result->verdict == KS_VERDICT_OK;
 	int improved = res->outcome == KS_ARCHIVE_NEW_CELL || res->outcome == KS_ARCHIVE_IMPROVED;
-	double fitness = json_number_value(json_object_get(record, "fitness"));
+	double fitness = result->fitness;
 	int from_llm = !strcmp(p->mutation, "llm") || !strcmp(p->mutation, "repair");
 	struct ks_strategy *st = p->strategy ? ks_strategy_find(&m->strategies, p->strategy) : NULL;
 	struct llm_task *task = p->tag ? task_find(m, p->tag) : NULL;
@@ -953,8 +954,7 @@ static int llm_told(void *ctx, struct ks_mutator_host *h, const struct ks_propos
 				 improved ? ", a new elite" : ", not better than its cell's elite");
 	else
 		remember_attempt(m, p->parents[0], "candidate %llu (%s): %s: %.120s",
-				 (unsigned long long)res->id, f->name, verdict,
-				 json_string_value(json_object_get(record, "evidence")) ?: "");
+				 (unsigned long long)res->id, f->name, verdict, result->evidence);
 	if (ok && !was_tuned(m, p->family) && m->cfg.tune_budget > 0)
 		tune(m, p->family, p->params, res->id);
 	if (!task)
@@ -968,8 +968,7 @@ static int llm_told(void *ctx, struct ks_mutator_host *h, const struct ks_propos
 
 		ks_params_format(&f->cand, p->params, params, sizeof(params));
 		task->parent = res->id;
-		return repair(m, task, verdict, json_string_value(json_object_get(record, "evidence")),
-			      params, err);
+		return repair(m, task, verdict, result->evidence, params, err);
 	}
 }
 

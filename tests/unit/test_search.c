@@ -61,7 +61,7 @@ static uint64_t toy_hash(const struct ks_family *f, const int64_t *params)
 }
 
 static int toy_build(void *ctx, const struct ks_family *f, const int64_t *params, void **built,
-		     json_t **record, struct ks_error *err)
+		     struct ks_result *res, struct ks_error *err)
 {
 	struct toy *t = ctx;
 	uint64_t h = toy_hash(f, params);
@@ -72,16 +72,15 @@ static int toy_build(void *ctx, const struct ks_family *f, const int64_t *params
 	pthread_mutex_unlock(&t->lock);
 	if (h % 11 == 0) {
 		*built = NULL;
-		*record = json_pack("{s:s, s:s}", "verdict", "compile_error", "evidence", "toy: h % 11");
+		ks_result_fail(res, KS_VERDICT_COMPILE_ERROR, "toy: h %% 11");
 		return 0;
 	}
 	*built = malloc(1);
-	*record = NULL;
 	return 0;
 }
 
 static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const int64_t *params, void *built,
-			json_t **record, struct ks_error *err)
+			struct ks_result *res, struct ks_error *err)
 {
 	struct toy *t = ctx;
 	uint64_t h = toy_hash(f, params);
@@ -98,13 +97,16 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 	if (t->fail_internal_at && n == t->fail_internal_at)
 		return ks_fail(err, "toy: the GPU fell off the bus");
 	if (h % 13 == 0) {
-		*record = json_pack("{s:s, s:s}", "verdict", "crash", "evidence", "toy: h % 13");
+		ks_result_fail(res, KS_VERDICT_CRASH, "toy: h %% 13");
 		return 0;
 	}
-	*record = json_pack("{s:s, s:s, s:f, s:f, s:{s:f, s:f, s:f}}", "verdict", "ok", "evidence", "",
-			    "fitness", fitness, "sol_fraction", fitness / 10, "descriptors", "occupancy",
-			    (double)(h % 97) / 97.0, "registers", (double)(16 + (h >> 8) % 200), "launches",
-			    1.0);
+	res->verdict = KS_VERDICT_OK;
+	res->has = KS_RESULT_BUILT | KS_RESULT_EVALUATED;
+	res->fitness = fitness;
+	res->sol_fraction = fitness / 10;
+	res->descriptors[KS_DESC_OCCUPANCY] = (double)(h % 97) / 97.0;
+	res->descriptors[KS_DESC_REGISTERS] = (double)(16 + (h >> 8) % 200);
+	res->descriptors[KS_DESC_LAUNCHES] = 1.0;
 	return 0;
 }
 
@@ -594,6 +596,7 @@ struct walker {
 	int64_t next_c;
 	int started, stopped, told, fail_at_c;
 	uint64_t told_ids[16];
+	enum ks_verdict told_verdicts[16];
 };
 
 static int walker_start(void *ctx, struct ks_mutator_host *h, struct ks_error *err)
@@ -625,16 +628,18 @@ static int walker_propose(void *ctx, struct ks_mutator_host *h, struct ks_propos
 }
 
 static int walker_told(void *ctx, struct ks_mutator_host *h, const struct ks_proposal *p,
-		       const json_t *record, const struct ks_archive_insert_result *res, struct ks_error *err)
+		       const struct ks_result *result, const struct ks_archive_insert_result *res,
+		       struct ks_error *err)
 {
 	struct walker *w = ctx;
 
 	(void)h;
 	(void)err;
 	assert_string_equal(p->mutation, "walk");
-	assert_non_null(json_object_get(record, "verdict"));
-	if (w->told < 16)
+	if (w->told < 16) {
 		w->told_ids[w->told] = res->id;
+		w->told_verdicts[w->told] = result->verdict;
+	}
 	w->told++;
 	return 0;
 }
@@ -686,8 +691,14 @@ static void test_a_mutator_is_a_table_and_one_line(void **state)
 	{
 		if (strcmp(json_string_value(json_object_get(r, "mutation")), "walk"))
 			continue;
-		for (int k = 0; k < 7; k++)
-			walked += w.told_ids[k] == (uint64_t)json_integer_value(json_object_get(r, "id"));
+		for (int k = 0; k < 7; k++) {
+			if (w.told_ids[k] != (uint64_t)json_integer_value(json_object_get(r, "id")))
+				continue;
+			/* told the result the archive holds */
+			assert_string_equal(ks_verdict_name(w.told_verdicts[k]),
+					    json_string_value(json_object_get(r, "verdict")));
+			walked++;
+		}
 	}
 	assert_int_equal(walked, 7); /* told exactly about its own records */
 	json_decref(records);

@@ -3,9 +3,12 @@
  * candidate record") as JSON: what the archive stores, `show --json`
  * prints and an export holds.
  *
- * Everything that reads one, the engine and the commands, reads it with
- * these, with a fallback for a field that is absent or of another type
- * (records of older archives lack newer fields).
+ * A record is written in two places only: its result fields by the one
+ * serialiser (ks_result_to_json_into(), result.h), the rest by the search
+ * (where the candidate came from) and the archive (id, source_hash, op,
+ * gpu, created).  Everything that reads one, the engine and the commands,
+ * reads it with these, with a fallback for a field that is absent or of
+ * another type (records of older archives lack newer fields).
  */
 #ifndef KSEARCH_RECORD_H
 #define KSEARCH_RECORD_H
