@@ -7,6 +7,8 @@
 #include "testlib.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <signal.h>
 
 #include "fakellm.h"
 #include "ksearch/archive/archive.h"
@@ -383,6 +385,7 @@ struct endpoint {
 	double temperature; /* > 0: --temperature */
 	int max_tokens;	    /* 0: the default */
 	const char *header; /* --llm-header */
+	int give_up_after;  /* the mutator's; 0: 1000, so the search never ends on it; -1: its default */
 };
 
 static void llm_up_endpoint(struct llm_env *e, enum ks_llm_provider provider, const char *script,
@@ -429,7 +432,8 @@ static void llm_up_endpoint(struct llm_env *e, enum ks_llm_provider provider, co
 		.tune_budget = 3,
 		.rewrite_every = 3,
 		.population_cap = 6,
-		.move_share = 0.3 });
+		.move_share = 0.3,
+		.give_up_after = !ep || !ep->give_up_after ? 1000 : ep->give_up_after });
 	e->llm[1] = NULL;
 }
 
@@ -958,6 +962,57 @@ static void test_llm_that_never_gives_code_is_not_asked_at_full_speed(void **sta
 	llm_down(&e);
 }
 
+static void hung(int sig)
+{
+	(void)sig;
+	fputs("the search did not end: it waits for ever on an LLM that never sends a usable kernel\n",
+	      stderr);
+	_exit(1);
+}
+
+/*
+ * The built-in space used up, a budget larger than it, no time limit, and
+ * a model that never sends code: the search must end ("exhausted") after
+ * the mutator's default number of barren replies, and say why.
+ */
+static void test_llm_that_never_gives_code_does_not_hold_up_an_exhausted_search(void **state)
+{
+	static const char *const plain[] = { NULL };
+	const struct endpoint defaults = { plain, 0, 0, 0, NULL, -1 };
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	struct llm_env e;
+	struct ks_llm_mutator_stats ls;
+	char *choices, *log, *said = NULL;
+	size_t said_size = 0;
+	FILE *out;
+
+	llm_up_endpoint(&e, KS_LLM_OPENAI, "[{\"no_code\": true}]", 2, 0, &defaults);
+	signal(SIGALRM, hung);
+	alarm(150);
+	choices = run_with(f, "giveup", 5, 500, 0, e.llm, &t, 0, &sum, &err, &log);
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+	ls = llm_stats(&e);
+	assert_string_equal(sum.stop_reason, "exhausted");
+	assert_int_equal(sum.evaluated, 32); /* the seeds' space, nothing from the LLM */
+	assert_int_equal(ls.children, 0);
+	assert_int_equal(ls.gave_up, 12);
+	assert_true(ls.answer_errors >= 12);
+	assert_contains(log, "\"event\":\"llm_gave_up\",\"replies\":12");
+	out = open_memstream(&said, &said_size);
+	e.llm[0]->summary(e.llm[0]->ctx, out);
+	fclose(out);
+	assert_contains(said, "the search ended because its last 12 replies brought nothing usable");
+	assert_contains(said, "ksearch archive prompts");
+	free(said);
+	free(choices);
+	free(log);
+	llm_down(&e);
+}
+
 /*
  * The search against each kind of endpoint the fake can be: reasoning models
  * that refuse parameters, older servers, models that think in the content or
@@ -982,19 +1037,22 @@ static void test_llm_search_works_against_each_kind_of_endpoint(void **state)
 		const char *adapted; /* in the notice, when the client must adapt */
 	} cases[] = {
 		{ "reasoning model",
-		  { reasoning_model, 0, 0.8, 0, NULL },
+		  { reasoning_model, 0, 0.8, 0, NULL, 0 },
 		  KS_LLM_OPENAI,
 		  "refused temperature 0.8" },
 		{ "older server",
-		  { older_server, 0, 0, 0, NULL },
+		  { older_server, 0, 0, 0, NULL, 0 },
 		  KS_LLM_OPENAI,
 		  "refused 'max_completion_tokens'" },
-		{ "think tags", { think, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
-		{ "think, opened by the template", { think_no_open, 0, 0, 0, NULL }, KS_LLM_ANTHROPIC, NULL },
-		{ "reasoning_content", { reasoning_content, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
-		{ "reasoning", { reasoning, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
-		{ "gateway", { gateway, 0, 0, 0, "X-Gateway-Key: gw-secret-42" }, KS_LLM_OPENAI, NULL },
-		{ "local server, no key", { local, 1, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
+		{ "think tags", { think, 0, 0, 0, NULL, 0 }, KS_LLM_OPENAI, NULL },
+		{ "think, opened by the template",
+		  { think_no_open, 0, 0, 0, NULL, 0 },
+		  KS_LLM_ANTHROPIC,
+		  NULL },
+		{ "reasoning_content", { reasoning_content, 0, 0, 0, NULL, 0 }, KS_LLM_OPENAI, NULL },
+		{ "reasoning", { reasoning, 0, 0, 0, NULL, 0 }, KS_LLM_OPENAI, NULL },
+		{ "gateway", { gateway, 0, 0, 0, "X-Gateway-Key: gw-secret-42", 0 }, KS_LLM_OPENAI, NULL },
+		{ "local server, no key", { local, 1, 0, 0, NULL, 0 }, KS_LLM_OPENAI, NULL },
 	};
 	struct fixture *f = *state;
 
@@ -1068,8 +1126,8 @@ static void test_llm_answers_cut_off_are_their_own_failure(void **state)
 {
 	static const char *const length[] = { "--mode", "length", NULL };
 	static const char *const reasoning_model[] = { "--mode", "openai-reasoning", NULL };
-	const struct endpoint cut = { length, 0, 0, 0, NULL },
-			      thinks_too_long = { reasoning_model, 0, 0, 200, NULL };
+	const struct endpoint cut = { length, 0, 0, 0, NULL, 0 },
+			      thinks_too_long = { reasoning_model, 0, 0, 200, NULL, 0 };
 	struct fixture *f = *state;
 	/* the seeds' 32 combinations take ~0.5 s; no LLM kernel comes, so the budget is theirs */
 	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 30000 },
@@ -1147,6 +1205,7 @@ int main(void)
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
 		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),
 		cmocka_unit_test(test_llm_that_never_gives_code_is_not_asked_at_full_speed),
+		cmocka_unit_test(test_llm_that_never_gives_code_does_not_hold_up_an_exhausted_search),
 		cmocka_unit_test(test_llm_search_works_against_each_kind_of_endpoint),
 		cmocka_unit_test(test_llm_answers_cut_off_are_their_own_failure),
 	};

@@ -17,6 +17,15 @@
  * dispatched, so a search killed at any moment resumes with exactly the
  * proposals it would have made.
  *
+ * The search stops at the first of: the budget of evaluations, the time
+ * limit, the target fitness, a signal, or "exhausted": no seed is left,
+ * no mutator proposes, and none may produce later (may_produce).  A
+ * mutator that waits on the outside world must not claim that for ever:
+ * the LLM's stops claiming it after twelve replies in a row that brought
+ * nothing usable (mutator_llm.h), so a search with a budget larger than
+ * its space and no time limit ends even when the model never sends a
+ * usable kernel.
+ *
  * The backend (how a proposal becomes a record) is an interface: the real
  * one compiles with NVRTC and evaluates on GPU workers; tests plug in a
  * deterministic one.
