@@ -98,10 +98,15 @@ struct scratch {
 };
 
 /* The guard bands of one set of buffers, as the kit's region table, and what each region guards. */
+/*
+ * Two arrays of n: regions is what the device's guard table holds (copied
+ * as it is), what says in words which band a region is.
+ */
 struct guards {
 	struct ks_guard_region *regions; /* kept here: the device copy is written anew for each check */
 	CUdeviceptr table;
 	unsigned int n;
+	size_t alloc_regions, alloc_what;
 	uint64_t max_bytes;
 	char (*what)[96]; /* "after output 'lse'" per region */
 };
@@ -346,8 +351,8 @@ static void guards_add(struct worker *w, struct guards *g, const struct gbuf *b,
 					 (uint64_t)(b->base + b->alloc - b->ptr - b->bytes),
 					 rng64(&w->job.rng) };
 
-	g->regions = ks_realloc(g->regions, (g->n + 2) * sizeof(*g->regions));
-	g->what = ks_realloc(g->what, (g->n + 2) * sizeof(*g->what));
+	KS_ALLOC_GROW(g->regions, (size_t)g->n + 2, g->alloc_regions);
+	KS_ALLOC_GROW(g->what, (size_t)g->n + 2, g->alloc_what);
 	g->regions[g->n] = before;
 	snprintf(g->what[g->n++], sizeof(*g->what), "before %s '%s'", kind, name);
 	g->regions[g->n] = after;
