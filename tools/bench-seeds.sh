@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # bench-seeds.sh - every param combination of every seed family of an op,
 # checked and timed by ksearch check; prints each family's best params with
-# its per-workload times, and writes the full JSON to $OUT_DIR.
+# its per-workload times, and writes the full JSON to $OUT_DIR. A design-space
+# family of more than $BENCH_ALL (default 500) allowed combinations is timed on
+# a deterministic sample of $BENCH_SAMPLE (default 100) of them instead
+# (tests/cli/seed_sample.py --list), one ksearch check per combination.
 #   tools/bench-seeds.sh [OP] [TIME_CAP_MS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,8 +14,29 @@ out=${OUT_DIR:-${OUT:-/tmp}}
 ks=${KSEARCH:-build/ksearch}
 for seed in operators/"$op"/seeds/*.cu; do
 	name=$(basename "$seed" .cu)
-	"$ks" check "$seed" --op "$op" --all-params --json --time-cap "$cap" >"$out/seeds-$op-$name.json" \
-		2>"$out/seeds-$op-$name.err"
+	sample=$(python3 tests/cli/seed_sample.py --list "$seed" "${BENCH_SAMPLE:-100}" 2>"$out/seeds-$op-$name.count")
+	if [ "$(sed -n 's/ allowed$//p' "$out/seeds-$op-$name.count")" -le "${BENCH_ALL:-500}" ]; then
+		"$ks" check "$seed" --op "$op" --all-params --json --time-cap "$cap" >"$out/seeds-$op-$name.json" \
+			2>"$out/seeds-$op-$name.err"
+	else
+		: >"$out/seeds-$op-$name.err"
+		while read -r combo; do
+			args=()
+			for kv in $combo; do args+=(--param "$kv"); done
+			"$ks" check "$seed" --op "$op" "${args[@]}" --json --time-cap "$cap" 2>>"$out/seeds-$op-$name.err"
+		done <<<"$sample" | python3 -c 'import json, sys
+rows = []
+dec = json.JSONDecoder()
+text = sys.stdin.read()
+i = 0
+while i < len(text):
+    if text[i].isspace():
+        i += 1
+        continue
+    obj, i = dec.raw_decode(text, i)
+    rows += obj if isinstance(obj, list) else [obj]
+json.dump(rows, sys.stdout)' >"$out/seeds-$op-$name.json"
+	fi
 	echo "$name: exit $? ($(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$out/seeds-$op-$name.json") combinations)"
 done
 python3 - "$out" "$op" <<'PY'

@@ -319,7 +319,9 @@ int cmd_evolve(int argc, char **argv)
 		.seed = 1, .status_every_s = 30, .explore = 0.3, .exploit = 0.5, .recent = 0.2
 	};
 	struct llm_setup llm = { 0 };
-	const char *op_name = NULL, *root = "archive", *gpus_text = NULL, *log_path = NULL;
+	const char *op_name = NULL, *root = "archive", *gpus_text = NULL, *log_path = NULL,
+		   *search_name = "map-elites";
+	const struct ks_mutator *builtin = &ks_mutator_param;
 	int time_cap = 0, fresh = 0;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "op", &op_name, "NAME", "the operator to search (see `ksearch ops`)"),
@@ -343,6 +345,11 @@ int cmd_evolve(int argc, char **argv)
 			      "weight of fitness-weighted parents (default 0.5)"),
 		KS_OPT_DOUBLE(0, "recent", &cfg.recent, "W", 0, DBL_MAX, "a number >= 0",
 			      "weight of parents from recently improved cells (default 0.2)"),
+		KS_OPT_STRING(
+			0, "search", &search_name, "map-elites|random|greedy",
+			"how the built-in mutator searches: map-elites (the default: params of the grid's "
+			"elites, wider moves for cells that stop improving), random (uniform over the "
+			"allowed space) or greedy (a neighbourhood climber from the best, with restarts)"),
 		KS_OPT_STRING(0, "log", &log_path, "FILE", "append JSON-lines events to FILE"),
 		KS_OPT_BOOL(0, "fresh", &fresh,
 			    "start a new archive; the old one is moved aside, not deleted"),
@@ -424,6 +431,16 @@ int cmd_evolve(int argc, char **argv)
 		ret = ks_cli_usage("evolve", "--op NAME is required (see `ksearch ops`)");
 		goto cleanup;
 	}
+	if (!strcmp(search_name, "random")) {
+		builtin = &ks_mutator_random;
+	} else if (!strcmp(search_name, "greedy")) {
+		builtin = &ks_mutator_greedy;
+	} else if (strcmp(search_name, "map-elites")) {
+		ret = ks_cli_usage("evolve", "--search %s: expected map-elites, random or greedy",
+				   search_name);
+		goto cleanup;
+	}
+
 	if (!cfg.budget && cfg.time_limit_s <= 0 && cfg.target_fitness <= 0)
 		cfg.budget = DEFAULT_BUDGET;
 	if (cfg.explore + cfg.exploit + cfg.recent <= 0) {
@@ -528,7 +545,8 @@ int cmd_evolve(int argc, char **argv)
 	/* who proposes after the seeds, in turn: the LLM's kernels first, then the built-in moves */
 	if (llm.mutator)
 		mutators[n_mutators++] = llm.mutator;
-	mutators[n_mutators++] = &ks_mutator_param;
+	mutators[n_mutators++] = builtin;
+
 	cfg.mutators = mutators;
 	cfg.n_mutators = n_mutators;
 	cfg.out = stdout;

@@ -3,18 +3,28 @@
  * search has (mutator.h).
  *
  * A parent elite by the search's mix; then, one time in five, a crossover
- * with another elite of the same family (each param from either); else
- * one param moved to a neighbouring value of its list, and three times in
- * ten a second one.  Forty parents that only lead to evaluated points, and
- * it takes any combination not evaluated yet, of a random family that
- * works.  Everything is drawn from the host's generator, so the same seed
- * makes the same proposals, across a resume too.  It has no state.
+ * with another elite of the same family (each param from either); else a
+ * move of some params along their value lists.  The move grows with the
+ * cell's stagnation: an elite that has stood for many evaluations since it
+ * was placed (its id against the archive's count) gets more params moved,
+ * and further, so a cell that stops improving is searched wider rather
+ * than around the same point.  Combinations a family's constraints rule
+ * out are never proposed.  Forty parents that only lead to evaluated
+ * points, and it takes any allowed combination not evaluated yet, of a
+ * random family that works.  Everything is drawn from the host's
+ * generator and decided from the archive, so the same seed makes the same
+ * proposals, across a resume too.  It has no state.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ksearch/search/mutator.h"
+
+/* Evaluations an elite may stand before its moves widen (doubling each time it is passed again). */
+#define STAGNATION_STEP 64
+/* The widest move: this many params, each up to this many places along its list. */
+#define MAX_STRENGTH 4
 
 static size_t value_index(const struct ks_param *p, int64_t value)
 {
@@ -24,12 +34,27 @@ static size_t value_index(const struct ks_param *p, int64_t value)
 	return 0;
 }
 
-/* Move one param to a neighbouring value of its list. */
-static int nudge(struct ks_pcg32 *rng, const struct ks_family *f, int64_t *params)
+/*
+ * How wide to move from an elite: 1 for a fresh one, then one more for
+ * every doubling of the evaluations it has stood (STAGNATION_STEP, 2x,
+ * 4x ...), up to MAX_STRENGTH.
+ */
+static int strength_of(uint64_t elite_id, uint64_t candidates)
+{
+	uint64_t age = candidates > elite_id ? candidates - elite_id : 0;
+	int strength = 1;
+
+	for (uint64_t bound = STAGNATION_STEP; age >= bound && strength < MAX_STRENGTH; bound *= 2)
+		strength++;
+	return strength;
+}
+
+/* Move one param up to `reach` places along its list (never off its ends, never in place). */
+static int nudge(struct ks_pcg32 *rng, const struct ks_family *f, int64_t *params, int reach)
 {
 	size_t movable[KS_MAX_PARAMS], n = 0, k;
 	const struct ks_param *p;
-	size_t at;
+	int64_t at, step, last;
 
 	for (size_t i = 0; i < f->cand.n_params; i++)
 		if (f->cand.params[i].n_values > 1)
@@ -38,35 +63,49 @@ static int nudge(struct ks_pcg32 *rng, const struct ks_family *f, int64_t *param
 		return -1;
 	k = movable[ks_pcg32_bounded(rng, (uint32_t)n)];
 	p = &f->cand.params[k];
-	at = value_index(p, params[k]);
+	at = (int64_t)value_index(p, params[k]);
+	last = (int64_t)p->n_values - 1;
+	step = reach > 1 ? 1 + (int64_t)ks_pcg32_bounded(rng, (uint32_t)reach) : 1;
 	if (at == 0)
-		at = 1;
-	else if (at == p->n_values - 1)
-		at--;
+		at = step < last ? step : last;
+	else if (at == last)
+		at = at - step > 0 ? at - step : 0;
+	else if (ks_pcg32_bounded(rng, 2))
+		at = at + step < last ? at + step : last;
 	else
-		at = ks_pcg32_bounded(rng, 2) ? at + 1 : at - 1;
+		at = at - step > 0 ? at - step : 0;
 	params[k] = p->values[at];
 	return 0;
 }
 
+/* Whether (family, params) is worth proposing: allowed by its constraints, and new. */
+static int fresh(struct ks_mutator_host *host, size_t fam, const struct ks_family *f, const int64_t *params)
+{
+	return ks_params_allowed(&f->cand, params, NULL, 0) && !ks_mutator_host_seen(host, fam, params);
+}
+
 /*
  * A mutation of an elite, a crossover of two, or (when those keep landing
- * on evaluated points) an unevaluated combination of a random family.
+ * on evaluated or ruled-out points) an unevaluated allowed combination of
+ * a random family.
  */
 static int propose(void *ctx, struct ks_mutator_host *host, struct ks_proposal *p, struct ks_error *err)
 {
 	struct ks_pcg32 *rng = ks_mutator_host_rng(host);
 	size_t n_fams = ks_mutator_host_n_families(host);
+	struct ks_archive_metrics m;
 	struct ks_parents pk;
 	int ret = 1;
 
 	(void)ctx;
-	(void)err;
+	if (ks_archive_metrics(ks_mutator_host_archive(host), &m, err) < 0)
+		return -1;
 	ks_mutator_host_parents(host, &pk);
 	for (int attempt = 0; pk.usable && attempt < 40; attempt++) {
 		size_t a = ks_mutator_host_pick_parent(host, rng, &pk);
 		size_t fam = (size_t)pk.family[a];
 		const struct ks_family *f = ks_mutator_host_family(host, fam);
+		int strength = strength_of(pk.elites[a].id, m.candidates), moves;
 
 		if (ks_mutator_host_params_of(host, pk.elites[a].id, fam, p->params) < 0)
 			continue;
@@ -92,24 +131,33 @@ static int propose(void *ctx, struct ks_mutator_host *host, struct ks_proposal *
 					p->parents[1] = pk.elites[b].id;
 					p->n_parents = 2;
 					snprintf(p->mutation, sizeof(p->mutation), "crossover");
-					if (!ks_mutator_host_seen(host, fam, p->params)) {
+					if (fresh(host, fam, f, p->params)) {
 						ret = 0;
 						goto cleanup;
 					}
 				}
 			}
 		}
-		/* a crossover that landed on an evaluated point is moved on from there */
-		if (nudge(rng, f, p->params) < 0)
+		/*
+		 * a crossover that landed on an evaluated point is moved on from
+		 * there; a fresh elite moves one param by one place (and a second
+		 * three times in ten), a stagnant one up to `strength` params by
+		 * up to `strength` places
+		 */
+		if (nudge(rng, f, p->params, strength) < 0)
 			continue;
-		if (ks_pcg32_double(rng) < 0.3)
-			nudge(rng, f, p->params);
-		if (!ks_mutator_host_seen(host, fam, p->params)) {
+		moves = strength == 1 ? 1 + (ks_pcg32_double(rng) < 0.3)
+				      : 1 + (int)ks_pcg32_bounded(rng, (uint32_t)strength);
+		for (int k = 1; k < moves; k++)
+			nudge(rng, f, p->params, strength);
+
+		if (fresh(host, fam, f, p->params)) {
 			ret = 0;
 			goto cleanup;
 		}
 	}
-	/* the neighbourhoods are used up: any combination not evaluated yet, of a family that works */
+	/* the neighbourhoods are used up: any allowed combination not evaluated yet, of a family that works
+	 */
 	p->strategy = 0;
 	for (size_t tries = 0, first = ks_pcg32_bounded(rng, (uint32_t)n_fams); tries < n_fams; tries++) {
 		size_t fam = (first + tries) % n_fams;
@@ -123,7 +171,7 @@ static int propose(void *ctx, struct ks_mutator_host *host, struct ks_proposal *
 		start = ks_pcg32_bounded(rng, (uint32_t)count);
 		for (size_t k = 0; k < count; k++) {
 			ks_params_nth(&f->cand, (start + k) % count, p->params);
-			if (!ks_mutator_host_seen(host, fam, p->params)) {
+			if (fresh(host, fam, f, p->params)) {
 				p->family = fam;
 				p->n_parents = 0;
 				p->strategy = f->strategy;

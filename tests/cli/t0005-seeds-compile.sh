@@ -1,34 +1,17 @@
 #!/usr/bin/env bash
-# Every seed and reference of every shipped operator compiles, with every
-# combination of its params, for sm_80 and sm_90a.
+# Every seed and reference of every shipped operator compiles, for sm_90a and
+# sm_80, at its default params and at a deterministic sample of its allowed
+# params: 24 combinations spread over the space (both extreme values of every
+# param included; a family of at most 24 allowed combinations is compiled
+# whole), each `ok` and free of spills. The design-space families have tens of
+# thousands of combinations, far too many to compile in CI; the sample and the
+# check that every param value occurs in some allowed combination are in
+# tests/cli/seed_sample.py. Families that refuse pre-Hopper targets (an
+# `#error "... needs sm_90 ..."`) must fail for sm_80 with that error.
 . "$(dirname "$0")/lib.sh"
 
-total=0
-for opdir in operators/*/; do
-	op=$(basename "$opdir")
-	[ -f "$opdir/op.json" ] || continue
-	for file in "$opdir"reference.cu "$opdir"seeds/*.cu; do
-		for arch in sm_80 sm_90a; do
-			run 0 "$KSEARCH" compile "$file" --op "$op" --arch "$arch" --all-params --json
-			n=$(python3 - "$TMP/out" <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))
-bad = [r for r in rows if r["verdict"] != "ok"]
-for r in bad:
-    print("not ok:", r["params"], r["verdict"], r.get("evidence", "")[:400], file=sys.stderr)
-for r in rows:
-    if r["verdict"] == "ok":
-        for k in r["kernels"]:
-            if k["spill_stores"] or k["spill_loads"]:
-                print("spills:", r["file"], r["params"], k["kernel"], file=sys.stderr)
-print(len(rows) if not bad else -1)
-PY
-)
-			[ "$n" -gt 0 ] || fail "$file for $arch: some combinations are not ok"
-			total=$((total + n))
-		done
-	done
-done
-echo "compiled $total combinations"
-[ "$total" -gt 50 ] || fail "only $total combinations compiled"
+run 0 python3 "$(dirname "$0")/seed_sample.py" "$KSEARCH" 24
+cat "$TMP/out"
+n=$(sed -n 's/^compiled \([0-9]*\) combinations$/\1/p' "$TMP/out")
+[ "${n:-0}" -gt 100 ] || fail "only ${n:-0} combinations compiled"
 done_ok

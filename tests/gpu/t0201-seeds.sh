@@ -2,7 +2,10 @@
 # Positive cases: the reference and every shipped seed of every operator
 # verify ok on every check workload (and time on the benchmark workloads),
 # with the first value of each param.  With KS_SEEDS_ALL_PARAMS=1, every
-# param combination too, timed on the op's smallest benchmark workload only.
+# param combination too, timed on the op's smallest benchmark workload only;
+# a design-space family of more than 64 allowed combinations gets the
+# deterministic sample of tests/cli/seed_sample.py instead (KS_SEEDS_SAMPLE,
+# default 24: the default params, both extremes of every param, spread points).
 #
 # Needs a GPU (exit 77 = skipped otherwise).  Env: KSEARCH, KS_SOURCE_ROOT,
 # optional KS_GPU_LOG_DIR (the JSON results are kept there),
@@ -97,7 +100,19 @@ for opdir in operators/*/; do
 		echo "checking $file --op $op"
 		check_one "$op" "$file" first
 		if [ -n "$small" ]; then
-			check_one "$op" "$file" all --all-params --workload "$small"
+			sample=$(python3 tests/cli/seed_sample.py --list "$file" "${KS_SEEDS_SAMPLE:-24}" 2>"$TMP/count") ||
+				fail "$file: cannot sample its params"
+			if [ "$(sed -n 's/ allowed$//p' "$TMP/count")" -le 64 ]; then
+				check_one "$op" "$file" all --all-params --workload "$small"
+			else
+				i=0
+				while read -r combo; do
+					args=()
+					for kv in $combo; do args+=(--param "$kv"); done
+					i=$((i + 1))
+					check_one "$op" "$file" "sample$i" "${args[@]}" --workload "$small"
+				done <<<"$sample"
+			fi
 		fi
 	done
 done

@@ -716,6 +716,81 @@ static void test_a_mutator_is_a_table_and_one_line(void **state)
 	free(choices);
 }
 
+/* A family whose constraints rule out most of its space: X*Y <= 12, X != 3 (23 of 64 allowed). */
+static const char seed_c[] =
+	"/* ksearch {\"params\": {\"X\": [1, 2, 3, 4, 5, 6, 7, 8], \"Y\": [1, 2, 3, 4, 5, 6, 7, 8]},\n"
+	"  \"constraints\": [\"X * Y <= 12\", \"X != 3\"],\n"
+	"  \"launch\": [{\"kernel\": \"c\", \"grid\": [\"n\"], \"block\": [\"32*X\"], "
+	"\"args\": [\"x\", \"y\", \"n\"]}]} */\n"
+	"extern \"C\" __global__ void c(const float *x, float *y, int n) {}\n";
+
+/*
+ * Every built-in search (map-elites, random, greedy) proposes only what the
+ * constraints allow, never twice, and ends "exhausted" having tried exactly
+ * the allowed space: 24 (seed a) + 23 (seed c).
+ */
+static void test_searches_respect_constraints_and_exhaust_the_allowed_space(void **state)
+{
+	const struct ks_mutator *builtins[] = { &ks_mutator_param, &ks_mutator_random, &ks_mutator_greedy };
+	const char *names[] = { "map-elites", "random", "greedy" };
+	struct fixture *base = *state, f = *base;
+	struct ks_error err;
+	char path[4200];
+
+	/* the same op, with seeds a and c */
+	f.dir = test_tmpdir();
+	test_write(f.dir, "op.json", op_json);
+	test_write(f.dir, "reference.cu", seed_b);
+	snprintf(path, sizeof(path), "%s/seeds", f.dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	test_write(f.dir, "seeds/a.cu", seed_a);
+	test_write(f.dir, "seeds/c.cu", seed_c);
+	if (ks_op_load(f.dir, &f.op, &err) < 0 ||
+	    ks_families_load(&f.op, &f.families, &f.n_families, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(ks_params_count_allowed(&f.families[1].cand), 23);
+	for (size_t b = 0; b < 3; b++) {
+		struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER };
+		struct ks_mutator *first[] = { (struct ks_mutator *)builtins[b], NULL };
+		struct ks_search_summary sum;
+		json_t *records, *r;
+		size_t i;
+		int seen_mutation = 0;
+		char *choices = run_with(&f, names[b], 11, 1000, 0, first, &t, 0, &sum, &err, NULL);
+
+		records = all_records(&f, names[b]);
+		assert_int_equal(json_array_size(records), 24 + 23);
+		json_array_foreach(records, i, r)
+		{
+			const json_t *params = json_object_get(r, "params");
+			const char *mutation = json_string_value(json_object_get(r, "mutation"));
+
+			if (!strcmp(json_string_value(json_object_get(r, "family")), "c")) {
+				int64_t x = json_integer_value(json_object_get(params, "X"));
+				int64_t y = json_integer_value(json_object_get(params, "Y"));
+
+				if (x * y > 12 || x == 3)
+					fail_msg("%s proposed X=%lld Y=%lld, which the constraints rule out",
+						 names[b], (long long)x, (long long)y);
+			}
+			if (b == 1)
+				seen_mutation |= !strcmp(mutation, "uniform");
+			if (b == 2 && !strcmp(mutation, "climb")) {
+				/* a climb is one param one place from its parent */
+				assert_int_equal(json_array_size(json_object_get(r, "parents")), 1);
+				seen_mutation = 1;
+			}
+		}
+		assert_true(seen_mutation || b == 0);
+		assert_string_equal(sum.stop_reason, "exhausted");
+		json_decref(records);
+		free(choices);
+	}
+	ks_families_free(f.families, f.n_families);
+	ks_op_release(&f.op);
+	test_rmtree(f.dir);
+}
+
 static void test_llm_children_verify_and_strategies_learn(void **state)
 {
 	struct fixture *f = *state;
@@ -1201,6 +1276,7 @@ int main(void)
 		cmocka_unit_test(test_target_stops_and_internal_failure_is_reported),
 		cmocka_unit_test(test_fixed_seed_proposals_are_pinned),
 		cmocka_unit_test(test_a_mutator_is_a_table_and_one_line),
+		cmocka_unit_test(test_searches_respect_constraints_and_exhaust_the_allowed_space),
 		cmocka_unit_test(test_llm_children_verify_and_strategies_learn),
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
 		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),

@@ -110,6 +110,12 @@ void ks_mutator_free(struct ks_mutator *m);
 
 /* The built-in mutator (mutator_param.c): stateless, shared. */
 extern const struct ks_mutator ks_mutator_param;
+/*
+ * Baselines for comparison (mutator_baselines.c), stateless: uniform
+ * sampling of the allowed space, and a greedy neighbourhood climber.
+ */
+extern const struct ks_mutator ks_mutator_random;
+extern const struct ks_mutator ks_mutator_greedy;
 
 /* ---- what a mutator may ask of the search ---- */
 

@@ -1,0 +1,663 @@
+/* ksearch
+{ "params": {"SPLITS": [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32], "CHUNK": [16, 32, 64, 128, 256],
+             "MERGE": [0, 1], "LOAD": [0, 1], "HINT": [0, 1], "L2PF": [0, 1, 2], "WARPS": [1, 2, 3, 4, 6, 8],
+             "STAGES": [2, 3, 4, 6], "IDXPF": [1, 2, 4]},
+  "constraints": ["MERGE == 1 || SPLITS <= 8", "LOAD == 0 || L2PF == 0",
+                  "SPLITS > 1 || (MERGE == 0 && CHUNK == 16)",
+                  "WARPS*STAGES*8712 <= 232448"],
+  "scratch": {"part_o": ["float32", "batch_size*num_qo_heads*SPLITS*head_dim*(MERGE == 1)"],
+              "part_lse": ["float32", "batch_size*num_qo_heads*SPLITS*(MERGE == 1)"],
+              "done": ["int32", "batch_size*num_kv_heads*(MERGE == 1)", "zeroed"]},
+  "launch": [
+    {"kernel": "gqa_cluster_decode", "grid": ["batch_size*num_kv_heads", "SPLITS"], "block": ["WARPS*32"],
+     "smem": "WARPS*STAGES*8712",
+     "args": ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale",
+              "part_o", "part_lse", "done", "output", "lse", "batch_size", "num_pages"]} ] }
+*/
+/*
+ * Family "gqa_space_cluster": split-K decode in ONE launch, for latency (small batch)
+ * as much as throughput. A CTA serves one (request, KV head) and one split of the
+ * request's tokens; the splits are merged inside the same launch, either through the
+ * distributed shared memory of a thread-block cluster or by the last CTA to finish.
+ * Sm_90 only (clusters, cp.async.bulk, mbarrier transaction counts).
+ *
+ * Split policy: request b (len tokens) uses n = min(SPLITS, cdiv(len, CHUNK)) of its
+ * SPLITS CTAs (the split count follows the request's length: short requests are not
+ * cut into slivers), split j taking tokens [len*j/n, len*(j+1)/n); CTAs j >= n idle.
+ *
+ * Merge:
+ *   MERGE 0 - the SPLITS CTAs of a (request, KV head) form a cluster (1, SPLITS, 1).
+ *             Each leaves its normalised partial (8 heads x 128 dims fp32, and lse) in
+ *             its own shared memory; after a cluster barrier every CTA merges a share
+ *             of the 256 (head, 4-dim) items, reading all partials over DSMEM
+ *             (mapa + ld.shared::cluster), and writes bf16 output and lse; a second
+ *             cluster barrier keeps each CTA's shared memory alive until all reads are
+ *             done. No scratch, no counter, no second launch. SPLITS <= 8 (portable
+ *             cluster size).
+ *   MERGE 1 - partials go to global scratch; each CTA then counts itself done on a
+ *             zeroed per-(request, KV head) counter (__threadfence before the atomic)
+ *             and the CTA that counts last merges all n partials (L2 loads).
+ *   A request of one active split is written directly either way; an empty request
+ *   gets output 0 and lse -inf.
+ *
+ * Inside a CTA (as mma_tiles): each warp streams its own 16-token tiles (tiles w,
+ * w + WARPS, ... of the split) through a private STAGES-deep ring (K tile, then V tile,
+ * rows padded to 272 bytes: ldmatrix conflict-free) and never waits for another warp;
+ * mma.sync m16n8k16 bf16 with tokens on M: S^T = K Q^T (K by ldmatrix), O^T += V^T P^T
+ * (V^T by ldmatrix.trans, P^T by movmatrix); base-2 online softmax with lazy rescale;
+ * the warps' states are merged through shared memory at the end.
+ *
+ * Params:
+ *   SPLITS - CTAs per (request, KV head) (the cluster size for MERGE 0).
+ *   CHUNK  - fewest tokens per active split.
+ *   MERGE  - 0: cluster / DSMEM merge; 1: last CTA merges (zeroed counters).
+ *   LOAD   - 0: 16-byte cp.async.cg, past-the-end rows zero-filled; 1: TMA bulk copies,
+ *            one 256-byte row each (lanes 0-15 the K rows, 16-31 the V rows), completing
+ *            on the stage's mbarrier; past-the-end rows repeat the tile's first row.
+ *   HINT   - 1: K/V loads carry an L2 evict_first policy (read once).
+ *   L2PF   - cp.async only: L2 prefetch-size hint 0: none, 1: .L2::128B, 2: .L2::256B.
+ *   WARPS  - warps per CTA, each with its own ring.
+ *   STAGES - ring depth per warp (tiles in flight while one is computed).
+ *   IDXPF  - page-index prefetch depth: a lane loads the page index of the tile it will
+ *            copy IDXPF tiles later (registers), so the index round trip is hidden.
+ * Shared memory: WARPS*STAGES*8712 bytes (8704 per ring stage, 8 per mbarrier).
+ */
+#include <cuda_bf16.h>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "gqa_space_cluster needs sm_90 or newer (thread-block clusters, cp.async.bulk, mbarrier transaction counts)"
+#endif
+
+#ifndef SPLITS
+#define SPLITS 1
+#endif
+#ifndef CHUNK
+#define CHUNK 16
+#endif
+#ifndef MERGE
+#define MERGE 0
+#endif
+#ifndef LOAD
+#define LOAD 0
+#endif
+#ifndef HINT
+#define HINT 0
+#endif
+#ifndef L2PF
+#define L2PF 0
+#endif
+#ifndef WARPS
+#define WARPS 1
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef IDXPF
+#define IDXPF 1
+#endif
+
+#define NUM_QO_HEADS 32
+#define NUM_KV_HEADS 4
+#define HEAD_DIM 128
+#define GROUP 8
+#define FULL_MASK 0xffffffffu
+#define NEG_BIG (-1.0e30f) /* "no token yet": finite, so exp2(NEG_BIG - NEG_BIG) = 1, never NaN */
+#define LOG2E 1.4426950408889634f
+#define TOK 16                    /* tokens per warp tile (the mma M) */
+#define ROW_STRIDE (HEAD_DIM + 8) /* bf16 per shared-memory row: 272 bytes, conflict-free ldmatrix */
+#define ACC_STRIDE (HEAD_DIM + 4) /* floats per row of the merge buffer */
+#define THREADS (WARPS * 32)
+#define ITEMS (GROUP * HEAD_DIM / 4) /* (head, 4 dims) items of a CTA's output */
+
+static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS in [1, 32]");
+static_assert(MERGE == 0 || MERGE == 1, "MERGE is 0 (cluster) or 1 (counter)");
+static_assert(MERGE == 1 || SPLITS <= 8, "a portable cluster has at most 8 CTAs");
+static_assert(CHUNK >= 1, "CHUNK is positive");
+static_assert(LOAD == 0 || LOAD == 1, "LOAD is 0 (cp.async) or 1 (TMA bulk)");
+static_assert(HINT == 0 || HINT == 1, "HINT is 0 or 1");
+static_assert(L2PF >= 0 && L2PF <= 2 && (LOAD == 0 || L2PF == 0), "L2PF: 0, 1 or 2, cp.async only");
+static_assert(WARPS >= 1 && WARPS <= 8, "WARPS in [1, 8]");
+static_assert(STAGES >= 2, "at least double buffering");
+static_assert(IDXPF >= 1, "IDXPF >= 1");
+
+constexpr int STAGE_ELEMS = 2 * TOK * ROW_STRIDE; /* K tile then V tile */
+constexpr int RING_BYTES = WARPS * STAGES * STAGE_ELEMS * 2;
+constexpr int SMEM_BYTES = RING_BYTES + WARPS * STAGES * 8;
+static_assert(STAGE_ELEMS * 2 == 8704 && SMEM_BYTES == WARPS * STAGES * 8712,
+              "keep the smem expression in the header in sync");
+constexpr int ACC_BYTES = WARPS * (GROUP * ACC_STRIDE + GROUP * 2) * 4; /* warps' states */
+constexpr int PART_OFF = ACC_BYTES;                                     /* the CTA's partial */
+static_assert(PART_OFF % 16 == 0 && PART_OFF + (GROUP * HEAD_DIM + GROUP) * 4 <= RING_BYTES,
+              "the merge buffers reuse the ring");
+
+#if MERGE == 0 && SPLITS > 1
+#define CLUSTER_DIMS __cluster_dims__(1, SPLITS, 1)
+#else
+#define CLUSTER_DIMS
+#endif
+
+typedef unsigned long long u64;
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ u64 evict_first_policy()
+{
+    u64 p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, bool valid, u64 policy)
+{
+    const int src_size = valid ? 16 : 0; /* 0: write 16 zero bytes, read nothing */
+#if L2PF == 1
+#define CP_PF ".L2::128B"
+#elif L2PF == 2
+#define CP_PF ".L2::256B"
+#else
+#define CP_PF ""
+#endif
+#if HINT
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint" CP_PF " [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+                 "r"(src_size), "l"(policy)
+                 : "memory");
+#else
+    (void)policy;
+    asm volatile("cp.async.cg.shared.global" CP_PF " [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_size)
+                 : "memory");
+#endif
+#undef CP_PF
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred P1;\n"
+                 "LAB_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra.uni DONE;\n"
+                 "bra.uni LAB_WAIT;\n"
+                 "DONE:\n"
+                 "}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar, u64 policy)
+{
+#if HINT
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, "
+                 "[%3], %4;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+#else
+    (void)policy;
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
+/* d += a . b, m16n8k16, bf16 inputs, fp32 accumulators */
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* transpose an 8x8 bf16 matrix held in the mma fragment layout across the warp */
+__device__ __forceinline__ unsigned movmatrix_trans(unsigned x)
+{
+    unsigned y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&v);
+}
+
+#if MERGE == 0
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+}
+
+/* the address of this CTA's shared-memory address a in cluster CTA `rank` */
+__device__ __forceinline__ unsigned dsmem_addr(unsigned a, int rank)
+{
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+
+__device__ __forceinline__ float dsmem_ld(unsigned a)
+{
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ float4 dsmem_ld4(unsigned a)
+{
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
+    return v;
+}
+#endif
+
+__device__ __forceinline__ void store_out(__nv_bfloat16 *output, float *lse, size_t row, int d, float4 v, float ls)
+{
+    __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(output + row * HEAD_DIM + d);
+    out[0] = __floats2bfloat162_rn(v.x, v.y);
+    out[1] = __floats2bfloat162_rn(v.z, v.w);
+    if (d == 0)
+        lse[row] = ls;
+}
+
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS, 1)
+gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k_cache,
+                   const __nv_bfloat16 *__restrict__ v_cache, const int *__restrict__ kv_indptr,
+                   const int *__restrict__ kv_indices, float sm_scale, float *__restrict__ part_o,
+                   float *__restrict__ part_lse, int *__restrict__ done, __nv_bfloat16 *__restrict__ output,
+                   float *__restrict__ lse, int batch_size, int num_pages)
+{
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+
+    const int b = blockIdx.x / NUM_KV_HEADS; /* the cluster spans y only: b is cluster-uniform */
+    const int kvh = blockIdx.x % NUM_KV_HEADS;
+    const int split = blockIdx.y;
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int r = lane >> 2; /* fragment row */
+    const int c = lane & 3;  /* fragment column pair */
+
+    int start = 0, len = 0;
+    if (b < batch_size) {
+        start = max(__ldg(kv_indptr + b), 0);
+        len = max(__ldg(kv_indptr + b + 1) - start, 0);
+    }
+    const int n_act = len > 0 ? min(SPLITS, (len + CHUNK - 1) / CHUNK) : 0; /* active splits */
+    const bool active = split < n_act;
+#if MERGE == 1
+    if (b >= batch_size || (!active && !(n_act == 0 && split == 0)))
+        return; /* idle split (no cluster here: nobody waits for it) */
+#endif
+
+    float *const sm_acc = reinterpret_cast<float *>(smem_raw);                  /* [WARPS][GROUP][ACC_STRIDE] */
+    float *const sm_ml = sm_acc + WARPS * GROUP * ACC_STRIDE;                   /* [WARPS][GROUP][2] */
+    float *const sm_part = reinterpret_cast<float *>(smem_raw + PART_OFF);      /* [GROUP][HEAD_DIM] */
+    float *const sm_plse = sm_part + GROUP * HEAD_DIM;                          /* [GROUP] */
+
+    if (active) {
+        const int t_begin = start + (int)(((long long)len * split) / n_act);
+        const int t_end = start + (int)(((long long)len * (split + 1)) / n_act);
+        const int n_tiles = (t_end - t_begin + TOK - 1) / TOK;
+        const int my_tiles = (n_tiles - warp + WARPS - 1) / WARPS; /* tiles warp, warp+WARPS, ... */
+
+        __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(smem_raw) + warp * STAGES * STAGE_ELEMS;
+        const unsigned ring_addr = smem_addr(ring);
+        const unsigned bars = smem_addr(smem_raw + RING_BYTES) + (unsigned)(warp * STAGES * 8);
+#if LOAD == 1
+        if (lane == 0) {
+            for (int s = 0; s < STAGES; s++)
+                mbar_init(bars + 8 * s, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncwarp();
+#endif
+        const u64 policy = HINT ? evict_first_policy() : 0ull;
+
+        /* page index of token (lane & 15) of this warp's k-th tile, -1 past the end */
+        auto load_idx = [&](int k) -> int {
+            const int t = t_begin + (warp + k * WARPS) * TOK + (lane & 15);
+            return (k < my_tiles && t < t_end) ? __ldg(kv_indices + t) : -1;
+        };
+        auto issue_tile = [&](int k, int idx) {
+            if (k < my_tiles) { /* warp-uniform */
+                const int slot = k % STAGES;
+                const unsigned ks = ring_addr + (unsigned)(slot * STAGE_ELEMS * 2);
+#if LOAD == 0
+                /* lanes 0-15 copy the 16 pieces of even rows, lanes 16-31 of odd rows */
+                const unsigned vs = ks + TOK * ROW_STRIDE * 2;
+#pragma unroll
+                for (int i = 0; i < TOK / 2; i++) {
+                    const int row = 2 * i + (lane >> 4);
+                    const int pg = __shfl_sync(FULL_MASK, idx, row);
+                    const bool valid = (unsigned)pg < (unsigned)num_pages;
+                    const size_t off = valid ? ((size_t)pg * NUM_KV_HEADS + kvh) * HEAD_DIM + (lane & 15) * 8 : 0;
+                    const unsigned dst = (unsigned)((row * ROW_STRIDE + (lane & 15) * 8) * 2);
+                    cp_async16(ks + dst, k_cache + off, valid, policy);
+                    cp_async16(vs + dst, v_cache + off, valid, policy);
+                }
+#else
+                /* lane l < 16: K row l; lane l >= 16: V row l - 16 (lane l holds token l & 15's index) */
+                int first = __shfl_sync(FULL_MASK, idx, 0); /* token 0 of a live tile is real */
+                if ((unsigned)first >= (unsigned)num_pages)
+                    first = 0;
+                const int pg = ((unsigned)idx < (unsigned)num_pages) ? idx : first;
+                if (lane == 0)
+                    mbar_arrive_expect_tx(bars + 8 * slot, 2 * TOK * HEAD_DIM * 2);
+                const __nv_bfloat16 *src = (lane < 16 ? k_cache : v_cache) + ((size_t)pg * NUM_KV_HEADS + kvh) * HEAD_DIM;
+                bulk_copy(ks + (unsigned)(lane * ROW_STRIDE * 2), src, HEAD_DIM * 2, bars + 8 * slot, policy);
+#endif
+            }
+#if LOAD == 0
+            cp_async_commit(); /* always commit, so group counting stays uniform */
+#endif
+        };
+
+        /* indices of the first STAGES-1 tiles, and IDXPF more, all in flight at once */
+        int first_idx[STAGES - 1], pf[IDXPF];
+#pragma unroll
+        for (int k = 0; k < STAGES - 1; k++)
+            first_idx[k] = load_idx(k);
+#pragma unroll
+        for (int j = 0; j < IDXPF; j++)
+            pf[j] = load_idx(STAGES - 1 + j);
+#pragma unroll
+        for (int k = 0; k < STAGES - 1; k++)
+            issue_tile(k, first_idx[k]);
+
+        /* Q^T as B fragments: qb[kk] = {q[head r][16kk + 2c, +1], q[head r][16kk + 2c + 8, +9]} */
+        unsigned qb[HEAD_DIM / 16][2];
+        {
+            const unsigned *qrow = reinterpret_cast<const unsigned *>(
+                q + ((size_t)b * NUM_QO_HEADS + kvh * GROUP + r) * HEAD_DIM);
+#pragma unroll
+            for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
+                qb[kk][0] = __ldg(qrow + kk * 8 + c);
+                qb[kk][1] = __ldg(qrow + kk * 8 + 4 + c);
+            }
+        }
+        const float qk_scale = sm_scale * LOG2E;
+
+        float m0 = NEG_BIG, m1 = NEG_BIG; /* running max of heads 2c, 2c+1 (shared by the warp) */
+        float l0 = 0.0f, l1 = 0.0f;       /* this thread's part of the running sums */
+        float o[HEAD_DIM / 16][4];        /* O^T fragments: dims 16mt + r (+8), heads 2c, 2c+1 */
+#pragma unroll
+        for (int mt = 0; mt < HEAD_DIM / 16; mt++)
+            o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+
+        /* ldmatrix lane addressing: matrix mi = lane/8, row lane%8 */
+        const int mi = lane >> 3;
+        const unsigned k_lane_off = (unsigned)((((lane & 7) + (mi & 1) * 8) * ROW_STRIDE + (mi >> 1) * 8) * 2);
+        const unsigned v_lane_off = (unsigned)((((lane & 7) + (mi >> 1) * 8) * ROW_STRIDE + (mi & 1) * 8) * 2);
+
+        for (int k = 0; k < my_tiles; k++) {
+#if LOAD == 0
+            cp_async_wait<STAGES - 2>(); /* this lane's copies of tile k have landed */
+#endif
+            __syncwarp(); /* all lanes' have; all lanes are done with tile k-1 */
+            issue_tile(k + STAGES - 1, pf[0]);
+#pragma unroll
+            for (int j = 0; j < IDXPF - 1; j++)
+                pf[j] = pf[j + 1];
+            pf[IDXPF - 1] = load_idx(k + STAGES - 1 + IDXPF);
+#if LOAD == 1
+            mbar_wait(bars + 8 * (k % STAGES), (unsigned)((k / STAGES) & 1));
+#endif
+            const unsigned ks = ring_addr + (unsigned)((k % STAGES) * STAGE_ELEMS * 2);
+            const unsigned vs = ks + TOK * ROW_STRIDE * 2;
+            const int t0 = t_begin + (warp + k * WARPS) * TOK;
+
+            /* S^T = K . Q^T, two accumulator chains */
+            float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int kk = 0; kk < HEAD_DIM / 16; kk += 2) {
+                unsigned a0[4], a1[4];
+                ldmatrix_x4(a0, ks + k_lane_off + kk * 32);
+                ldmatrix_x4(a1, ks + k_lane_off + (kk + 1) * 32);
+                mma_bf16(sa, a0, qb[kk][0], qb[kk][1]);
+                mma_bf16(sb, a1, qb[kk + 1][0], qb[kk + 1][1]);
+            }
+            /* s[0]: token r, head 2c; s[1]: token r, head 2c+1; s[2], s[3]: token r+8 */
+            const bool ok_lo = t0 + r < t_end, ok_hi = t0 + r + 8 < t_end;
+            const float s0 = ok_lo ? (sa[0] + sb[0]) * qk_scale : neg_inf();
+            const float s1 = ok_lo ? (sa[1] + sb[1]) * qk_scale : neg_inf();
+            const float s2 = ok_hi ? (sa[2] + sb[2]) * qk_scale : neg_inf();
+            const float s3 = ok_hi ? (sa[3] + sb[3]) * qk_scale : neg_inf();
+
+            float mx0 = fmaxf(s0, s2), mx1 = fmaxf(s1, s3);
+#pragma unroll
+            for (int off = 4; off <= 16; off *= 2) {
+                mx0 = fmaxf(mx0, __shfl_xor_sync(FULL_MASK, mx0, off));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(FULL_MASK, mx1, off));
+            }
+            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            if (__any_sync(FULL_MASK, mn0 > m0 || mn1 > m1)) { /* lazy rescale */
+                const float a0 = exp2f(m0 - mn0), a1 = exp2f(m1 - mn1);
+                l0 *= a0;
+                l1 *= a1;
+#pragma unroll
+                for (int mt = 0; mt < HEAD_DIM / 16; mt++) {
+                    o[mt][0] *= a0;
+                    o[mt][1] *= a1;
+                    o[mt][2] *= a0;
+                    o[mt][3] *= a1;
+                }
+                m0 = mn0;
+                m1 = mn1;
+            }
+            const float p0 = exp2f(s0 - m0), p1 = exp2f(s1 - m1), p2 = exp2f(s2 - m0), p3 = exp2f(s3 - m1);
+            l0 += p0 + p2;
+            l1 += p1 + p3;
+            /* P^T fragments: transpose [token][head] blocks into B = [k = token][n = head] */
+            const unsigned pb0 = movmatrix_trans(pack_bf16(p0, p1)); /* tokens 0-7 */
+            const unsigned pb1 = movmatrix_trans(pack_bf16(p2, p3)); /* tokens 8-15 */
+
+            /* O^T += V^T . P^T (rows past the end: zeros or a repeated real row, times p = 0) */
+#pragma unroll
+            for (int mt = 0; mt < HEAD_DIM / 16; mt++) {
+                unsigned av[4];
+                ldmatrix_x4_trans(av, vs + v_lane_off + mt * 32);
+                mma_bf16(o[mt], av, pb0, pb1);
+            }
+        }
+#if LOAD == 0
+        cp_async_wait<0>();
+#endif
+
+        /* finish this warp: sums over the 8 rows of the fragment */
+#pragma unroll
+        for (int off = 4; off <= 16; off *= 2) {
+            l0 += __shfl_xor_sync(FULL_MASK, l0, off);
+            l1 += __shfl_xor_sync(FULL_MASK, l1, off);
+        }
+        __syncthreads(); /* every warp is done with its ring: reuse the memory for the merge */
+        if (r == 0) {
+            sm_ml[(warp * GROUP + 2 * c) * 2 + 0] = m0;
+            sm_ml[(warp * GROUP + 2 * c) * 2 + 1] = l0;
+            sm_ml[(warp * GROUP + 2 * c + 1) * 2 + 0] = m1;
+            sm_ml[(warp * GROUP + 2 * c + 1) * 2 + 1] = l1;
+        }
+#pragma unroll
+        for (int mt = 0; mt < HEAD_DIM / 16; mt++) {
+            float *h0 = sm_acc + (warp * GROUP + 2 * c) * ACC_STRIDE + mt * 16 + r;
+            float *h1 = h0 + ACC_STRIDE;
+            h0[0] = o[mt][0];
+            h1[0] = o[mt][1];
+            h0[8] = o[mt][2];
+            h1[8] = o[mt][3];
+        }
+        __syncthreads();
+
+        /* the CTA's partial (normalised o, lse) per (head, 4 dims) */
+        for (int it = tid; it < ITEMS; it += THREADS) {
+            const int hh = it / (HEAD_DIM / 4);
+            const int d = (it % (HEAD_DIM / 4)) * 4;
+            float mx = NEG_BIG;
+#pragma unroll
+            for (int w = 0; w < WARPS; w++)
+                mx = fmaxf(mx, sm_ml[(w * GROUP + hh) * 2]);
+            float L = 0.0f;
+            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int w = 0; w < WARPS; w++) {
+                const float sc = exp2f(sm_ml[(w * GROUP + hh) * 2] - mx); /* 0 for a warp that saw no token */
+                L += sm_ml[(w * GROUP + hh) * 2 + 1] * sc;
+                const float4 a = *reinterpret_cast<const float4 *>(sm_acc + (w * GROUP + hh) * ACC_STRIDE + d);
+                acc.x = fmaf(a.x, sc, acc.x);
+                acc.y = fmaf(a.y, sc, acc.y);
+                acc.z = fmaf(a.z, sc, acc.z);
+                acc.w = fmaf(a.w, sc, acc.w);
+            }
+            const float inv = (L > 0.0f) ? 1.0f / L : 0.0f; /* L > 0: the split has >= 1 token */
+            const float4 ov = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+            const float ls = (L > 0.0f) ? mx + log2f(L) : neg_inf();
+            const size_t orow = (size_t)b * NUM_QO_HEADS + kvh * GROUP + hh;
+#if MERGE == 0
+            if (n_act == 1) {
+                store_out(output, lse, orow, d, ov, ls);
+            } else {
+                *reinterpret_cast<float4 *>(sm_part + hh * HEAD_DIM + d) = ov;
+                if (d == 0)
+                    sm_plse[hh] = ls;
+            }
+#else
+            if (n_act == 1) {
+                store_out(output, lse, orow, d, ov, ls);
+            } else {
+                const size_t prow = orow * SPLITS + split;
+                *reinterpret_cast<float4 *>(part_o + prow * HEAD_DIM + d) = ov;
+                if (d == 0)
+                    part_lse[prow] = ls;
+            }
+#endif
+        }
+    } else if (n_act == 0 && split == 0 && b < batch_size) {
+        /* empty request: output 0, lse -inf */
+        for (int it = tid; it < ITEMS; it += THREADS)
+            store_out(output, lse, (size_t)b * NUM_QO_HEADS + kvh * GROUP + it / (HEAD_DIM / 4),
+                      (it % (HEAD_DIM / 4)) * 4, make_float4(0.0f, 0.0f, 0.0f, 0.0f), neg_inf());
+    }
+
+#if MERGE == 0
+#if SPLITS > 1
+    cluster_sync(); /* every active CTA's partial is in its shared memory */
+    if (n_act > 1) {
+        const unsigned base = smem_addr(sm_part);
+        for (int it = split * THREADS + tid; it < ITEMS; it += SPLITS * THREADS) {
+            const int hh = it / (HEAD_DIM / 4);
+            const int d = (it % (HEAD_DIM / 4)) * 4;
+            const unsigned lse_off = (unsigned)((GROUP * HEAD_DIM + hh) * 4);
+            const unsigned o_off = (unsigned)((hh * HEAD_DIM + d) * 4);
+            /* all ranks' values in flight at once (SPLITS <= 8, predicated on the active ones) */
+            float lsv[SPLITS];
+            float4 pv[SPLITS];
+#pragma unroll
+            for (int s = 0; s < SPLITS; s++) {
+                lsv[s] = (s < n_act) ? dsmem_ld(dsmem_addr(base + lse_off, s)) : neg_inf();
+                pv[s] = (s < n_act) ? dsmem_ld4(dsmem_addr(base + o_off, s)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+            float mx = lsv[0];
+#pragma unroll
+            for (int s = 1; s < SPLITS; s++)
+                mx = fmaxf(mx, lsv[s]);
+            float L = 0.0f;
+            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int s = 0; s < SPLITS; s++) {
+                const float w = (s < n_act) ? exp2f(lsv[s] - mx) : 0.0f;
+                L += w;
+                acc.x = fmaf(w, pv[s].x, acc.x);
+                acc.y = fmaf(w, pv[s].y, acc.y);
+                acc.z = fmaf(w, pv[s].z, acc.z);
+                acc.w = fmaf(w, pv[s].w, acc.w);
+            }
+            const float inv = (L > 0.0f) ? 1.0f / L : 0.0f;
+            store_out(output, lse, (size_t)b * NUM_QO_HEADS + kvh * GROUP + hh, d,
+                      make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv),
+                      (L > 0.0f) ? mx + log2f(L) : neg_inf());
+        }
+    }
+    cluster_sync(); /* no CTA leaves while another may read its shared memory */
+#endif
+#else
+    if (n_act > 1) {
+        __shared__ int s_last;
+        __threadfence(); /* this thread's partial stores before the count */
+        __syncthreads();
+        if (tid == 0)
+            s_last = atomicAdd(done + b * NUM_KV_HEADS + kvh, 1) == n_act - 1;
+        __syncthreads();
+        if (s_last) {
+            __threadfence();
+            for (int it = tid; it < ITEMS; it += THREADS) {
+                const int hh = it / (HEAD_DIM / 4);
+                const int d = (it % (HEAD_DIM / 4)) * 4;
+                const size_t orow = (size_t)b * NUM_QO_HEADS + kvh * GROUP + hh;
+                /* batches of 8 slots: every load of a batch in flight before any is used */
+                float mx = neg_inf();
+                for (int s0 = 0; s0 < n_act; s0 += 8) {
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        if (s0 + j < n_act)
+                            mx = fmaxf(mx, __ldcg(part_lse + orow * SPLITS + s0 + j));
+                }
+                float L = 0.0f;
+                float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                for (int s0 = 0; s0 < n_act; s0 += 8) {
+                    float lsv[8];
+                    float4 pv[8];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        const bool ok = s0 + j < n_act;
+                        lsv[j] = ok ? __ldcg(part_lse + orow * SPLITS + s0 + j) : neg_inf();
+                        pv[j] = ok ? __ldcg(reinterpret_cast<const float4 *>(part_o + (orow * SPLITS + s0 + j) * HEAD_DIM + d))
+                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    }
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        const float w = (s0 + j < n_act) ? exp2f(lsv[j] - mx) : 0.0f;
+                        L += w;
+                        acc.x = fmaf(w, pv[j].x, acc.x);
+                        acc.y = fmaf(w, pv[j].y, acc.y);
+                        acc.z = fmaf(w, pv[j].z, acc.z);
+                        acc.w = fmaf(w, pv[j].w, acc.w);
+                    }
+                }
+                const float inv = (L > 0.0f) ? 1.0f / L : 0.0f;
+                store_out(output, lse, orow, d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv),
+                          (L > 0.0f) ? mx + log2f(L) : neg_inf());
+            }
+        }
+    }
+#endif
+}

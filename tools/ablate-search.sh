@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# ablate-search.sh - does the search matter?  Runs `ksearch evolve` with each
+# built-in search (map-elites, the default; random, uniform over the allowed
+# space; greedy, a neighbourhood climber with restarts) at equal evaluation
+# budgets, with several seeds each, on a GPU, and writes the best fitness
+# against evaluations of every run as CSV, a table of the final and median
+# bests, and a plot (PNG, when python3 has matplotlib).
+#
+#   tools/ablate-search.sh [--op gqa] [--budgets "500 2000"] [--seeds "1 2 3"]
+#                          [--searches "map-elites random greedy"] [--out DIR] [-- EVOLVE-ARGS...]
+#
+# Every run starts from a fresh archive under DIR/archives (nothing is
+# shared between runs), so the curves compare the searches alone.  Env:
+# KSEARCH (default build/ksearch).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ksearch=${KSEARCH:-build/ksearch}
+op=gqa budgets="500 2000" seeds="1 2 3" searches="map-elites random greedy" out=ablation
+extra=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--op) op=$2; shift 2 ;;
+	--budgets) budgets=$2; shift 2 ;;
+	--seeds) seeds=$2; shift 2 ;;
+	--searches) searches=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--) shift; extra=("$@"); break ;;
+	-h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+	*) echo "ablate-search.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+	esac
+done
+[ -x "$ksearch" ] || { echo "ablate-search.sh: no ksearch binary at $ksearch (build it, or set KSEARCH)" >&2; exit 2; }
+mkdir -p "$out/archives" || exit 1
+csv="$out/curves.csv"
+echo "op,search,budget,seed,evals,best" >"$csv"
+for budget in $budgets; do
+	for search in $searches; do
+		for seed in $seeds; do
+			ar="$out/archives/$search-b$budget-s$seed"
+			rm -rf "$ar"
+			start=$(date +%s)
+			"$ksearch" evolve --op "$op" --search "$search" --seed "$seed" --budget "$budget" \
+				--archive "$ar" "${extra[@]}" >"$out/$search-b$budget-s$seed.log" 2>&1
+			rc=$?
+			echo "$search budget $budget seed $seed: exit $rc after $(($(date +%s) - start)) s: $(grep -m1 '^best:' "$out/$search-b$budget-s$seed.log")"
+			"$ksearch" archive stats --json --archive "$ar" --op "$op" >"$out/stats.json" 2>/dev/null || continue
+			python3 - "$out/stats.json" "$op" "$search" "$budget" "$seed" >>"$csv" <<'PY'
+import json, sys
+stats, op, search, budget, seed = json.load(open(sys.argv[1])), *sys.argv[2:]
+best = 0.0
+for point in stats["history"]:
+    best = max(best, point["best"])
+    print(f"{op},{search},{budget},{seed},{point['evals']},{best}")
+print(f"{op},{search},{budget},{seed},{stats['candidates']},{max(best, stats['best_fitness'])}")
+PY
+		done
+	done
+done
+python3 - "$csv" "$out" <<'PY'
+import collections, csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+final = collections.defaultdict(list)
+for budget in sorted({r["budget"] for r in rows}, key=int):
+    for search in dict.fromkeys(r["search"] for r in rows):
+        for seed in dict.fromkeys(r["seed"] for r in rows):
+            run = [r for r in rows if (r["budget"], r["search"], r["seed"]) == (budget, search, seed)]
+            if run:
+                final[(budget, search)].append(max(float(r["best"]) for r in run))
+with open(f"{sys.argv[2]}/summary.md", "w") as md:
+    md.write("| budget | search | best fitness per seed | median |\n| --- | --- | --- | --- |\n")
+    for (budget, search), bests in final.items():
+        md.write(f"| {budget} | {search} | {', '.join(f'{b:.2f}' for b in bests)} | {statistics.median(bests):.2f} |\n")
+print(open(f"{sys.argv[2]}/summary.md").read())
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    print("(no matplotlib: no plot)")
+    sys.exit(0)
+budgets = sorted({r["budget"] for r in rows}, key=int)
+fig, axes = plt.subplots(1, len(budgets), figsize=(6 * len(budgets), 4), squeeze=False)
+colours = {"map-elites": "tab:blue", "random": "tab:orange", "greedy": "tab:green"}
+for ax, budget in zip(axes[0], budgets):
+    for search in dict.fromkeys(r["search"] for r in rows):
+        for i, seed in enumerate(dict.fromkeys(r["seed"] for r in rows)):
+            run = [r for r in rows if (r["budget"], r["search"], r["seed"]) == (budget, search, seed)]
+            if run:
+                ax.step([int(r["evals"]) for r in run], [float(r["best"]) for r in run], where="post",
+                        color=colours.get(search), alpha=0.8, label=search if i == 0 else None)
+    ax.set_title(f"{rows[0]['op']}: budget {budget} evaluations")
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel("best fitness (speedup over the reference)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+fig.tight_layout()
+fig.savefig(f"{sys.argv[2]}/curves.png", dpi=110)
+print(f"plot: {sys.argv[2]}/curves.png")
+PY
