@@ -14,11 +14,21 @@
 #include "ksearch/compile/arch.h"
 #include "ksearch/compile/ptx.h"
 
+/* The evidence of a result that has none: not allocated, so that an empty result owns nothing. */
+static char no_evidence[1];
+
+static void free_evidence(struct ks_result *res)
+{
+	if (res->evidence != no_evidence)
+		free(res->evidence);
+	res->evidence = no_evidence;
+}
+
 void ks_result_init(struct ks_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	res->verdict = KS_VERDICT_CRASH; /* until someone says otherwise: never ok by omission */
-	res->evidence = ks_strdup("");
+	res->evidence = no_evidence;
 }
 
 static void release_measured(struct ks_result *res)
@@ -43,14 +53,16 @@ void ks_result_release(struct ks_result *res)
 	for (size_t i = 0; i < res->n_kernels; i++)
 		free(res->kernels[i].kernel);
 	free(res->kernels);
-	free(res->evidence);
+	free_evidence(res);
 	ks_result_init(res);
 }
 
 static void set_evidence_v(struct ks_result *res, const char *fmt, va_list ap)
 {
-	free(res->evidence);
-	res->evidence = ks_vasprintf(fmt, ap);
+	char *evidence = ks_vasprintf(fmt, ap); /* before the old one goes: fmt may name it */
+
+	free_evidence(res);
+	res->evidence = evidence;
 }
 
 void ks_result_set_evidence(struct ks_result *res, const char *fmt, ...)
@@ -79,7 +91,7 @@ void ks_result_set_build(struct ks_result *res, const struct ks_build *build)
 		free(res->kernels[i].kernel);
 	free(res->kernels);
 	res->verdict = KS_VERDICT_OK;
-	ks_result_set_evidence(res, "%s", "");
+	free_evidence(res);
 	memcpy(res->descriptors, build->descriptors, sizeof(res->descriptors));
 	res->n_kernels = build->n_launches;
 	res->kernels = ks_calloc(build->n_launches ? build->n_launches : 1, sizeof(*res->kernels));
@@ -133,9 +145,9 @@ void ks_result_add_evaluation(struct ks_result *res, struct ks_result *eval)
 {
 	release_measured(res);
 	res->verdict = eval->verdict;
-	free(res->evidence);
+	free_evidence(res);
 	res->evidence = eval->evidence;
-	eval->evidence = ks_strdup("");
+	eval->evidence = no_evidence;
 	res->fitness = eval->fitness;
 	res->sol_fraction = eval->sol_fraction;
 	res->workloads = eval->workloads;

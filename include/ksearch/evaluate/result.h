@@ -20,7 +20,8 @@
  * So `check` and `evolve` describe the same candidate with the same fields.
  *
  * Ownership: a result owns its strings and arrays; ks_result_init() before
- * use, ks_result_release() after (both leave an empty result: reusable).
+ * use, ks_result_release() after (both leave an empty result, which owns
+ * nothing and may be used again or dropped).
  */
 #ifndef KSEARCH_RESULT_H
 #define KSEARCH_RESULT_H
