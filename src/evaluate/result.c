@@ -3,7 +3,6 @@
  */
 #include "ksearch/evaluate/result.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

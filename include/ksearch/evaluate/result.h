@@ -127,7 +127,11 @@ void ks_result_set_evidence(struct ks_result *res, const char *fmt, ...)
  */
 void ks_result_set_build(struct ks_result *res, const struct ks_build *build);
 
-/* Append a workload or a launch (the worker fills a result this way); the copy's strings are its own. */
+/*
+ * Append a workload or a launch, zeroed but for its name (copied), and
+ * return it to fill: the pointer is good until the next append (the
+ * array may move).  The worker fills a result this way.
+ */
 struct ks_result_workload *ks_result_add_workload(struct ks_result *res, const char *id);
 struct ks_result_launch *ks_result_add_launch(struct ks_result *res, const char *kernel);
 
