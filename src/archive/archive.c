@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
 
 #ifndef KS_VERSION
@@ -1006,9 +1007,7 @@ static int check_id_list(const json_t *list, const char *field, struct ks_error 
 /* The verdict of a record already checked; -1 when it has none. */
 static int record_verdict(const json_t *record, enum ks_verdict *verdict)
 {
-	const char *name = json_string_value(json_object_get(record, "verdict"));
-
-	return name ? ks_verdict_parse(name, verdict) : -1;
+	return ks_record_verdict(record, verdict);
 }
 
 int ks_archive_check_record(const json_t *record, struct ks_error *err)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
 
 /* Past this many problems the rest are only counted. */
@@ -102,7 +103,7 @@ static void check_record(struct ks_archive *ar, MDB_txn *txn, uint64_t id, const
 		json_decref(record);
 		return;
 	}
-	ks_verdict_parse(json_string_value(json_object_get(record, "verdict")), &verdict);
+	ks_record_verdict(record, &verdict);
 	fitness = ks_archive_record_fitness(record, verdict);
 	r->c.candidates++;
 	r->c.by_verdict[verdict]++;

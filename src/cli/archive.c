@@ -167,25 +167,6 @@ void ks_archive_format_params(const json_t *params, struct ks_strbuf *sb)
 	}
 }
 
-uint64_t ks_record_id(const json_t *record)
-{
-	json_int_t id = json_integer_value(json_object_get(record, "id"));
-
-	return id > 0 ? (uint64_t)id : 0;
-}
-
-const char *ks_record_str(const json_t *record, const char *field, const char *fallback)
-{
-	const char *s = json_string_value(json_object_get(record, field));
-
-	return s ? s : fallback;
-}
-
-double ks_record_num(const json_t *record, const char *field)
-{
-	return json_number_value(json_object_get(record, field));
-}
-
 const char *const ks_color_choices[] = { "auto", "always", "never", NULL };
 
 int ks_archive_cli_color(enum ks_color_when when)

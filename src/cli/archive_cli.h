@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "ksearch/archive/archive.h"
+#include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
 
 /* Default of --archive. */
@@ -59,11 +60,6 @@ int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json
 void ks_archive_format_params(const json_t *params, struct ks_strbuf *sb);
 /* A JSON scalar as text: 8, 0.5, "x". */
 void ks_archive_format_value(const json_t *value, struct ks_strbuf *sb);
-
-/* Record fields with defaults. */
-uint64_t ks_record_id(const json_t *record);
-const char *ks_record_str(const json_t *record, const char *field, const char *fallback);
-double ks_record_num(const json_t *record, const char *field);
 
 /* --color WHEN: a KS_OPT_CHOICE over ks_color_choices, and whether that means colour on stdout. */
 enum ks_color_when { KS_COLOR_AUTO, KS_COLOR_ALWAYS, KS_COLOR_NEVER };

@@ -10,7 +10,9 @@
 #include "cli.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/op/candidate.h"
+#include "ksearch/evaluate/backend.h"
 #include "ksearch/evaluate/eval.h"
+#include "ksearch/evaluate/result.h"
 #include "ksearch/op/op.h"
 #include "ksearch/base/util.h"
 
@@ -64,91 +66,50 @@ static int exit_for(enum ks_verdict v)
 	}
 }
 
-static void print_result(const struct ks_candidate *cand, const int64_t *params, const struct ks_build *b,
-			 const struct ks_eval_result *r, const struct ks_evaluator *ev)
+static void print_result(const struct ks_candidate *cand, const int64_t *params, const struct ks_result *r,
+			 const struct ks_evaluator *ev)
 {
 	char pbuf[256];
-	const json_t *wl = json_object_get(r->result, "workloads"), *launches;
-	size_t i;
-	json_t *w;
 
 	ks_params_format(cand, params, pbuf, sizeof(pbuf));
 	printf("%s  %s  on %s (%s)\n", cand->path, pbuf, ev->profile.name, ev->profile.arch);
-	if (json_array_size(wl)) {
+	if (r->n_workloads) {
 		printf("\n%-16s %10s %9s %11s %8s %10s %6s\n", "workload", "median us", "spread", "ref us",
 		       "speedup", "floor us", "SOL");
-		json_array_foreach(wl, i, w)
-		{
-			double median = json_number_value(json_object_get(w, "median_us"));
-			double p10 = json_number_value(json_object_get(w, "p10_us"));
-			double p90 = json_number_value(json_object_get(w, "p90_us"));
+		for (size_t i = 0; i < r->n_workloads; i++) {
+			const struct ks_result_workload *w = &r->workloads[i];
 
-			printf("%-16s %10.2f %8.1f%% %11.2f %7.2fx %10.2f %5.0f%%\n",
-			       json_string_value(json_object_get(w, "id")), median,
-			       100.0 * (p90 - p10) / median,
-			       json_number_value(json_object_get(w, "ref_median_us")),
-			       json_number_value(json_object_get(w, "speedup")),
-			       json_number_value(json_object_get(w, "floor_us")),
-			       100.0 * json_number_value(json_object_get(w, "sol_fraction")));
+			printf("%-16s %10.2f %8.1f%% %11.2f %7.2fx %10.2f %5.0f%%\n", w->id, w->median_us,
+			       100.0 * (w->p90_us - w->p10_us) / w->median_us, w->ref_median_us, w->speedup,
+			       w->floor_us, 100.0 * w->sol_fraction);
 		}
 		printf("\nfitness %.3f (geometric-mean speedup over the reference), speed of light %.0f%%\n",
 		       r->fitness, 100.0 * r->sol_fraction);
 	}
-	launches = json_object_get(r->result, "launches");
-	if (json_array_size(launches)) {
+	if (r->n_launches) {
 		printf("\n%-20s %8s %10s %8s %8s %10s\n", "kernel", "regs", "smem", "threads", "blocks/SM",
 		       "occupancy");
-		json_array_foreach(launches, i, w)
-		{
-			const struct ks_launch_report *lr = i < b->n_launches ? &b->launches[i] : NULL;
+		for (size_t i = 0; i < r->n_launches; i++) {
+			const struct ks_result_launch *l = &r->launches[i];
+			const struct ks_result_kernel *k = i < r->n_kernels ? &r->kernels[i] : NULL;
 
-			printf("%-20s %8d %10lld %8lld %8lld %9.0f%%\n",
-			       json_string_value(json_object_get(w, "kernel")), lr ? lr->res.registers : 0,
-			       (long long)(lr ? lr->res.static_smem : 0) +
-				       json_integer_value(json_object_get(w, "dynamic_smem")),
-			       (long long)json_integer_value(json_object_get(w, "threads")),
-			       (long long)json_integer_value(json_object_get(w, "blocks_per_sm")),
-			       100.0 * json_number_value(json_object_get(w, "occupancy")));
+			printf("%-20s %8lld %10lld %8lld %8lld %9.0f%%\n", l->kernel,
+			       (long long)(k ? k->registers : 0),
+			       (long long)(k ? k->static_smem : 0) + (long long)l->dynamic_smem,
+			       (long long)l->threads, (long long)l->blocks_per_sm, 100.0 * l->occupancy);
 		}
 	}
 	printf("\nverdict: %s\n", ks_verdict_name(r->verdict));
 	if (r->evidence[0])
 		printf("%s\n", r->evidence);
-	if ((w = json_object_get(r->result, "printf"))) {
+	if (r->printf_bytes) {
 		/* evidence for a person: what the kernel printed is never read as a message */
-		printf("device printf, %lld bytes (the first ones):\n%s\n",
-		       (long long)json_integer_value(json_object_get(w, "bytes")),
-		       json_string_value(json_object_get(w, "head")) ?: "");
+		printf("device printf, %llu bytes (the first ones):\n%s\n",
+		       (unsigned long long)r->printf_bytes, r->printf_head ? r->printf_head : "");
 	}
 
-	printf("(verification %.2f s, timing %.2f s, wall %.2f s)\n\n",
-	       json_number_value(json_object_get(r->result, "verify_s")),
-	       json_number_value(json_object_get(r->result, "time_s")), r->wall_s);
-}
-
-static json_t *result_json(const struct ks_candidate *cand, const int64_t *params, const char *arch,
-			   const struct ks_build *b, const struct ks_eval_result *r, const char *build_error)
-{
-	json_t *obj = r && r->result ? json_deep_copy(r->result) : json_object(), *pj = json_object();
-
-	for (size_t i = 0; i < cand->n_params; i++)
-		json_object_set_new(pj, cand->params[i].name, json_integer(params[i]));
-	json_object_set_new(obj, "file", json_string(cand->path));
-	json_object_set_new(obj, "arch", json_string(arch));
-	json_object_set_new(obj, "params", pj);
-	if (b->verdict != KS_VERDICT_OK) {
-		json_object_set_new(obj, "verdict", json_string(ks_verdict_name(b->verdict)));
-		json_object_set_new(obj, "evidence", json_string(build_error));
-	} else {
-		json_t *desc = json_object();
-
-		for (int d = 0; d < KS_DESC_COUNT; d++)
-			json_object_set_new(desc, ks_descriptor_name((enum ks_descriptor)d),
-					    json_real(b->descriptors[d]));
-		json_object_set_new(obj, "descriptors", desc);
-		json_object_set_new(obj, "wall_s", json_real(r->wall_s));
-	}
-	return obj;
+	printf("(verification %.2f s, timing %.2f s, wall %.2f s)\n\n", r->timing.verify_s, r->timing.time_s,
+	       r->timing.wall_s);
 }
 
 /* Check every requested param combination of one file; returns its worst exit code. */
@@ -170,9 +131,14 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 	if (ks_candidate_load(path, &cand, &err) < 0 || ks_candidate_bind(&cand, op, &err) < 0) {
 		ks_cli_error("check", "%s", err.msg);
 		ret = access(path, R_OK) ? KS_EXIT_FAILED : EXIT_REJECTED;
-		if (all && ret == EXIT_REJECTED)
-			json_array_append_new(all, json_pack("{s:s, s:s, s:s}", "file", path, "verdict",
-							     "contract_error", "evidence", err.msg));
+		if (all && ret == EXIT_REJECTED) {
+			struct ks_result res;
+
+			ks_result_init(&res);
+			ks_result_fail(&res, KS_VERDICT_CONTRACT_ERROR, "%s", err.msg);
+			json_array_append_new(all, ks_result_check_json(path, NULL, NULL, &res));
+			ks_result_release(&res);
+		}
 		goto cleanup;
 	}
 	params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
@@ -185,7 +151,7 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 		combos = ks_params_count(&cand);
 	for (size_t c = 0; c < combos; c++) {
 		struct ks_build build;
-		struct ks_eval_result res = { 0 };
+		struct ks_result res;
 		int code;
 
 		if (args->all_params) {
@@ -193,43 +159,39 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 			if (!ks_params_allowed(&cand, params, NULL, 0))
 				continue; /* ruled out before compilation: not a failure */
 		}
-		ks_error_clear(&err);
-		if (ks_build(&cand, op, params, ev->profile.arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
+		/* the one path to a result, the search's too (backend.h) */
+		ks_result_init(&res);
+		if (ks_gpu_build(op, &cand, params, ev->profile.arch, KS_BUILD_ISOLATED, &build, &res, &err) <
+		    0) {
 			ks_cli_error("check", "%s", err.msg);
-			ks_build_release(&build);
+			ks_result_release(&res);
 			ret = KS_EXIT_FAILED;
 			goto cleanup;
 		}
-		if (build.verdict != KS_VERDICT_OK) {
-			code = exit_for(build.verdict);
-			if (all) {
-				json_array_append_new(all, result_json(&cand, params, ev->profile.arch,
-								       &build, NULL, err.msg));
-			} else {
-				char pbuf[256];
+		if (build.verdict == KS_VERDICT_OK &&
+		    ks_gpu_evaluate(ev, op, &cand, params, &build, eopts, &res, &err) < 0) {
+			ks_cli_error("check", "%s", err.msg);
+			ks_build_release(&build);
+			ks_result_release(&res);
+			ret = KS_EXIT_FAILED;
+			goto cleanup;
+		}
+		code = exit_for(res.verdict);
+		if (all) {
+			json_array_append_new(all, ks_result_check_json(cand.path, &cand, params, &res));
+		} else if (build.verdict != KS_VERDICT_OK) {
+			char pbuf[256];
 
-				ks_params_format(&cand, params, pbuf, sizeof(pbuf));
-				printf("%s  %s\n\nverdict: %s\n%s\n\n", cand.path, pbuf,
-				       ks_verdict_name(build.verdict), err.msg);
-			}
+			ks_params_format(&cand, params, pbuf, sizeof(pbuf));
+			printf("%s  %s\n\nverdict: %s\n%s\n\n", cand.path, pbuf, ks_verdict_name(res.verdict),
+			       res.evidence);
 		} else {
-			if (ks_evaluator_run(ev, op, &cand, params, &build, eopts, &res, &err) < 0) {
-				ks_cli_error("check", "%s", err.msg);
-				ks_build_release(&build);
-				ret = KS_EXIT_FAILED;
-				goto cleanup;
-			}
-			code = exit_for(res.verdict);
-			if (all)
-				json_array_append_new(all, result_json(&cand, params, ev->profile.arch,
-								       &build, &res, NULL));
-			else
-				print_result(&cand, params, &build, &res, ev);
-			ks_eval_result_release(&res);
+			print_result(&cand, params, &res, ev);
 		}
 		if (code > worst)
 			worst = code;
 		ks_build_release(&build);
+		ks_result_release(&res);
 		fflush(stdout);
 	}
 	ret = worst;

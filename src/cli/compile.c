@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "ksearch/compile/build.h"
+#include "ksearch/evaluate/result.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/op/op.h"
 #include "ksearch/base/util.h"
@@ -74,55 +75,36 @@ static void print_report(const struct ks_candidate *cand, const struct ks_op *op
 	(void)cand;
 }
 
+/* The build's result as every command writes one (result.h), with the file, op, params and cell. */
 static json_t *report_json(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params,
 			   const char *arch, const struct ks_build *b, const char *evidence)
 {
 	json_t *obj = json_object(), *pj = json_object();
+	struct ks_result res;
 
+	ks_result_init(&res);
+	if (b->verdict == KS_VERDICT_OK)
+		ks_result_set_build(&res, b);
+	else
+		ks_result_fail(&res, b->verdict, "%s", evidence);
+	snprintf(res.arch, sizeof(res.arch), "%s", arch);
 	for (size_t i = 0; i < cand->n_params; i++)
 		json_object_set_new(pj, cand->params[i].name, json_integer(params[i]));
 	json_object_set_new(obj, "file", json_string(cand->path));
 	json_object_set_new(obj, "op", json_string(op->key));
-	json_object_set_new(obj, "arch", json_string(arch));
 	json_object_set_new(obj, "params", pj);
-	json_object_set_new(obj, "verdict", json_string(ks_verdict_name(b->verdict)));
-	if (b->verdict != KS_VERDICT_OK) {
-		json_object_set_new(obj, "evidence", json_string(evidence));
-		return obj;
-	}
-	{
-		json_t *kernels = json_array(), *desc = json_object(), *cellj = json_object();
+	ks_result_to_json_into(&res, obj);
+	if (b->verdict == KS_VERDICT_OK) {
+		json_t *cellj = json_object();
 		int cell[16];
 
-		for (size_t i = 0; i < b->n_launches; i++) {
-			const struct ks_launch_report *r = &b->launches[i];
-
-			json_array_append_new(
-				kernels,
-				json_pack("{s:s, s:i, s:i, s:I, s:i, s:i, s:i, s:I, s:f, s:i, s:s, s:s, s:s, "
-					  "s:i}",
-					  "kernel", r->kernel, "registers", r->res.registers, "static_smem",
-					  r->res.static_smem, "dynamic_smem", (json_int_t)r->dynamic_smem,
-					  "stack_bytes", r->res.stack_bytes, "spill_stores",
-					  r->res.spill_stores, "spill_loads", r->res.spill_loads, "threads",
-					  (json_int_t)r->threads, "occupancy", r->occupancy.fraction,
-					  "blocks_per_sm", r->occupancy.blocks_per_sm, "occupancy_limit",
-					  ks_occupancy_limit_name(r->occupancy.limit), "tensor_cores",
-					  ks_tensor_cores_name(r->desc.tensor_cores), "async_copy",
-					  ks_async_copy_name(r->desc.async_copy), "widest_load_bytes",
-					  r->desc.widest_load_bytes));
-		}
-		for (int d = 0; d < KS_DESC_COUNT; d++)
-			json_object_set_new(desc, ks_descriptor_name((enum ks_descriptor)d),
-					    json_real(b->descriptors[d]));
 		ks_build_cell(op, b->descriptors, cell);
 		for (size_t g = 0; g < op->n_grid && g < 16; g++)
 			json_object_set_new(cellj, ks_descriptor_name(op->grid[g].descriptor),
 					    json_integer(cell[g]));
-		json_object_set_new(obj, "kernels", kernels);
-		json_object_set_new(obj, "descriptors", desc);
 		json_object_set_new(obj, "cell", cellj);
 	}
+	ks_result_release(&res);
 	return obj;
 }
 

@@ -195,10 +195,8 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		       sum->compile_s, sum->eval_s, 100.0 * sum->gpu_busy_s / (sum->wall_s * (double)lanes));
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
 		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM "
-				  "side "
-				  "can bring "
-				  "nothing more (its budget is spent, or no kernel has verified to start "
-				  "from)\n"
+				  "side can bring nothing more (its budget is spent, no kernel has verified "
+				  "to start from, or its last answers brought nothing usable)\n"
 				: "every param combination of every seed family has been evaluated: the "
 				  "built-in "
 				  "mutator "

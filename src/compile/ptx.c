@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/base/util.h"
+
 struct ptx_span {
 	const char *start;
 	size_t len;
@@ -187,45 +189,24 @@ static int word_is(const char *p, const char *directive)
 
 static int push_function(struct ptx_module *mod, const struct ptx_function *fn)
 {
-	if (mod->n_functions == mod->alloc_functions) {
-		size_t alloc = mod->alloc_functions ? 2 * mod->alloc_functions : 16;
-		void *grown = realloc(mod->functions, alloc * sizeof(*mod->functions));
-
-		if (!grown)
-			return -1;
-		mod->functions = grown;
-		mod->alloc_functions = alloc;
-	}
+	if (KS_ALLOC_TRY_GROW(mod->functions, mod->n_functions + 1, mod->alloc_functions) < 0)
+		return -1;
 	mod->functions[mod->n_functions++] = *fn;
 	return 0;
 }
 
 static int push_decl(struct ptx_module *mod, struct ptx_span decl)
 {
-	if (mod->n_decls == mod->alloc_decls) {
-		size_t alloc = mod->alloc_decls ? 2 * mod->alloc_decls : 16;
-		void *grown = realloc(mod->decls, alloc * sizeof(*mod->decls));
-
-		if (!grown)
-			return -1;
-		mod->decls = grown;
-		mod->alloc_decls = alloc;
-	}
+	if (KS_ALLOC_TRY_GROW(mod->decls, mod->n_decls + 1, mod->alloc_decls) < 0)
+		return -1;
 	mod->decls[mod->n_decls++] = decl;
 	return 0;
 }
 
 static int push_extern(struct ptx_module *mod, struct ptx_span name)
 {
-	if (mod->n_externs == mod->alloc_externs) {
-		size_t alloc = mod->alloc_externs ? 2 * mod->alloc_externs : 8;
-		void *grown = realloc(mod->externs, alloc * sizeof(*mod->externs));
-
-		if (!grown)
-			return -1;
-		mod->externs = grown;
-		mod->alloc_externs = alloc;
-	}
+	if (KS_ALLOC_TRY_GROW(mod->externs, mod->n_externs + 1, mod->alloc_externs) < 0)
+		return -1;
 	mod->externs[mod->n_externs++] = name;
 	return 0;
 }
@@ -504,15 +485,8 @@ static int add_callee(struct scan *s, struct ptx_span name)
 	for (size_t i = 0; i < s->n_callees; i++)
 		if (s->callees[i].len == name.len && !memcmp(s->callees[i].start, name.start, name.len))
 			return 0;
-	if (s->n_callees == s->alloc_callees) {
-		size_t alloc = s->alloc_callees ? 2 * s->alloc_callees : 8;
-		void *grown = realloc(s->callees, alloc * sizeof(*s->callees));
-
-		if (!grown)
-			return -1;
-		s->callees = grown;
-		s->alloc_callees = alloc;
-	}
+	if (KS_ALLOC_TRY_GROW(s->callees, s->n_callees + 1, s->alloc_callees) < 0)
+		return -1;
 	s->callees[s->n_callees++] = name;
 	return 0;
 }
@@ -696,14 +670,12 @@ int ks_ptx_has_entry(const char *ptx, const char *name)
 	return found;
 }
 
-static int push_name(char ***names, size_t *count, struct ptx_span name)
+static int push_name(char ***names, size_t *count, size_t *alloc, struct ptx_span name)
 {
-	char **grown = realloc(*names, (*count + 1) * sizeof(**names));
 	char *copy;
 
-	if (!grown)
+	if (KS_ALLOC_TRY_GROW(*names, *count + 1, *alloc) < 0)
 		return -1;
-	*names = grown;
 	copy = malloc(name.len + 1);
 	if (!copy)
 		return -1;
@@ -813,16 +785,9 @@ static void taint_reg(struct taint *t, struct ptx_span reg)
 {
 	if (!reg.len || reg.start[0] != '%' || is_tainted(t, reg))
 		return;
-	if (t->n_regs == t->alloc_regs) {
-		size_t alloc = t->alloc_regs ? 2 * t->alloc_regs : 16;
-		void *grown = realloc(t->regs, alloc * sizeof(*t->regs));
-
-		if (!grown) {
-			t->oom = 1;
-			return;
-		}
-		t->regs = grown;
-		t->alloc_regs = alloc;
+	if (KS_ALLOC_TRY_GROW(t->regs, t->n_regs + 1, t->alloc_regs) < 0) {
+		t->oom = 1;
+		return;
 	}
 	t->regs[t->n_regs++] = reg;
 	t->grew = 1;
@@ -1107,7 +1072,7 @@ static int for_each_declared(const struct ptx_module *mod, size_t index, declare
 
 struct name_list {
 	char **names;
-	size_t count;
+	size_t count, alloc;
 	int only_mutable;
 };
 
@@ -1117,14 +1082,14 @@ static int collect_declared(void *ctx, const struct ptx_module *mod, size_t decl
 
 	if (list->only_mutable && !module_may_write(mod, decl, name))
 		return 0;
-	return push_name(&list->names, &list->count, name);
+	return push_name(&list->names, &list->count, &list->alloc, name);
 }
 
 static int module_variables(const char *ptx, int only_mutable, char ***names, size_t *count,
 			    struct ks_error *err)
 {
 	struct ptx_module mod;
-	struct name_list list = { NULL, 0, only_mutable };
+	struct name_list list = { NULL, 0, 0, only_mutable };
 	int ret = -1;
 
 	*names = NULL;
@@ -1161,6 +1126,7 @@ int ks_ptx_variables(const char *ptx, char ***names, size_t *count, struct ks_er
 int ks_ptx_forbidden_calls(const char *ptx, char ***names, size_t *count, struct ks_error *err)
 {
 	struct ptx_module mod;
+	size_t alloc = 0;
 	int ret = -1;
 
 	*names = NULL;
@@ -1176,7 +1142,7 @@ int ks_ptx_forbidden_calls(const char *ptx, char ***names, size_t *count, struct
 			continue;
 		for (size_t f = 0; f < mod.n_functions && !used; f++)
 			used = mentions(mod.functions[f].body, name, &at);
-		if (used && push_name(names, count, name)) {
+		if (used && push_name(names, count, &alloc, name)) {
 			ks_fail(err, "out of memory reading PTX");
 			ks_ptx_names_free(*names, *count);
 			*names = NULL;
@@ -1260,6 +1226,7 @@ int ks_ptx_entry(const char *ptx, const char *name, struct ks_ptx_entry *out, st
 	struct ptx_module mod;
 	const struct ptx_function *fn;
 	const char *p, *end, *open, *close;
+	size_t alloc_params = 0;
 	int ret = -1;
 
 	memset(out, 0, sizeof(*out));
@@ -1291,9 +1258,8 @@ int ks_ptx_entry(const char *ptx, const char *name, struct ks_ptx_entry *out, st
 
 				if (mentions(param, (struct ptx_span){ ".param", 6 }, &at) ||
 				    memchr(q, '.', (size_t)(stop - q))) {
-					out->params = realloc(out->params,
-							      (out->n_params + 1) * sizeof(*out->params));
-					if (!out->params) {
+					if (KS_ALLOC_TRY_GROW(out->params, out->n_params + 1, alloc_params) <
+					    0) {
 						ks_fail(err, "out of memory reading PTX");
 						goto cleanup;
 					}

@@ -1,124 +1,96 @@
 /*
- * backend.c - build with NVRTC, evaluate on GPU workers, for the search.
+ * backend.c - build with NVRTC, evaluate on GPU workers: the one path to a
+ * result, for `check` and the search.
  */
 #include "ksearch/evaluate/backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/base/frame.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/base/util.h"
 
-struct built {
-	struct ks_build build;
-};
-
-static json_t *kernels_json(const struct ks_build *b)
+int ks_gpu_build(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
+		 const char *arch, unsigned flags, struct ks_build *build, struct ks_result *res,
+		 struct ks_error *err)
 {
-	json_t *arr = json_array();
-
-	for (size_t i = 0; i < b->n_launches; i++) {
-		const struct ks_launch_report *r = &b->launches[i];
-
-		json_array_append_new(
-			arr, json_pack("{s:s, s:i, s:i, s:I, s:i, s:i, s:i, s:I, s:f, s:s, s:s, s:i}",
-				       "kernel", r->kernel, "registers", r->res.registers, "static_smem",
-				       r->res.static_smem, "dynamic_smem", (json_int_t)r->dynamic_smem,
-				       "stack_bytes", r->res.stack_bytes, "spill_stores", r->res.spill_stores,
-				       "spill_loads", r->res.spill_loads, "threads", (json_int_t)r->threads,
-				       "occupancy", r->occupancy.fraction, "tensor_cores",
-				       ks_tensor_cores_name(r->desc.tensor_cores), "async_copy",
-				       ks_async_copy_name(r->desc.async_copy), "widest_load_bytes",
-				       r->desc.widest_load_bytes));
-	}
-	return arr;
-}
-
-static json_t *descriptors_json(const double *d)
-{
-	json_t *obj = json_object();
-
-	for (int i = 0; i < KS_DESC_COUNT; i++)
-		json_object_set_new(obj, ks_descriptor_name((enum ks_descriptor)i), json_real(d[i]));
-	return obj;
-}
-
-static int gb_build(void *ctx, const struct ks_family *fam, const int64_t *params, void **out,
-		    json_t **record, struct ks_error *err)
-{
-	struct ks_gpu_backend *gb = ctx;
-	struct built *b = ks_calloc(1, sizeof(*b));
 	struct ks_error why;
+	int64_t t0 = ks_now_ms();
 
-	*out = NULL;
-	*record = NULL;
+	ks_result_release(res);
 	ks_error_clear(&why);
-	if (ks_build(&fam->cand, gb->op, params, gb->evaluators[0].profile.arch, KS_BUILD_ISOLATED, &b->build,
-		     &why) < 0) {
+	if (ks_build(cand, op, params, arch, flags, build, &why) < 0) {
 		*err = why;
-		ks_build_release(&b->build);
-		free(b);
+		ks_build_release(build);
+		ks_result_release(res);
 		return -1;
 	}
-	if (b->build.verdict != KS_VERDICT_OK) {
-		*record = json_pack("{s:s, s:s, s:s}", "verdict", ks_verdict_name(b->build.verdict),
-				    "evidence", why.msg, "arch", gb->evaluators[0].profile.arch);
-		ks_build_release(&b->build);
-		free(b);
+	if (build->verdict == KS_VERDICT_OK)
+		ks_result_set_build(res, build);
+	else
+		ks_result_fail(res, build->verdict, "%s", why.msg);
+	snprintf(res->arch, sizeof(res->arch), "%s", arch);
+	res->timing.compile_s = (double)(ks_now_ms() - t0) / 1000.0;
+	return 0;
+}
+
+int ks_gpu_evaluate(struct ks_evaluator *ev, const struct ks_op *op, const struct ks_candidate *cand,
+		    const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
+		    struct ks_result *res, struct ks_error *err)
+{
+	struct ks_result eval;
+
+	ks_result_init(&eval);
+	if (ks_evaluator_run(ev, op, cand, params, build, opts, &eval, err) < 0)
+		return -1;
+	ks_result_add_evaluation(res, &eval);
+	ks_result_release(&eval);
+	return 0;
+}
+
+/* The search's backend: a build that passed waits in *built for a lane. */
+
+static int gb_build(void *ctx, const struct ks_family *fam, const int64_t *params, void **out,
+		    struct ks_result *res, struct ks_error *err)
+{
+	struct ks_gpu_backend *gb = ctx;
+	struct ks_build *build = ks_calloc(1, sizeof(*build));
+
+	*out = NULL;
+	if (ks_gpu_build(gb->op, &fam->cand, params, gb->evaluators[0].profile.arch, KS_BUILD_ISOLATED, build,
+			 res, err) < 0) {
+		free(build);
+		return -1;
+	}
+	if (build->verdict != KS_VERDICT_OK) {
+		ks_build_release(build);
+		free(build);
 		return 0;
 	}
-	*out = b;
+	*out = build;
 	return 0;
 }
 
 static int gb_evaluate(void *ctx, int lane, const struct ks_family *fam, const int64_t *params, void *built,
-		       json_t **record, struct ks_error *err)
+		       struct ks_result *res, struct ks_error *err)
 {
 	struct ks_gpu_backend *gb = ctx;
-	struct built *b = built;
-	struct ks_evaluator *ev = &gb->evaluators[lane];
-	struct ks_eval_result res;
-	double descriptors[KS_DESC_COUNT];
-	json_t *launches, *timing;
-	int ret = -1;
+	struct ks_build *build = built;
+	int ret = ks_gpu_evaluate(&gb->evaluators[lane], gb->op, &fam->cand, params, build, &gb->eval_opts,
+				  res, err);
 
-	*record = NULL;
-	if (ks_evaluator_run(ev, gb->op, &fam->cand, params, &b->build, &gb->eval_opts, &res, err) < 0)
-		goto cleanup;
-	*record = res.result;
-	res.result = NULL;
-	/* occupancy as the driver reports it, where the worker could ask */
-	memcpy(descriptors, b->build.descriptors, sizeof(descriptors));
-	launches = json_object_get(*record, "launches");
-	for (size_t i = 0; i < json_array_size(launches); i++) {
-		double occ = json_number_value(json_object_get(json_array_get(launches, i), "occupancy"));
-
-		if (occ > 0 && (i == 0 || occ < descriptors[KS_DESC_OCCUPANCY]))
-			descriptors[KS_DESC_OCCUPANCY] = occ;
-	}
-	json_object_set_new(*record, "descriptors", descriptors_json(descriptors));
-	json_object_set_new(*record, "kernels", kernels_json(&b->build));
-	json_object_set_new(*record, "arch", json_string(ev->profile.arch));
-	timing = json_pack("{s:O?, s:O?, s:f}", "verify_s", json_object_get(*record, "verify_s"), "time_s",
-			   json_object_get(*record, "time_s"), "wall_s", res.wall_s);
-	json_object_set_new(*record, "timing", timing);
-	json_object_del(*record, "verify_s");
-	json_object_del(*record, "time_s");
-	ks_eval_result_release(&res);
-	ret = 0;
-cleanup:
-	ks_build_release(&b->build);
-	free(b);
+	ks_build_release(build);
+	free(build);
 	return ret;
 }
 
 static void gb_discard(void *ctx, void *built)
 {
-	struct built *b = built;
-
 	(void)ctx;
-	ks_build_release(&b->build);
-	free(b);
+	ks_build_release(built);
+	free(built);
 }
 
 int ks_gpu_backend_open(struct ks_gpu_backend *gb, const struct ks_op *op, const int *gpus, size_t n_gpus,

@@ -151,29 +151,24 @@ void ks_evaluator_close(struct ks_evaluator *ev)
 	ev->profile_json = NULL;
 }
 
-void ks_eval_result_release(struct ks_eval_result *res)
-{
-	json_decref(res->result);
-	memset(res, 0, sizeof(*res));
-}
-
-static void set_verdict(struct ks_eval_result *res, enum ks_verdict verdict, const char *fmt, ...)
+/* A verdict the evaluator reached itself: the worker never answered. */
+static void set_verdict(struct ks_result *res, enum ks_verdict verdict, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static void set_verdict(struct ks_eval_result *res, enum ks_verdict verdict, const char *fmt, ...)
+static void set_verdict(struct ks_result *res, enum ks_verdict verdict, const char *fmt, ...)
 {
 	va_list ap;
+	char *evidence;
 
-	res->verdict = verdict;
 	va_start(ap, fmt);
-	vsnprintf(res->evidence, sizeof(res->evidence), fmt, ap);
+	evidence = ks_vasprintf(fmt, ap);
 	va_end(ap);
-	res->result = json_pack("{s:s, s:s, s:[], s:f, s:f}", "verdict", ks_verdict_name(verdict), "evidence",
-				res->evidence, "workloads", "fitness", 0.0, "sol_fraction", 0.0);
+	ks_result_fail(res, verdict, "%s", evidence);
+	free(evidence);
 }
 
 int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const struct ks_candidate *cand,
 		     const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
-		     struct ks_eval_result *res, struct ks_error *err)
+		     struct ks_result *res, struct ks_error *err)
 {
 	char seed[32], structure[32], token[40];
 	json_t *job, *params_json = json_array(), *only = json_array();
@@ -181,7 +176,7 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 	int64_t deadline, t0 = ks_now_ms();
 	int ret = -1;
 
-	memset(res, 0, sizeof(*res));
+	ks_result_release(res);
 	if (ev->worker.pid <= 0) {
 		ev->restarts++;
 		if (start_worker(ev, opts && opts->startup_timeout_ms ? opts->startup_timeout_ms : 180000,
@@ -289,27 +284,22 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 			json_decref(msg);
 			goto cleanup;
 		}
-		if (ks_verdict_parse(json_string_value(json_object_get(msg, "verdict")) ?: "",
-				     &res->verdict) < 0) {
+		/* the result frame is a result's JSON form: parsed in one place */
+		if (ks_result_from_json(msg, res, err) < 0) {
 			json_decref(msg);
-			ks_fail(err, "GPU worker: malformed result");
+			ks_error_prefix(err, "GPU worker: malformed result");
 			goto cleanup;
 		}
-		snprintf(res->evidence, sizeof(res->evidence), "%s",
-			 json_string_value(json_object_get(msg, "evidence")) ?: "");
-		res->fitness = json_number_value(json_object_get(msg, "fitness"));
-		res->sol_fraction = json_number_value(json_object_get(msg, "sol_fraction"));
-		json_object_del(msg, "type");
-		json_object_del(msg, "job");
-		json_object_del(msg, "token");
-
-		res->result = msg;
+		json_decref(msg);
 		if (res->verdict == KS_VERDICT_CRASH)
 			ks_child_finish(&ev->worker, 5000, NULL); /* it exits after a crash */
 		break;
 	}
-	res->wall_s = (double)(ks_now_ms() - t0) / 1000.0;
+	res->has |= KS_RESULT_EVALUATED;
+	res->timing.wall_s = (double)(ks_now_ms() - t0) / 1000.0;
 	ret = 0;
 cleanup:
+	if (ret < 0)
+		ks_result_release(res);
 	return ret;
 }

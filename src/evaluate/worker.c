@@ -23,6 +23,7 @@
 #include "ksearch/evaluate/compare.h"
 #include "ksearch/evaluate/cuda.h"
 #include "ksearch/evaluate/gpukit.h"
+#include "ksearch/evaluate/result.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/op/op.h"
 #include "ksearch/op/verdict.h"
@@ -97,10 +98,15 @@ struct scratch {
 };
 
 /* The guard bands of one set of buffers, as the kit's region table, and what each region guards. */
+/*
+ * Two arrays of n: regions is what the device's guard table holds (copied
+ * as it is), what says in words which band a region is.
+ */
 struct guards {
 	struct ks_guard_region *regions; /* kept here: the device copy is written anew for each check */
 	CUdeviceptr table;
 	unsigned int n;
+	size_t alloc_regions, alloc_what;
 	uint64_t max_bytes;
 	char (*what)[96]; /* "after output 'lse'" per region */
 };
@@ -283,12 +289,12 @@ static void printf_reset(struct worker *w)
 	w->printf_bytes = 0;
 }
 
-/* {"bytes": N, "head": "..."} with anything unprintable shown as '?', or NULL if nothing was printed. */
-static json_t *printf_json(struct worker *w)
+/* What the kernel printed into res (the byte count and the first bytes, anything unprintable as '?'). */
+static void printf_into(struct worker *w, struct ks_result *res)
 {
 	printf_collect(w);
 	if (!w->printf_bytes)
-		return NULL;
+		return;
 	for (size_t i = 0; i < w->printf_kept; i++) {
 		unsigned char c = (unsigned char)w->printf_head[i];
 
@@ -296,7 +302,9 @@ static json_t *printf_json(struct worker *w)
 			w->printf_head[i] = '?';
 	}
 	w->printf_head[w->printf_kept] = '\0';
-	return json_pack("{s:I, s:s}", "bytes", (json_int_t)w->printf_bytes, "head", w->printf_head);
+	res->printf_bytes = w->printf_bytes;
+	free(res->printf_head);
+	res->printf_head = ks_strdup(w->printf_head);
 }
 
 /* ---- guarded buffers ---- */
@@ -343,8 +351,8 @@ static void guards_add(struct worker *w, struct guards *g, const struct gbuf *b,
 					 (uint64_t)(b->base + b->alloc - b->ptr - b->bytes),
 					 rng64(&w->job.rng) };
 
-	g->regions = ks_realloc(g->regions, (g->n + 2) * sizeof(*g->regions));
-	g->what = ks_realloc(g->what, (g->n + 2) * sizeof(*g->what));
+	KS_ALLOC_GROW(g->regions, (size_t)g->n + 2, g->alloc_regions);
+	KS_ALLOC_GROW(g->what, (size_t)g->n + 2, g->alloc_what);
 	g->regions[g->n] = before;
 	snprintf(g->what[g->n++], sizeof(*g->what), "before %s '%s'", kind, name);
 	g->regions[g->n] = after;
@@ -1513,30 +1521,28 @@ static void read_settings(const json_t *job, struct settings *set)
 		set->time_cap_ms = (int)json_integer_value(v);
 }
 
-static json_t *launches_json(struct worker *w, const struct program *cand)
+/* The plan's launches as the driver sees them, at the largest benchmark workload, into res. */
+static void launches_into(struct worker *w, const struct program *cand, struct ks_result *res)
 {
-	json_t *arr = json_array();
 	struct ks_plan plan;
 	struct ks_error err;
 
 	if (ks_plan_resolve(cand->cand, &w->op, &w->op.workloads[w->op.n_workloads - 1], cand->params, &plan,
 			    &err) < 0)
-		return arr;
+		return;
 	for (size_t i = 0; i < plan.n_launches; i++) {
 		const struct ks_launch_dims *d = &plan.launches[i];
+		struct ks_result_launch *l = ks_result_add_launch(res, cand->cand->launches[i].kernel);
 		int blocks = 0, warps_per_block = (int)((d->threads + 31) / 32);
-		double occupancy = 0;
 
 		if (w->cu->occupancy_max_active_blocks(&blocks, cand->fns[i], (int)d->threads,
 						       (size_t)d->smem) == CUDA_SUCCESS)
-			occupancy = (double)blocks * warps_per_block / (w->prof.max_threads_per_sm / 32);
-		json_array_append_new(
-			arr, json_pack("{s:s, s:i, s:f, s:I, s:I}", "kernel", cand->cand->launches[i].kernel,
-				       "blocks_per_sm", blocks, "occupancy", occupancy, "threads",
-				       (json_int_t)d->threads, "dynamic_smem", (json_int_t)d->smem));
+			l->occupancy = (double)blocks * warps_per_block / (w->prof.max_threads_per_sm / 32);
+		l->blocks_per_sm = blocks;
+		l->threads = d->threads;
+		l->dynamic_smem = d->smem;
 	}
 	ks_plan_release(&plan);
-	return arr;
 }
 
 /* The job's secrets: its id and token (echoed in every frame) and a generator no kernel can see. */
@@ -1565,13 +1571,15 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 	struct settings set;
 	struct ks_error err;
 	struct timing *timings = NULL;
-	json_t *result = NULL, *params_json, *workloads_json = json_array(), *launches = NULL, *printed;
+	struct ks_result res;
+	json_t *result = NULL, *params_json;
 	const char *op_dir, *path, *source, *seed_text, *structure_text;
 	int64_t *params = NULL;
 	uint64_t seed, structure_seed;
 	double t0 = now_s(), verify_s = 0, time_s = 0, log_speedup = 0, log_sol = 0;
 	size_t n_timed = 0;
 
+	ks_result_init(&res);
 	read_settings(job, &set);
 	if (json_unpack((json_t *)job, "{s:s, s:s, s:s, s:o, s:s, s:s}", "op_dir", &op_dir, "path", &path,
 			"source", &source, "params", &params_json, "seed", &seed_text, "structure_seed",
@@ -1601,7 +1609,7 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 	if (program_load(w, &prog, cubin->data, json_object_get(job, "variables"), &oc) < 0 ||
 	    program_set_smem(w, &prog, &oc) < 0)
 		goto done;
-	launches = launches_json(w, &prog);
+	launches_into(w, &prog, &res);
 
 	for (size_t i = 0; i < w->op.n_check_workloads; i++)
 		if (check_workload(w, &prog, &w->op.check_workloads[i], mix64(seed, 7 + i), &set, &oc) < 0)
@@ -1628,14 +1636,18 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 		const struct timing *tm = &timings[i];
 		double speedup = tm->ref_median / tm->cand.median;
 		double sol = tm->floor_us / tm->cand.median;
+		struct ks_result_workload *out = ks_result_add_workload(&res, tm->id);
 
-		json_array_append_new(workloads_json,
-				      json_pack("{s:s, s:f, s:f, s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:f}",
-						"id", tm->id, "median_us", tm->cand.median, "p10_us",
-						tm->cand.p10, "p90_us", tm->cand.p90, "min_us", tm->cand.min,
-						"reps", tm->cand.reps, "runs", tm->cand.runs, "ref_median_us",
-						tm->ref_median, "speedup", speedup, "floor_us", tm->floor_us,
-						"sol_fraction", sol));
+		out->median_us = tm->cand.median;
+		out->p10_us = tm->cand.p10;
+		out->p90_us = tm->cand.p90;
+		out->min_us = tm->cand.min;
+		out->reps = tm->cand.reps;
+		out->runs = tm->cand.runs;
+		out->ref_median_us = tm->ref_median;
+		out->speedup = speedup;
+		out->floor_us = tm->floor_us;
+		out->sol_fraction = sol;
 		log_speedup += log(speedup);
 		log_sol += log(sol);
 		if (sol > SOL_IMPLAUSIBLE && oc.verdict == KS_VERDICT_OK)
@@ -1650,28 +1662,28 @@ done:
 	if (oc.internal) {
 		result = json_pack("{s:s, s:s}", "type", "result", "internal_error", oc.evidence);
 	} else {
-		result = json_pack("{s:s, s:s, s:s, s:o, s:f, s:f, s:f, s:f}", "type", "result", "verdict",
-				   ks_verdict_name(oc.verdict), "evidence", oc.evidence, "workloads",
-				   json_incref(workloads_json), "fitness",
-				   oc.verdict == KS_VERDICT_OK && n_timed ? exp(log_speedup / (double)n_timed)
-									  : 0.0,
-				   "sol_fraction", n_timed ? exp(log_sol / (double)n_timed) : 0.0, "verify_s",
-				   verify_s, "time_s", time_s);
-		json_object_set_new(result, "launches", launches ? launches : json_array());
-		launches = NULL;
+		res.verdict = oc.verdict;
+		ks_result_set_evidence(&res, "%s", oc.evidence);
+		res.fitness =
+			oc.verdict == KS_VERDICT_OK && n_timed ? exp(log_speedup / (double)n_timed) : 0.0;
+		res.sol_fraction = n_timed ? exp(log_sol / (double)n_timed) : 0.0;
+		res.timing.verify_s = verify_s;
+		res.timing.time_s = time_s;
 		/* what the defences of the timed phase cost, beside the timed launches themselves */
-		json_object_set_new(result, "overhead",
-				    json_pack("{s:f, s:f, s:f, s:f, s:i, s:i}", "inputs_s",
-					      w->overhead.inputs, "prepare_s", w->overhead.prepare,
-					      "checks_s", w->overhead.checks, "verify_s", w->overhead.verify,
-					      "runs", w->overhead.runs, "verified_runs",
-					      w->overhead.verified));
+		res.overhead = (struct ks_result_overhead){ .inputs_s = w->overhead.inputs,
+							    .prepare_s = w->overhead.prepare,
+							    .checks_s = w->overhead.checks,
+							    .verify_s = w->overhead.verify,
+							    .runs = w->overhead.runs,
+							    .verified_runs = w->overhead.verified };
+		res.has = KS_RESULT_EVALUATED | KS_RESULT_OVERHEAD;
 		/* what the kernel printed: evidence for a person, never read as a message */
-		if ((printed = printf_json(w)))
-			json_object_set_new(result, "printf", printed);
+		printf_into(w, &res);
+		/* the frame is the result's one JSON form (result.h) */
+		result = ks_result_to_json(&res);
+		json_object_set_new(result, "type", json_string("result"));
 	}
-	json_decref(launches);
-	json_decref(workloads_json);
+	ks_result_release(&res);
 	free(timings);
 	program_unload(w, &prog);
 	ks_candidate_release(&cand);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ksearch/llm/prompt.h"
+#include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
 
 #define STRATEGY_MAX_BYTES (16 * 1024)
@@ -259,8 +260,7 @@ int ks_llm_mutate_prompt(const char *prompts_dir, const struct ks_llm_mutate_inp
 	ks_prompt_vars_setf(&vars, "parent_sol", "%.0f%%",
 			    100.0 * json_number_value(json_object_get(in->parent, "sol_fraction")));
 	ks_prompt_vars_set(&vars, "parent_params", params);
-	ks_prompt_vars_set(&vars, "parent_verdict",
-			   json_string_value(json_object_get(in->parent, "verdict")) ?: "?");
+	ks_prompt_vars_set(&vars, "parent_verdict", ks_record_str(in->parent, "verdict", "?"));
 	ks_prompt_vars_set(&vars, "parent_evidence", evidence);
 	ks_prompt_vars_set(&vars, "parent_timings", timings);
 	ks_prompt_vars_set(&vars, "parent_descriptors", desc);

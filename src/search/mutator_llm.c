@@ -35,6 +35,18 @@
  */
 #define STREAK_FREE 3
 #define BACKOFF_MAX_S 60.0
+/*
+ * When nothing but the LLM is left to propose, the search waits on it
+ * (may_produce), which it must not do for ever: after give_up_after
+ * replies in a row that brought nothing usable (answers with no usable
+ * kernel, cut-off ones included, and failed requests), it says it may
+ * produce nothing more and the search ends, "exhausted".  Until then it
+ * is asked as usual; a usable answer starts the count again.  The default
+ * is four whole conversations (an answer and two repair turns each); with
+ * the backoff above, the waits between their requests add up to a minute
+ * or so at most, besides the time the answers take.
+ */
+#define GIVE_UP_AFTER 12
 
 enum task_kind { TASK_MUTATE, TASK_REWRITE };
 
@@ -78,6 +90,7 @@ struct llm_mutator {
 	int pause_reported;
 	int no_parent;	       /* the last request found no elite to start from */
 	unsigned error_streak; /* unusable answers in a row */
+	unsigned barren;       /* replies in a row with nothing usable, failed requests too (give_up_after) */
 	double ask_after;      /* no new request before this time (ks_search_now()) */
 	json_t *usage;	       /* totals over the archive's life (state "llm/usage") */
 	size_t *tuned;	       /* families whose params were walked */
@@ -553,6 +566,7 @@ static int answer_error(struct llm_mutator *m, struct llm_task *task, const char
 	struct ks_strategy *st = ks_strategy_find(&m->strategies, task->strategy);
 
 	m->stats.answer_errors++;
+	m->barren++;
 	if (++m->error_streak >= STREAK_FREE) {
 		double wait = ldexp(1.0, (int)(m->error_streak < 20 ? m->error_streak - STREAK_FREE : 20));
 
@@ -590,6 +604,7 @@ static int cut_off_answer(struct llm_mutator *m, struct llm_task *task, const st
 		 in_reasoning ? " (it was still reasoning)" : "");
 	m->stats.answer_errors++;
 	m->stats.cut_off++;
+	m->barren++;
 	if (++m->error_streak >= STREAK_FREE) {
 		double wait = ldexp(1.0, (int)(m->error_streak < 20 ? m->error_streak - STREAK_FREE : 20));
 
@@ -656,6 +671,7 @@ static int mutate_answer(struct llm_mutator *m, struct llm_task *task, const str
 		return answer_error(m, task, reason, err);
 	}
 	m->error_streak = 0;
+	m->barren = 0;
 	m->ask_after = 0;
 	if (st) {
 		ks_strategy_count(st, "answers", 1);
@@ -691,6 +707,8 @@ static int handle(struct llm_mutator *m, const struct ks_llm_response *resp, str
 	m->asking--;
 	if (!resp->ok) {
 		m->stats.failed++;
+		if (task->kind == TASK_MUTATE)
+			m->barren++;
 		ks_mutator_host_log(m->h, json_pack("{s:s, s:I, s:I, s:i, s:s}", "event", "llm_error", "tag",
 						    (json_int_t)task->tag, "http_status",
 						    (json_int_t)resp->http_status, "attempts", resp->attempts,
@@ -772,6 +790,7 @@ static void llm_stop(void *ctx, struct ks_mutator_host *h)
 	m->next_tag = m->asking = m->since_rewrite = m->n_attempts = 0;
 	m->rewriting = m->pause_reported = m->no_parent = 0;
 	m->error_streak = 0;
+	m->barren = 0;
 	m->ask_after = 0;
 	m->h = NULL;
 	m->ar = NULL;
@@ -839,14 +858,35 @@ static int llm_busy(void *ctx)
 	return ks_llm_pending(m->cfg.client);
 }
 
-/* Whether the LLM side may still bring proposals (so an exhausted built-in mutator must wait). */
+/*
+ * Whether the LLM side may still bring proposals (so an exhausted
+ * built-in mutator must wait): not after give_up_after barren replies in
+ * a row, whatever is still out.
+ */
 static int llm_may_produce(void *ctx, struct ks_mutator_host *h)
 {
 	struct llm_mutator *m = ctx;
 	struct ks_error why;
 
-	(void)h;
-	if (m->children.count || m->tunes.count || m->asking || m->tasks)
+	if (m->children.count || m->tunes.count)
+		return 1;
+	if (m->barren >= (unsigned)m->cfg.give_up_after) {
+		if (!m->stats.gave_up) {
+			m->stats.gave_up = (int)m->barren;
+			ks_mutator_host_say(
+				h,
+				"LLM: its last %u replies brought nothing usable (no code, edits "
+				"that do not apply, kernels tried already, cut-off answers or "
+				"failed requests), and nothing else is left to propose: the search "
+				"ends (`ksearch archive prompts` shows how each strategy fared)",
+				m->barren);
+			ks_mutator_host_log(h, json_pack("{s:s, s:I, s:I}", "event", "llm_gave_up", "replies",
+							 (json_int_t)m->barren, "answer_errors",
+							 (json_int_t)m->stats.answer_errors));
+		}
+		return 0;
+	}
+	if (m->asking || m->tasks)
 		return 1;
 	if (ks_llm_paused(m->cfg.client) || ks_search_now() < m->ask_after)
 		return 1;
@@ -922,15 +962,16 @@ static void tune(struct llm_mutator *m, size_t fam, const int64_t *first, uint64
 }
 
 /* A result of an LLM-made kernel was inserted: statistics, repair, tuning. */
-static int llm_told(void *ctx, struct ks_mutator_host *h, const struct ks_proposal *p, const json_t *record,
-		    const struct ks_archive_insert_result *res, struct ks_error *err)
+static int llm_told(void *ctx, struct ks_mutator_host *h, const struct ks_proposal *p,
+		    const struct ks_result *result, const struct ks_archive_insert_result *res,
+		    struct ks_error *err)
 {
 	struct llm_mutator *m = ctx;
 	const struct ks_family *f = ks_mutator_host_family(h, p->family);
-	const char *verdict = json_string_value(json_object_get(record, "verdict")) ?: "crash";
-	int ok = !strcmp(verdict, "ok");
+	const char *verdict = ks_verdict_name(result->verdict);
+	int ok = result->verdict == KS_VERDICT_OK;
 	int improved = res->outcome == KS_ARCHIVE_NEW_CELL || res->outcome == KS_ARCHIVE_IMPROVED;
-	double fitness = json_number_value(json_object_get(record, "fitness"));
+	double fitness = result->fitness;
 	int from_llm = !strcmp(p->mutation, "llm") || !strcmp(p->mutation, "repair");
 	struct ks_strategy *st = p->strategy ? ks_strategy_find(&m->strategies, p->strategy) : NULL;
 	struct llm_task *task = p->tag ? task_find(m, p->tag) : NULL;
@@ -953,8 +994,7 @@ static int llm_told(void *ctx, struct ks_mutator_host *h, const struct ks_propos
 				 improved ? ", a new elite" : ", not better than its cell's elite");
 	else
 		remember_attempt(m, p->parents[0], "candidate %llu (%s): %s: %.120s",
-				 (unsigned long long)res->id, f->name, verdict,
-				 json_string_value(json_object_get(record, "evidence")) ?: "");
+				 (unsigned long long)res->id, f->name, verdict, result->evidence);
 	if (ok && !was_tuned(m, p->family) && m->cfg.tune_budget > 0)
 		tune(m, p->family, p->params, res->id);
 	if (!task)
@@ -968,8 +1008,7 @@ static int llm_told(void *ctx, struct ks_mutator_host *h, const struct ks_propos
 
 		ks_params_format(&f->cand, p->params, params, sizeof(params));
 		task->parent = res->id;
-		return repair(m, task, verdict, json_string_value(json_object_get(record, "evidence")),
-			      params, err);
+		return repair(m, task, verdict, result->evidence, params, err);
 	}
 }
 
@@ -1006,6 +1045,11 @@ static void llm_summary(void *ctx, FILE *out)
 			"LLM: %llu answer%s cut off at the answer budget and not used: raise --max-tokens "
 			"(reasoning counts against it)\n",
 			(unsigned long long)st->cut_off, st->cut_off == 1 ? " was" : "s were");
+	if (st->gave_up)
+		fprintf(out,
+			"LLM: the search ended because its last %d replies brought nothing usable; `ksearch "
+			"archive prompts` shows what each strategy got back\n",
+			st->gave_up);
 }
 
 static void llm_free(void *ctx)
@@ -1024,6 +1068,8 @@ struct ks_mutator *ks_llm_mutator_new(const struct ks_llm_mutator_config *cfg)
 	struct llm_mutator *m = ks_calloc(1, sizeof(*m));
 
 	m->cfg = *cfg;
+	if (m->cfg.give_up_after <= 0)
+		m->cfg.give_up_after = GIVE_UP_AFTER;
 	m->iface = (struct ks_mutator){
 		.name = "llm",
 		.mutations = mutations,

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
 #include "ksearch/search/mutator.h"
 
@@ -33,7 +34,7 @@ struct job {
 	const struct ks_family *fam; /* s->fams[p.family].fam, for the threads */
 	enum job_stage stage;
 	void *built;
-	json_t *record;
+	struct ks_result result; /* build() fills it, evaluate() completes it */
 	double compile_s, eval_s;
 	int failed;
 	int skip; /* resumed proposal whose result the archive holds already */
@@ -290,6 +291,23 @@ int ks_mutator_host_family_ok(struct ks_mutator_host *h, size_t index)
 	return index < h->s->n_seeds || h->s->fams[index].ok;
 }
 
+/* ---- jobs ---- */
+
+static struct job *job_new(void)
+{
+	struct job *job = ks_calloc(1, sizeof(*job));
+
+	ks_result_init(&job->result);
+	return job;
+}
+
+static void job_free(struct job *job)
+{
+	ks_result_release(&job->result);
+	json_decref(job->p.llm);
+	free(job);
+}
+
 /* ---- queues (under s->lock) ---- */
 
 static void queue_push(struct queue *q, struct job *job)
@@ -341,12 +359,11 @@ static void *build_thread(void *arg)
 		if (job->fam->broken) {
 			/* an LLM's source whose ksearch block cannot be used: nothing to build */
 			job->built = NULL;
-			job->record = json_pack("{s:s, s:s}", "verdict", "contract_error", "evidence",
-						job->fam->broken);
+			ks_result_fail(&job->result, KS_VERDICT_CONTRACT_ERROR, "%s", job->fam->broken);
 			rc = 0;
 		} else {
 			rc = s->backend->build(s->backend->ctx, job->fam, job->p.params, &job->built,
-					       &job->record, &job->err);
+					       &job->result, &job->err);
 		}
 		job->compile_s = ks_search_now() - t0;
 		pthread_mutex_lock(&s->lock);
@@ -389,7 +406,7 @@ static void *lane_thread(void *arg)
 			return NULL;
 		t0 = ks_search_now();
 		rc = s->backend->evaluate(s->backend->ctx, lane->index, job->fam, job->p.params, job->built,
-					  &job->record, &job->err);
+					  &job->result, &job->err);
 		job->built = NULL;
 		job->eval_s = ks_search_now() - t0;
 		pthread_mutex_lock(&s->lock);
@@ -419,6 +436,7 @@ static int family_of(struct search *s, uint64_t id)
 	json_t *record = NULL;
 	char *source = NULL;
 	struct ks_error err;
+	enum ks_verdict verdict;
 	int fam = -1;
 
 	for (size_t i = 0; i < s->n_fam_cache; i++)
@@ -432,8 +450,7 @@ static int family_of(struct search *s, uint64_t id)
 			if (!family->broken && !strcmp(source, family->cand.source) &&
 			    params_from_json(family, json_object_get(record, "params"), params) == 0) {
 				fam = (int)f;
-				if (!strcmp(json_string_value(json_object_get(record, "verdict")) ?: "",
-					    "ok"))
+				if (ks_record_verdict(record, &verdict) == 0 && verdict == KS_VERDICT_OK)
 					s->fams[f].ok = 1;
 				break;
 			}
@@ -865,13 +882,14 @@ static void status_line(struct search *s, int final)
 
 /* ---- inserting results ---- */
 
-static int insert_result(struct search *s, struct job *job, struct ks_error *err)
+/*
+ * The record: where the candidate came from, then the result as its one
+ * serialiser writes it (result.h), with the pipeline's own timings.
+ */
+static json_t *record_of(struct job *job)
 {
 	const struct ks_family *f = job->fam;
-	struct ks_archive_insert_result res;
-	json_t *record = job->record ? job->record : json_object(), *parents = json_array(), *timing;
-	enum ks_verdict verdict = KS_VERDICT_CRASH;
-	int ret;
+	json_t *record = json_object(), *parents = json_array();
 
 	for (int i = 0; i < job->p.n_parents; i++)
 		json_array_append_new(parents, json_integer((json_int_t)job->p.parents[i]));
@@ -885,14 +903,20 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 		json_object_set_new(record, "prompt_id", json_integer((json_int_t)job->p.strategy));
 	if (job->p.llm)
 		json_object_set_new(record, "llm", json_incref(job->p.llm));
-	timing = json_object_get(record, "timing");
-	if (!json_is_object(timing)) {
-		timing = json_object();
-		json_object_set_new(record, "timing", timing);
-	}
-	json_object_set_new(timing, "compile_s", json_real(job->compile_s));
-	json_object_set_new(timing, "eval_s", json_real(job->eval_s));
-	ks_verdict_parse(json_string_value(json_object_get(record, "verdict")) ?: "crash", &verdict);
+	job->result.timing.compile_s = job->compile_s;
+	job->result.timing.eval_s = job->eval_s;
+	ks_result_to_json_into(&job->result, record);
+	return record;
+}
+
+static int insert_result(struct search *s, struct job *job, struct ks_error *err)
+{
+	const struct ks_family *f = job->fam;
+	const struct ks_result *result = &job->result;
+	struct ks_archive_insert_result res;
+	json_t *record = record_of(job);
+	int ret;
+
 	ret = ks_archive_insert(s->ar, record, f->cand.source, &res, err);
 	if (ret == 0) {
 		remember_family(s, res.id, (int)job->p.family);
@@ -902,29 +926,28 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 			s->improvements++;
 		}
 		s->summary->evaluated++;
-		s->summary->by_verdict[verdict]++;
+		s->summary->by_verdict[result->verdict]++;
 		s->summary->compile_s += job->compile_s;
 		s->summary->eval_s += job->eval_s;
 		search_log(s, json_pack("{s:s, s:I, s:I, s:s, s:O, s:s, s:s, s:f, s:f, s:s, s:I}", "event",
 					"result", "seq", (json_int_t)job->seq, "id", (json_int_t)res.id,
 					"family", f->name, "params", json_object_get(record, "params"),
-					"mutation", job->p.mutation, "verdict", ks_verdict_name(verdict),
-					"fitness", json_number_value(json_object_get(record, "fitness")),
-					"sol_fraction",
-					json_number_value(json_object_get(record, "sol_fraction")), "outcome",
+					"mutation", job->p.mutation, "verdict",
+					ks_verdict_name(result->verdict), "fitness", result->fitness,
+					"sol_fraction", result->sol_fraction, "outcome",
 					ks_archive_outcome_name(res.outcome), "cell", (json_int_t)res.cell));
-		if (verdict == KS_VERDICT_OK)
+		if (result->verdict == KS_VERDICT_OK)
 			s->fams[job->p.family].ok = 1;
 		/* the mutator that proposed it is told */
 		{
 			const struct ks_mutator *m = owner_of(s, job->p.mutation);
 
-			if (m && m->told && (ret = m->told(m->ctx, &s->host, &job->p, record, &res, err)) < 0)
+			if (m && m->told && (ret = m->told(m->ctx, &s->host, &job->p, result, &res, err)) < 0)
 				ks_error_prefix(err, "the %s mutator", m->name);
 		}
 	}
 	json_decref(record);
-	job->record = NULL;
+	ks_result_release(&job->result);
 	return ret;
 }
 
@@ -992,12 +1015,12 @@ static void dispatch(struct search *s, struct job *job)
  */
 static int propose_next(struct search *s, int stopping, struct ks_error *err)
 {
-	struct job *job = ks_calloc(1, sizeof(*job));
+	struct job *job = job_new();
 	int rc;
 
 	job->seq = s->next_seq;
 	if ((rc = propose(s, job, err))) {
-		free(job);
+		job_free(job);
 		if (rc < 0)
 			return -1;
 		s->exhausted = 1;
@@ -1005,8 +1028,7 @@ static int propose_next(struct search *s, int stopping, struct ks_error *err)
 	}
 	job->fam = s->fams[job->p.family].fam;
 	if (save_proposal(s, job, err) < 0) {
-		json_decref(job->p.llm);
-		free(job);
+		job_free(job);
 		return -1;
 	}
 	s->next_seq++;
@@ -1033,13 +1055,6 @@ static int top_up(struct search *s, const char **reason, struct ks_error *err)
 			return -1;
 	}
 	return 0;
-}
-
-static void job_free(struct job *job)
-{
-	json_decref(job->record);
-	json_decref(job->p.llm);
-	free(job);
 }
 
 /* The next result in proposal order, taken from the ring when it is done; NULL if not yet. */
@@ -1117,7 +1132,7 @@ static int resume_saved(struct search *s, struct ks_error *err)
 	const struct ks_search_config *cfg = s->cfg;
 
 	for (uint64_t seq = s->next_insert; seq < s->next_seq; seq++) {
-		struct job *job = ks_calloc(1, sizeof(*job));
+		struct job *job = job_new();
 		int found;
 		struct ks_pcg32 keep = s->rng;
 		size_t keep_seeds = s->seeds_done, keep_n_recent = s->n_recent;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/base/util.h"
 #include "ksearch/compile/ptx.h"
 
 static char *read_fixture(const char *name)
@@ -281,6 +282,63 @@ static void test_entry_signature_and_bounds(void **state)
 	assert_non_null(strstr(err.msg, "'nope'"));
 }
 
+/*
+ * Every list the reader keeps (functions, declarations, externs, callees,
+ * tainted registers, names, parameters) grows far past its first
+ * allocation, and keeps what it was given, in order.
+ */
+static void test_lists_grow_past_their_first_allocation(void **state)
+{
+	enum { N = 70 };
+	struct ks_strbuf sb;
+	struct ks_error err = { "" };
+	struct ks_ptx_descriptors d;
+	struct ks_ptx_entry e;
+	char **names, want[32];
+	size_t count;
+
+	(void)state;
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, ".version 8.0\n.target sm_90\n.address_size 64\n");
+	for (int i = 0; i < N; i++)
+		ks_strbuf_addf(&sb, ".global .align 4 .u32 g%d;\n.extern .func x%d();\n", i, i);
+	for (int i = 0; i < N; i++)
+		ks_strbuf_addf(&sb, ".func f%d()\n{\n\tret;\n}\n", i);
+	ks_strbuf_adds(&sb, ".visible .entry k(");
+	for (int i = 0; i < N; i++)
+		ks_strbuf_addf(&sb, "%s\n\t.param .u64 k_param_%d", i ? "," : "", i);
+	ks_strbuf_adds(&sb, "\n)\n{\n\t.reg .b32 %r<2>;\n\t.reg .b64 %rd<100>;\n");
+	for (int i = 0; i < N; i++)
+		ks_strbuf_addf(&sb,
+			       "\tmov.u64 %%rd%d, g%d;\n\tst.global.u32 [%%rd%d], %%r1;\n\tcall f%d;\n"
+			       "\tcall x%d;\n",
+			       i, i, i, i, i);
+	ks_strbuf_adds(&sb, "\tret;\n}\n");
+
+	assert_int_equal(ks_ptx_kernel_descriptors(sb.buf, "k", &d, &err), 0);
+	assert_int_equal(ks_ptx_variables(sb.buf, &names, &count, &err), 0);
+	assert_int_equal(count, N);
+	for (int i = 0; i < N; i++) {
+		snprintf(want, sizeof(want), "g%d", i);
+		assert_string_equal(names[i], want);
+	}
+	ks_ptx_names_free(names, count);
+	/* each is stored to through a register of its own: every one is mutable */
+	if (ks_ptx_mutable_globals(sb.buf, &names, &count, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(count, N);
+	ks_ptx_names_free(names, count);
+	assert_int_equal(ks_ptx_forbidden_calls(sb.buf, &names, &count, &err), 0);
+	assert_int_equal(count, N);
+	assert_string_equal(names[N - 1], "x69");
+	ks_ptx_names_free(names, count);
+	assert_int_equal(ks_ptx_entry(sb.buf, "k", &e, &err), 0);
+	assert_int_equal(e.n_params, N);
+	assert_int_equal(e.params[N - 1].bytes, 8);
+	ks_ptx_entry_release(&e);
+	ks_strbuf_release(&sb);
+}
+
 static void test_has_entry(void **state)
 {
 	char *ptx = read_fixture("edge_sm100a.ptx");
@@ -352,6 +410,7 @@ int main(void)
 		cmocka_unit_test(test_forbidden_calls_allow_printf_and_assert),
 		cmocka_unit_test(test_entry_signature_and_bounds),
 		cmocka_unit_test(test_has_entry),
+		cmocka_unit_test(test_lists_grow_past_their_first_allocation),
 		cmocka_unit_test(test_unknown_kernel_fails_naming_it),
 		cmocka_unit_test(test_malformed_ptx_fails_with_line),
 		cmocka_unit_test(test_names),

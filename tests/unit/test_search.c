@@ -7,6 +7,8 @@
 #include "testlib.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <signal.h>
 
 #include "fakellm.h"
 #include "ksearch/archive/archive.h"
@@ -61,7 +63,7 @@ static uint64_t toy_hash(const struct ks_family *f, const int64_t *params)
 }
 
 static int toy_build(void *ctx, const struct ks_family *f, const int64_t *params, void **built,
-		     json_t **record, struct ks_error *err)
+		     struct ks_result *res, struct ks_error *err)
 {
 	struct toy *t = ctx;
 	uint64_t h = toy_hash(f, params);
@@ -72,16 +74,15 @@ static int toy_build(void *ctx, const struct ks_family *f, const int64_t *params
 	pthread_mutex_unlock(&t->lock);
 	if (h % 11 == 0) {
 		*built = NULL;
-		*record = json_pack("{s:s, s:s}", "verdict", "compile_error", "evidence", "toy: h % 11");
+		ks_result_fail(res, KS_VERDICT_COMPILE_ERROR, "toy: h %% 11");
 		return 0;
 	}
 	*built = malloc(1);
-	*record = NULL;
 	return 0;
 }
 
 static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const int64_t *params, void *built,
-			json_t **record, struct ks_error *err)
+			struct ks_result *res, struct ks_error *err)
 {
 	struct toy *t = ctx;
 	uint64_t h = toy_hash(f, params);
@@ -98,13 +99,16 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 	if (t->fail_internal_at && n == t->fail_internal_at)
 		return ks_fail(err, "toy: the GPU fell off the bus");
 	if (h % 13 == 0) {
-		*record = json_pack("{s:s, s:s}", "verdict", "crash", "evidence", "toy: h % 13");
+		ks_result_fail(res, KS_VERDICT_CRASH, "toy: h %% 13");
 		return 0;
 	}
-	*record = json_pack("{s:s, s:s, s:f, s:f, s:{s:f, s:f, s:f}}", "verdict", "ok", "evidence", "",
-			    "fitness", fitness, "sol_fraction", fitness / 10, "descriptors", "occupancy",
-			    (double)(h % 97) / 97.0, "registers", (double)(16 + (h >> 8) % 200), "launches",
-			    1.0);
+	res->verdict = KS_VERDICT_OK;
+	res->has = KS_RESULT_BUILT | KS_RESULT_EVALUATED;
+	res->fitness = fitness;
+	res->sol_fraction = fitness / 10;
+	res->descriptors[KS_DESC_OCCUPANCY] = (double)(h % 97) / 97.0;
+	res->descriptors[KS_DESC_REGISTERS] = (double)(16 + (h >> 8) % 200);
+	res->descriptors[KS_DESC_LAUNCHES] = 1.0;
 	return 0;
 }
 
@@ -381,6 +385,7 @@ struct endpoint {
 	double temperature; /* > 0: --temperature */
 	int max_tokens;	    /* 0: the default */
 	const char *header; /* --llm-header */
+	int give_up_after;  /* the mutator's; 0: 1000, so the search never ends on it; -1: its default */
 };
 
 static void llm_up_endpoint(struct llm_env *e, enum ks_llm_provider provider, const char *script,
@@ -427,7 +432,8 @@ static void llm_up_endpoint(struct llm_env *e, enum ks_llm_provider provider, co
 		.tune_budget = 3,
 		.rewrite_every = 3,
 		.population_cap = 6,
-		.move_share = 0.3 });
+		.move_share = 0.3,
+		.give_up_after = !ep || !ep->give_up_after ? 1000 : ep->give_up_after });
 	e->llm[1] = NULL;
 }
 
@@ -594,6 +600,7 @@ struct walker {
 	int64_t next_c;
 	int started, stopped, told, fail_at_c;
 	uint64_t told_ids[16];
+	enum ks_verdict told_verdicts[16];
 };
 
 static int walker_start(void *ctx, struct ks_mutator_host *h, struct ks_error *err)
@@ -625,16 +632,18 @@ static int walker_propose(void *ctx, struct ks_mutator_host *h, struct ks_propos
 }
 
 static int walker_told(void *ctx, struct ks_mutator_host *h, const struct ks_proposal *p,
-		       const json_t *record, const struct ks_archive_insert_result *res, struct ks_error *err)
+		       const struct ks_result *result, const struct ks_archive_insert_result *res,
+		       struct ks_error *err)
 {
 	struct walker *w = ctx;
 
 	(void)h;
 	(void)err;
 	assert_string_equal(p->mutation, "walk");
-	assert_non_null(json_object_get(record, "verdict"));
-	if (w->told < 16)
+	if (w->told < 16) {
 		w->told_ids[w->told] = res->id;
+		w->told_verdicts[w->told] = result->verdict;
+	}
 	w->told++;
 	return 0;
 }
@@ -686,8 +695,14 @@ static void test_a_mutator_is_a_table_and_one_line(void **state)
 	{
 		if (strcmp(json_string_value(json_object_get(r, "mutation")), "walk"))
 			continue;
-		for (int k = 0; k < 7; k++)
-			walked += w.told_ids[k] == (uint64_t)json_integer_value(json_object_get(r, "id"));
+		for (int k = 0; k < 7; k++) {
+			if (w.told_ids[k] != (uint64_t)json_integer_value(json_object_get(r, "id")))
+				continue;
+			/* told the result the archive holds */
+			assert_string_equal(ks_verdict_name(w.told_verdicts[k]),
+					    json_string_value(json_object_get(r, "verdict")));
+			walked++;
+		}
 	}
 	assert_int_equal(walked, 7); /* told exactly about its own records */
 	json_decref(records);
@@ -1022,6 +1037,57 @@ static void test_llm_that_never_gives_code_is_not_asked_at_full_speed(void **sta
 	llm_down(&e);
 }
 
+static void hung(int sig)
+{
+	(void)sig;
+	fputs("the search did not end: it waits for ever on an LLM that never sends a usable kernel\n",
+	      stderr);
+	_exit(1);
+}
+
+/*
+ * The built-in space used up, a budget larger than it, no time limit, and
+ * a model that never sends code: the search must end ("exhausted") after
+ * the mutator's default number of barren replies, and say why.
+ */
+static void test_llm_that_never_gives_code_does_not_hold_up_an_exhausted_search(void **state)
+{
+	static const char *const plain[] = { NULL };
+	const struct endpoint defaults = { plain, 0, 0, 0, NULL, -1 };
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	struct llm_env e;
+	struct ks_llm_mutator_stats ls;
+	char *choices, *log, *said = NULL;
+	size_t said_size = 0;
+	FILE *out;
+
+	llm_up_endpoint(&e, KS_LLM_OPENAI, "[{\"no_code\": true}]", 2, 0, &defaults);
+	signal(SIGALRM, hung);
+	alarm(150);
+	choices = run_with(f, "giveup", 5, 500, 0, e.llm, &t, 0, &sum, &err, &log);
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+	ls = llm_stats(&e);
+	assert_string_equal(sum.stop_reason, "exhausted");
+	assert_int_equal(sum.evaluated, 32); /* the seeds' space, nothing from the LLM */
+	assert_int_equal(ls.children, 0);
+	assert_int_equal(ls.gave_up, 12);
+	assert_true(ls.answer_errors >= 12);
+	assert_contains(log, "\"event\":\"llm_gave_up\",\"replies\":12");
+	out = open_memstream(&said, &said_size);
+	e.llm[0]->summary(e.llm[0]->ctx, out);
+	fclose(out);
+	assert_contains(said, "the search ended because its last 12 replies brought nothing usable");
+	assert_contains(said, "ksearch archive prompts");
+	free(said);
+	free(choices);
+	free(log);
+	llm_down(&e);
+}
+
 /*
  * The search against each kind of endpoint the fake can be: reasoning models
  * that refuse parameters, older servers, models that think in the content or
@@ -1046,19 +1112,22 @@ static void test_llm_search_works_against_each_kind_of_endpoint(void **state)
 		const char *adapted; /* in the notice, when the client must adapt */
 	} cases[] = {
 		{ "reasoning model",
-		  { reasoning_model, 0, 0.8, 0, NULL },
+		  { reasoning_model, 0, 0.8, 0, NULL, 0 },
 		  KS_LLM_OPENAI,
 		  "refused temperature 0.8" },
 		{ "older server",
-		  { older_server, 0, 0, 0, NULL },
+		  { older_server, 0, 0, 0, NULL, 0 },
 		  KS_LLM_OPENAI,
 		  "refused 'max_completion_tokens'" },
-		{ "think tags", { think, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
-		{ "think, opened by the template", { think_no_open, 0, 0, 0, NULL }, KS_LLM_ANTHROPIC, NULL },
-		{ "reasoning_content", { reasoning_content, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
-		{ "reasoning", { reasoning, 0, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
-		{ "gateway", { gateway, 0, 0, 0, "X-Gateway-Key: gw-secret-42" }, KS_LLM_OPENAI, NULL },
-		{ "local server, no key", { local, 1, 0, 0, NULL }, KS_LLM_OPENAI, NULL },
+		{ "think tags", { think, 0, 0, 0, NULL, 0 }, KS_LLM_OPENAI, NULL },
+		{ "think, opened by the template",
+		  { think_no_open, 0, 0, 0, NULL, 0 },
+		  KS_LLM_ANTHROPIC,
+		  NULL },
+		{ "reasoning_content", { reasoning_content, 0, 0, 0, NULL, 0 }, KS_LLM_OPENAI, NULL },
+		{ "reasoning", { reasoning, 0, 0, 0, NULL, 0 }, KS_LLM_OPENAI, NULL },
+		{ "gateway", { gateway, 0, 0, 0, "X-Gateway-Key: gw-secret-42", 0 }, KS_LLM_OPENAI, NULL },
+		{ "local server, no key", { local, 1, 0, 0, NULL, 0 }, KS_LLM_OPENAI, NULL },
 	};
 	struct fixture *f = *state;
 
@@ -1132,8 +1201,8 @@ static void test_llm_answers_cut_off_are_their_own_failure(void **state)
 {
 	static const char *const length[] = { "--mode", "length", NULL };
 	static const char *const reasoning_model[] = { "--mode", "openai-reasoning", NULL };
-	const struct endpoint cut = { length, 0, 0, 0, NULL },
-			      thinks_too_long = { reasoning_model, 0, 0, 200, NULL };
+	const struct endpoint cut = { length, 0, 0, 0, NULL, 0 },
+			      thinks_too_long = { reasoning_model, 0, 0, 200, NULL, 0 };
 	struct fixture *f = *state;
 	/* the seeds' 32 combinations take ~0.5 s; no LLM kernel comes, so the budget is theirs */
 	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 30000 },
@@ -1212,6 +1281,7 @@ int main(void)
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
 		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),
 		cmocka_unit_test(test_llm_that_never_gives_code_is_not_asked_at_full_speed),
+		cmocka_unit_test(test_llm_that_never_gives_code_does_not_hold_up_an_exhausted_search),
 		cmocka_unit_test(test_llm_search_works_against_each_kind_of_endpoint),
 		cmocka_unit_test(test_llm_answers_cut_off_are_their_own_failure),
 	};

@@ -2,10 +2,10 @@
  * eval.h - the coordinator's side of GPU evaluation.
  *
  * A struct ks_evaluator owns one GPU worker process (worker.h) and turns a
- * built candidate into a verdict with evidence and timings.  It enforces
- * the worker's announced deadlines: a worker that does not answer in time
- * (a kernel that hangs) is killed and the verdict is "timeout"; a worker
- * that dies is a "crash".  Either way the next job gets a fresh worker.
+ * built candidate into a result (result.h): a verdict with evidence and
+ * timings.  It enforces the worker's announced deadlines: a worker that
+ * does not answer in time (a kernel that hangs) is killed and the verdict
+ * is "timeout"; a worker that dies is a "crash".  Either way the next job gets a fresh worker.
  * Inputs are seeded from a secret drawn from the OS at open time, so no
  * candidate can know them.
  */
@@ -20,6 +20,7 @@
 #include "ksearch/op/candidate.h"
 #include "ksearch/base/error.h"
 #include "ksearch/evaluate/gpukit.h"
+#include "ksearch/evaluate/result.h"
 #include "ksearch/op/op.h"
 #include "ksearch/base/proc.h"
 #include "ksearch/op/verdict.h"
@@ -41,34 +42,23 @@ struct ks_eval_options {
 	int startup_timeout_ms; /* for a worker's hello; 0: 180 s */
 };
 
-/*
- * The outcome of one evaluation.  result is the worker's JSON answer
- * ({"verdict", "evidence", "workloads": [...], "fitness", "sol_fraction",
- * "launches", "verify_s", "time_s"}), owned by the struct; verdict and
- * evidence are copied out for convenience.
- */
-struct ks_eval_result {
-	enum ks_verdict verdict;
-	char evidence[KS_ERROR_MAX];
-	double fitness;
-	double sol_fraction;
-	double wall_s;
-	json_t *result;
-};
-
 /* Start the worker for GPU gpu and wait for it to say hello. */
 int ks_evaluator_open(struct ks_evaluator *ev, int gpu, const struct ks_eval_options *opts,
 		      struct ks_error *err);
 void ks_evaluator_close(struct ks_evaluator *ev);
 
 /*
- * Evaluate a candidate that built ok (build->verdict == KS_VERDICT_OK).
- * Returns 0 with a verdict in *res, or -1 when ksearch itself failed (the
- * worker cannot start, the evaluator hit an internal error).
+ * Evaluate a candidate that built ok (build->verdict == KS_VERDICT_OK)
+ * into *res (initialised; its contents are replaced): what the worker
+ * answered (ks_result_from_json() of its result frame), or the timeout or
+ * crash the evaluator saw; KS_RESULT_EVALUATED either way, and the job's
+ * wall time.  Returns 0 with a verdict, or -1 when ksearch itself failed
+ * (the worker cannot start, it sent something that is not a result);
+ * *res is empty then.  Most callers want ks_gpu_evaluate() (backend.h),
+ * which joins this to the build's result.
  */
 int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const struct ks_candidate *cand,
 		     const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
-		     struct ks_eval_result *res, struct ks_error *err);
-void ks_eval_result_release(struct ks_eval_result *res);
+		     struct ks_result *res, struct ks_error *err);
 
 #endif

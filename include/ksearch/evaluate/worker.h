@@ -10,7 +10,7 @@
  *   worker -> {"type": "hello", "ok": true, "profile": {...}}      (or ok false + "error")
  *   coord  -> {"type": "eval", ...job...} + blob: the candidate's cubin
  *   worker -> {"type": "deadline", "ms": N}    zero or more: "answer within N ms from now"
- *   worker -> {"type": "result", ...}          the verdict, evidence and timings
+ *   worker -> {"type": "result", ...}          the result's JSON form (result.h)
  * after a result with verdict "crash" the worker exits (its context is
  * gone); the coordinator starts a fresh one for the next job.
  *

@@ -75,9 +75,13 @@ struct ks_mutator {
 	 * -1 when ksearch itself failed (the search stops with err).
 	 */
 	int (*propose)(void *ctx, struct ks_mutator_host *host, struct ks_proposal *p, struct ks_error *err);
-	/* The result of a proposal with one of its mutations is in the archive (res); may be NULL. */
+	/*
+	 * The result of a proposal with one of its mutations (result.h) is in
+	 * the archive (res: its id, its cell); may be NULL.
+	 */
 	int (*told)(void *ctx, struct ks_mutator_host *host, const struct ks_proposal *p,
-		    const json_t *record, const struct ks_archive_insert_result *res, struct ks_error *err);
+		    const struct ks_result *result, const struct ks_archive_insert_result *res,
+		    struct ks_error *err);
 	/*
 	 * Work of its own between results (send requests, take answers),
 	 * waiting up to timeout_ms for it; stopping: the search is finishing

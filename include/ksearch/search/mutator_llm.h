@@ -12,7 +12,12 @@
  * tune_budget more param combinations of its own tried.  Every
  * rewrite_every LLM children, the most rewarding strategy is rewritten by
  * the LLM.  The mutators after it fill every slot it leaves empty, so a
- * paused or spent LLM never stops the search.  Its choices depend on when
+ * paused or spent LLM never stops the search.  Once they have nothing
+ * left, the search waits on the LLM alone, but not for ever: after
+ * give_up_after (12) replies in a row that brought nothing usable (no
+ * code, edits that do not apply, kernels tried already, cut-off answers,
+ * failed requests) it says it may produce nothing more (stats.gave_up),
+ * and the search ends "exhausted", saying why.  Its choices depend on when
  * answers arrive: a resumed search re-dispatches its saved proposals
  * exactly, but answers not yet proposed when it stopped are dropped.
  *
@@ -40,6 +45,7 @@ struct ks_llm_mutator_config {
 	int rewrite_every;	   /* LLM children between strategy rewrites; 0: never (10) */
 	size_t population_cap;	   /* active strategies (12) */
 	double move_share;	   /* share of requests asking for a neighbouring cell (0.3) */
+	int give_up_after;	   /* barren replies in a row that end an exhausted search; 0: 12 */
 };
 
 /* What it did in the last run (reset when a run starts). */
@@ -51,6 +57,7 @@ struct ks_llm_mutator_stats {
 	uint64_t repairs;	   /* repair turns sent */
 	uint64_t tuned;		   /* tuner variants evaluated */
 	uint64_t rewrites;	   /* strategies the LLM rewrote */
+	int gave_up; /* it ended the search waiting on it: the barren replies in a row then, else 0 */
 };
 
 /*

@@ -17,6 +17,15 @@
  * dispatched, so a search killed at any moment resumes with exactly the
  * proposals it would have made.
  *
+ * The search stops at the first of: the budget of evaluations, the time
+ * limit, the target fitness, a signal, or "exhausted": no seed is left,
+ * no mutator proposes, and none may produce later (may_produce).  A
+ * mutator that waits on the outside world must not claim that for ever:
+ * the LLM's stops claiming it after twelve replies in a row that brought
+ * nothing usable (mutator_llm.h), so a search with a budget larger than
+ * its space and no time limit ends even when the model never sends a
+ * usable kernel.
+ *
  * The backend (how a proposal becomes a record) is an interface: the real
  * one compiles with NVRTC and evaluates on GPU workers; tests plug in a
  * deterministic one.
@@ -33,6 +42,7 @@
 #include "ksearch/archive/archive.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/base/error.h"
+#include "ksearch/evaluate/result.h"
 #include "ksearch/op/op.h"
 
 struct ks_mutator;
@@ -53,21 +63,23 @@ struct ks_family {
 /*
  * What the search needs from the outside world.  build() and evaluate()
  * are called from the search's threads: build() from any compile thread,
- * evaluate() only from lane's own thread.  Both fill *record (a new JSON
- * object: "verdict", "evidence", and for ok "fitness", "sol_fraction",
- * "descriptors", "workloads"...) and return 0, or return -1 when ksearch
- * itself failed (then the search stops with err).
+ * evaluate() only from lane's own thread.  The search hands both the same
+ * result (result.h, initialised): build() fills it, and it is final when
+ * *built is NULL (a static verdict); else evaluate() completes it.  Both
+ * return 0, or -1 when ksearch itself failed (then the search stops with
+ * err).  The search stores the result in the archive (the serialiser's
+ * fields, then where the candidate came from) and tells the mutator that
+ * proposed it.
  */
 struct ks_backend {
 	void *ctx;
 	int lanes;
-	/* Compile and check statically; *built is passed on to evaluate() (may be NULL when the record is
-	 * final). */
+	/* Compile and check statically; *built is passed on to evaluate() (NULL when res is final). */
 	int (*build)(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
-		     json_t **record, struct ks_error *err);
-	/* Verify and time a built candidate on a lane; frees built. */
+		     struct ks_result *res, struct ks_error *err);
+	/* Verify and time a built candidate on a lane, completing res; frees built. */
 	int (*evaluate)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params, void *built,
-			json_t **record, struct ks_error *err);
+			struct ks_result *res, struct ks_error *err);
 	/* Free a built candidate that will not be evaluated. */
 	void (*discard)(void *ctx, void *built);
 };

@@ -1,0 +1,174 @@
+/*
+ * result.h - the result of one candidate, typed: what `check` prints,
+ * what the search stores and tells the mutator that proposed it.
+ *
+ * It is made once, along the one build and evaluate path (backend.h:
+ * ks_gpu_build(), ks_gpu_evaluate()): the build fills the static part
+ * (its verdict, the descriptors, each launch's compile report), the GPU
+ * worker the measured part (verdict and evidence, per-workload times,
+ * fitness, the launches as the driver sees them, what the defences cost,
+ * what the kernel printed), and ks_result_add_evaluation() joins them,
+ * the driver's occupancy replacing the build's estimate among the
+ * descriptors.
+ *
+ * A result has one JSON form (archive/README.md, "The candidate record"),
+ * written only by ks_result_to_json() and read only by
+ * ks_result_from_json().  The worker sends it as its result frame (the
+ * process boundary), the archive stores it as the result fields of a
+ * candidate record (the search adds where the candidate came from), and
+ * `check --json` prints it (with the file and params: ks_result_check_json()).
+ * So `check` and `evolve` describe the same candidate with the same fields.
+ *
+ * Ownership: a result owns its strings and arrays; ks_result_init() before
+ * use, ks_result_release() after (both leave an empty result, which owns
+ * nothing and may be used again or dropped).
+ */
+#ifndef KSEARCH_RESULT_H
+#define KSEARCH_RESULT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ksearch/base/error.h"
+#include "ksearch/compile/build.h"
+#include "ksearch/op/candidate.h"
+#include "ksearch/op/op.h"
+#include "ksearch/op/verdict.h"
+
+/* One benchmark workload's timing ("workloads" in a record). */
+struct ks_result_workload {
+	char *id;
+	double median_us, p10_us, p90_us, min_us; /* the candidate's verified runs */
+	int64_t reps, runs;			  /* samples; timed runs (verified or not) */
+	double ref_median_us;			  /* the reference's median on the same shapes */
+	double speedup;				  /* ref_median_us / median_us */
+	double floor_us;			  /* the speed-of-light floor */
+	double sol_fraction;			  /* floor_us / median_us */
+};
+
+/* One launch of the plan as the driver sees it, at the largest benchmark workload ("launches"). */
+struct ks_result_launch {
+	char *kernel;
+	int64_t blocks_per_sm; /* cuOccupancyMaxActiveBlocksPerMultiprocessor */
+	double occupancy;      /* active warps over the maximum, from blocks_per_sm */
+	int64_t threads, dynamic_smem;
+};
+
+/* One launch's compile report (build.h's struct ks_launch_report) as recorded ("kernels"). */
+struct ks_result_kernel {
+	char *kernel;
+	int64_t registers, static_smem, dynamic_smem, stack_bytes, spill_stores, spill_loads, threads;
+	double occupancy; /* theoretical: the architecture's rules */
+	int64_t blocks_per_sm;
+	char occupancy_limit[16], tensor_cores[16], async_copy[16]; /* the names arch.h and ptx.h give */
+	int64_t widest_load_bytes;
+};
+
+/* What the evaluator's defences cost during timing, beside the timed launches ("overhead"). */
+struct ks_result_overhead {
+	double inputs_s, prepare_s, checks_s, verify_s;
+	int64_t runs, verified_runs;
+};
+
+/* Seconds; 0: not measured (and not written). */
+struct ks_result_timing {
+	double compile_s; /* the build */
+	double verify_s;  /* the worker: correctness on the check workloads */
+	double time_s;	  /* the worker: timing the benchmark workloads */
+	double wall_s;	  /* the evaluator: the job, from sending it to the answer */
+	double eval_s;	  /* the search: the evaluation, as its lane saw it */
+};
+
+/* Which parts a result holds (ks_result.has). */
+enum ks_result_part {
+	KS_RESULT_BUILT = 1 << 0,     /* passed the static checks: descriptors, kernels */
+	KS_RESULT_EVALUATED = 1 << 1, /* a GPU evaluation ran: fitness, sol_fraction, workloads, launches */
+	KS_RESULT_OVERHEAD = 1 << 2,  /* the worker answered: overhead */
+};
+
+struct ks_result {
+	enum ks_verdict verdict;
+	char *evidence; /* never NULL after ks_result_init(); "" when there is none */
+	char arch[16];	/* what it was compiled for; "" unknown (not written) */
+	unsigned has;	/* enum ks_result_part */
+	/* KS_RESULT_BUILT */
+	double descriptors[KS_DESC_COUNT];
+	struct ks_result_kernel *kernels;
+	size_t n_kernels;
+	/* KS_RESULT_EVALUATED */
+	double fitness;	     /* geometric mean of the speedups; 0 unless ok */
+	double sol_fraction; /* geometric mean of the workloads' sol_fraction */
+	struct ks_result_workload *workloads;
+	size_t n_workloads, alloc_workloads;
+	struct ks_result_launch *launches;
+	size_t n_launches, alloc_launches;
+	/* KS_RESULT_OVERHEAD */
+	struct ks_result_overhead overhead;
+	/* what the kernel printed: evidence for a person, never read as a message; 0: nothing */
+	uint64_t printf_bytes;
+	char *printf_head; /* the first bytes, unprintable ones as '?' */
+	struct ks_result_timing timing;
+};
+
+void ks_result_init(struct ks_result *res);
+void ks_result_release(struct ks_result *res);
+
+/* A verdict reached without a GPU evaluation (a static failure, a broken family ...), with evidence. */
+void ks_result_fail(struct ks_result *res, enum ks_verdict verdict, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), nonnull(3)));
+/* The evidence, replaced. */
+void ks_result_set_evidence(struct ks_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), nonnull(2)));
+
+/*
+ * The static part of a build that passed (build->verdict ok): verdict ok,
+ * the descriptors and each launch's compile report (KS_RESULT_BUILT).
+ */
+void ks_result_set_build(struct ks_result *res, const struct ks_build *build);
+
+/*
+ * Append a workload or a launch, zeroed but for its name (copied), and
+ * return it to fill: the pointer is good until the next append (the
+ * array may move).  The worker fills a result this way.
+ */
+struct ks_result_workload *ks_result_add_workload(struct ks_result *res, const char *id);
+struct ks_result_launch *ks_result_add_launch(struct ks_result *res, const char *kernel);
+
+/*
+ * Join a GPU evaluation (what the evaluator made of the worker's answer,
+ * which is emptied) to the static part in res: the verdict, evidence,
+ * measured part, printf and timings come from eval, and the descriptors
+ * that a GPU measures replace the build's estimates: the occupancy is
+ * the driver's, the lowest over the launches it could ask about.
+ */
+void ks_result_add_evaluation(struct ks_result *res, struct ks_result *eval);
+
+/*
+ * The one serialiser: add the result's fields to obj (a JSON object), in
+ * the record's order: arch, verdict, evidence, then the parts it holds
+ * (workloads, fitness, sol_fraction; descriptors, kernels; launches,
+ * overhead, printf; timing).  Fields obj has already are replaced.
+ */
+void ks_result_to_json_into(const struct ks_result *res, json_t *obj);
+/* The same, as a new object. */
+json_t *ks_result_to_json(const struct ks_result *res);
+
+/*
+ * The one parser: a result from its JSON form (a worker's result frame, a
+ * record; other fields are ignored).  "verdict" is required; each field
+ * present must have its type (the error names it); parts are known by
+ * their fields.  res must be initialised; its contents are replaced, and
+ * on failure it is left empty.
+ */
+int ks_result_from_json(const json_t *obj, struct ks_result *res, struct ks_error *err);
+
+/*
+ * What `check --json` prints for one candidate: {"file", "params", then
+ * the result's fields}.  cand and params may be NULL (a file whose
+ * ksearch block cannot be read has none).
+ */
+json_t *ks_result_check_json(const char *file, const struct ks_candidate *cand, const int64_t *params,
+			     const struct ks_result *res);
+
+#endif

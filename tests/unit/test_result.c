@@ -1,0 +1,635 @@
+/*
+ * test_result.c - the typed result (result.h): its one JSON form reads
+ * back as written, a worker's frame joins the build's result with the
+ * driver's occupancy, `check --json` and the archive's record of the same
+ * candidate describe it alike, old records still read, and no other code
+ * writes a result's fields.
+ */
+#include "testlib.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <regex.h>
+
+#include "ksearch/archive/archive.h"
+#include "ksearch/archive/record.h"
+#include "ksearch/base/util.h"
+#include "ksearch/evaluate/backend.h"
+#include "ksearch/evaluate/result.h"
+#include "ksearch/search/mutator.h"
+#include "ksearch/search/search.h"
+
+static const char *root(void)
+{
+	const char *r = getenv("KS_SOURCE_ROOT");
+
+	return r && *r ? r : ".";
+}
+
+static char *dumps(const json_t *j)
+{
+	return json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+}
+
+static void assert_json_equal(const json_t *a, const json_t *b)
+{
+	if (!json_equal((json_t *)a, (json_t *)b)) {
+		char *ta = dumps(a), *tb = dumps(b);
+
+		fail_msg("JSON differs:\n%s\n%s", ta, tb);
+	}
+}
+
+/* Equal JSON, reals to 14 significant digits (the archive keeps 15). */
+static int json_close(const json_t *a, const json_t *b)
+{
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	if (json_is_number(a) && json_is_number(b)) {
+		double x = json_number_value(a), y = json_number_value(b);
+
+		return fabs(x - y) <= 1e-14 * fmax(1.0, fmax(fabs(x), fabs(y)));
+	}
+	if (json_typeof(a) != json_typeof(b))
+		return 0;
+	if (json_is_object(a)) {
+		if (json_object_size(a) != json_object_size(b))
+			return 0;
+		json_object_foreach((json_t *)a, key,
+				    v) if (!json_close(v, json_object_get(b, key))) return 0;
+		return 1;
+	}
+	if (json_is_array(a)) {
+		if (json_array_size(a) != json_array_size(b))
+			return 0;
+		json_array_foreach(a, i, v) if (!json_close(v, json_array_get(b, i))) return 0;
+		return 1;
+	}
+	return json_equal((json_t *)a, (json_t *)b);
+}
+
+/* A result with every part, as the build and the worker make one. */
+static void full_result(struct ks_result *r)
+{
+	struct ks_result_workload *w;
+	struct ks_result_launch *l;
+
+	ks_result_init(r);
+	r->verdict = KS_VERDICT_IMPLAUSIBLE;
+	ks_result_set_evidence(r, "workload %s: too fast", "b1");
+	snprintf(r->arch, sizeof(r->arch), "sm_90a");
+	r->has = KS_RESULT_BUILT | KS_RESULT_EVALUATED | KS_RESULT_OVERHEAD;
+	for (int d = 0; d < KS_DESC_COUNT; d++)
+		r->descriptors[d] = 1.5 * d;
+	r->n_kernels = 2;
+	r->kernels = ks_calloc(2, sizeof(*r->kernels));
+	for (size_t i = 0; i < 2; i++) {
+		struct ks_result_kernel *k = &r->kernels[i];
+
+		k->kernel = ks_asprintf("k%zu", i);
+		k->registers = 64 + (int64_t)i;
+		k->static_smem = 1024;
+		k->dynamic_smem = 4096;
+		k->stack_bytes = 8;
+		k->spill_stores = 4;
+		k->spill_loads = 2;
+		k->threads = 256;
+		k->occupancy = 0.5;
+		k->blocks_per_sm = 4;
+		snprintf(k->occupancy_limit, sizeof(k->occupancy_limit), "registers");
+		snprintf(k->tensor_cores, sizeof(k->tensor_cores), "mma");
+		snprintf(k->async_copy, sizeof(k->async_copy), "cp.async");
+		k->widest_load_bytes = 16;
+	}
+	r->fitness = 0;
+	r->sol_fraction = 1.75;
+	w = ks_result_add_workload(r, "b1");
+	*w = (struct ks_result_workload){ w->id, 12.5, 12.25, 13.0, 12.0, 50, 100, 250.0, 20.0, 4.0, 0.32 };
+	w = ks_result_add_workload(r, "b2");
+	w->median_us = 1;
+	l = ks_result_add_launch(r, "k0");
+	l->blocks_per_sm = 3;
+	l->occupancy = 0.375;
+	l->threads = 256;
+	l->dynamic_smem = 4096;
+	r->overhead = (struct ks_result_overhead){ 0.25, 0.5, 0.125, 1.0, 40, 21 };
+	r->printf_bytes = 9000;
+	r->printf_head = ks_strdup("hello\n");
+	r->timing = (struct ks_result_timing){ 0.5, 0.25, 1.0, 1.5, 1.75 };
+}
+
+static void test_json_form_reads_back_as_written(void **state)
+{
+	struct ks_result r, back;
+	struct ks_error err;
+	json_t *j, *j2;
+
+	(void)state;
+	full_result(&r);
+	j = ks_result_to_json(&r);
+	/* the record's field names, archive/README.md */
+	assert_string_equal(json_string_value(json_object_get(j, "verdict")), "implausible");
+	assert_int_equal(json_array_size(json_object_get(j, "workloads")), 2);
+	assert_true(json_is_object(json_object_get(j, "descriptors")));
+	assert_int_equal(json_object_size(json_object_get(j, "descriptors")), KS_DESC_COUNT);
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(json_object_get(j, "kernels"), 1), "kernel")),
+			    "k1");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "printf"), "bytes")), 9000);
+	assert_true(json_is_object(json_object_get(j, "overhead")));
+	assert_true(json_number_value(json_object_get(json_object_get(j, "timing"), "eval_s")) == 1.75);
+
+	ks_result_init(&back);
+	if (ks_result_from_json(j, &back, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(back.verdict, KS_VERDICT_IMPLAUSIBLE);
+	assert_string_equal(back.evidence, "workload b1: too fast");
+	assert_string_equal(back.arch, "sm_90a");
+	assert_int_equal(back.has, r.has);
+	assert_memory_equal(back.descriptors, r.descriptors, sizeof(r.descriptors));
+	assert_int_equal(back.n_kernels, 2);
+	assert_string_equal(back.kernels[1].async_copy, "cp.async");
+	assert_int_equal(back.n_workloads, 2);
+	assert_true(back.workloads[0].p10_us == 12.25 && back.workloads[0].runs == 100);
+	assert_true(back.launches[0].occupancy == 0.375);
+	assert_true(back.overhead.verified_runs == 21);
+	assert_string_equal(back.printf_head, "hello\n");
+	assert_true(back.timing.wall_s == 1.5);
+	j2 = ks_result_to_json(&back);
+	assert_json_equal(j, j2);
+	json_decref(j2);
+
+	/* parts a result does not hold are not written, and read back absent */
+	ks_result_release(&r);
+	ks_result_fail(&r, KS_VERDICT_COMPILE_ERROR, "line %d: expected ';'", 3);
+	json_decref(j);
+	j = ks_result_to_json(&r);
+	assert_int_equal(json_object_size(j), 2); /* verdict, evidence */
+	if (ks_result_from_json(j, &back, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(back.has, 0);
+	assert_int_equal(back.verdict, KS_VERDICT_COMPILE_ERROR);
+	json_decref(j);
+	ks_result_release(&r);
+	ks_result_release(&back);
+}
+
+static void test_a_malformed_frame_is_refused_naming_the_field(void **state)
+{
+	static const struct {
+		const char *json, *error;
+	} cases[] = {
+		{ "[]", "a result must be a JSON object" },
+		{ "{\"evidence\": \"\"}", "verdict: missing" },
+		{ "{\"verdict\": \"fantastic\"}", "verdict: unknown verdict 'fantastic'" },
+		{ "{\"verdict\": 3}", "verdict: expected a string, got an integer" },
+		{ "{\"verdict\": \"ok\", \"fitness\": \"fast\"}",
+		  "fitness: expected a number, got a string" },
+		{ "{\"verdict\": \"ok\", \"workloads\": [{\"id\": \"a\"}, {\"median_us\": \"x\"}]}",
+		  "workloads[1].median_us: expected a number, got a string" },
+		{ "{\"verdict\": \"ok\", \"workloads\": [7]}", "workloads[0]: expected an object" },
+		{ "{\"verdict\": \"ok\", \"descriptors\": {\"occupancy\": null}}",
+		  "descriptors.occupancy: expected a number" },
+		{ "{\"verdict\": \"ok\", \"launches\": [{\"threads\": 1.5}]}",
+		  "launches[0].threads: expected an integer" },
+		{ "{\"verdict\": \"ok\", \"timing\": []}", "timing: expected an object" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *j = json_loads(cases[i].json, JSON_DECODE_ANY, NULL);
+		struct ks_result r;
+		struct ks_error err;
+
+		assert_non_null(j);
+		ks_result_init(&r);
+		if (ks_result_from_json(j, &r, &err) == 0)
+			fail_msg("%s: accepted", cases[i].json);
+		assert_contains(err.msg, cases[i].error);
+		/* left empty, and never ok by omission */
+		assert_int_equal(r.has, 0);
+		assert_int_equal(r.verdict, KS_VERDICT_CRASH);
+		ks_result_release(&r);
+		json_decref(j);
+	}
+}
+
+/* Records of archives written before the result was typed read as results. */
+static void test_old_records_read(void **state)
+{
+	char path[4200];
+	json_t *doc, *c;
+	json_error_t jerr;
+	size_t i;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/tests/fixtures/export-gqa.json", root());
+	doc = json_load_file(path, 0, &jerr);
+	if (!doc)
+		fail_msg("%s: %s", path, jerr.text);
+	json_array_foreach(json_object_get(doc, "candidates"), i, c)
+	{
+		struct ks_result r;
+		struct ks_error err;
+		enum ks_verdict v;
+
+		ks_result_init(&r);
+		if (ks_result_from_json(c, &r, &err) < 0)
+			fail_msg("candidates[%zu]: %s", i, err.msg);
+		assert_int_equal(ks_record_verdict(c, &v), 0);
+		assert_int_equal(r.verdict, v);
+		assert_true(r.fitness == ks_record_num(c, "fitness"));
+		/* kernels named "name" then */
+		if (r.n_kernels)
+			assert_string_equal(
+				r.kernels[0].kernel,
+				json_string_value(json_object_get(
+					json_array_get(json_object_get(c, "kernels"), 0), "name")));
+		ks_result_release(&r);
+	}
+	json_decref(doc);
+}
+
+/* A build of two launches, as build.c reports one. */
+static void fake_build(struct ks_build *b, struct ks_launch_report *lr)
+{
+	memset(b, 0, sizeof(*b));
+	memset(lr, 0, 2 * sizeof(*lr));
+	lr[0].kernel = "split";
+	lr[0].res.registers = 96;
+	lr[0].occupancy.fraction = 0.5;
+	lr[0].occupancy.limit = KS_LIMIT_REGISTERS;
+	lr[1].kernel = "merge";
+	lr[1].res.registers = 20;
+	lr[1].occupancy.fraction = 1.0;
+	b->verdict = KS_VERDICT_OK;
+	b->launches = lr;
+	b->n_launches = 2;
+	for (int d = 0; d < KS_DESC_COUNT; d++)
+		b->descriptors[d] = d + 1;
+	b->descriptors[KS_DESC_OCCUPANCY] = 0.5;
+}
+
+/* What a worker sends for a candidate of those two launches: the frame of result.h. */
+static json_t *worker_frame(double occ0, double occ1)
+{
+	struct ks_result r;
+	struct ks_result_launch *l;
+	json_t *frame;
+
+	ks_result_init(&r);
+	r.verdict = KS_VERDICT_OK;
+	r.has = KS_RESULT_EVALUATED | KS_RESULT_OVERHEAD;
+	r.fitness = 1.25;
+	r.sol_fraction = 0.25;
+	ks_result_add_workload(&r, "b1")->median_us = 8;
+	l = ks_result_add_launch(&r, "split");
+	l->occupancy = occ0;
+	l = ks_result_add_launch(&r, "merge");
+	l->occupancy = occ1;
+	r.timing.verify_s = 0.5;
+	r.timing.time_s = 1.0;
+	frame = ks_result_to_json(&r);
+	json_object_set_new(frame, "type", json_string("result"));
+	ks_result_release(&r);
+	return frame;
+}
+
+static void test_evaluation_joins_the_build_with_the_drivers_occupancy(void **state)
+{
+	struct ks_build b;
+	struct ks_launch_report lr[2];
+	struct ks_result res, eval;
+	struct ks_error err;
+	json_t *frame;
+
+	(void)state;
+	fake_build(&b, lr);
+	ks_result_init(&res);
+	ks_result_set_build(&res, &b);
+	res.timing.compile_s = 0.125;
+	assert_int_equal(res.verdict, KS_VERDICT_OK);
+	assert_int_equal(res.has, KS_RESULT_BUILT);
+	assert_int_equal(res.n_kernels, 2);
+	assert_string_equal(res.kernels[0].occupancy_limit, "registers");
+
+	/* the driver sees less than the rules: its lowest launch wins */
+	frame = worker_frame(0.375, 0.25);
+	ks_result_init(&eval);
+	if (ks_result_from_json(frame, &eval, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_result_add_evaluation(&res, &eval);
+	ks_result_release(&eval);
+	assert_int_equal(res.has, KS_RESULT_BUILT | KS_RESULT_EVALUATED | KS_RESULT_OVERHEAD);
+	assert_true(res.descriptors[KS_DESC_OCCUPANCY] == 0.25);
+	assert_true(res.descriptors[KS_DESC_REGISTERS] == KS_DESC_REGISTERS + 1);
+	assert_true(res.fitness == 1.25 && res.n_workloads == 1 && res.n_launches == 2);
+	assert_true(res.timing.compile_s == 0.125 && res.timing.verify_s == 0.5);
+	assert_int_equal(res.n_kernels, 2); /* the build's reports stay */
+	json_decref(frame);
+
+	/* a launch the driver could not size (0) keeps the build's estimate out of it */
+	frame = worker_frame(0, 0.75);
+	ks_result_init(&eval);
+	ks_result_set_build(&res, &b);
+	if (ks_result_from_json(frame, &eval, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_result_add_evaluation(&res, &eval);
+	assert_true(res.descriptors[KS_DESC_OCCUPANCY] == 0.75);
+	ks_result_release(&eval);
+	ks_result_release(&res);
+	json_decref(frame);
+}
+
+/*
+ * `check` and the search: one candidate, built by the one build path
+ * (ks_gpu_build(), in-process NVRTC) and joined to the same worker frame
+ * as ks_gpu_evaluate() joins it.  `check --json` (ks_result_check_json())
+ * and the record the search stores must carry the same descriptors, and
+ * every other field of the result alike.
+ */
+struct fake_gpu {
+	const struct ks_op *op;
+	const json_t *frame;
+};
+
+static int join_frame(const json_t *frame, struct ks_result *res, struct ks_error *err)
+{
+	struct ks_result eval;
+
+	ks_result_init(&eval);
+	if (ks_result_from_json(frame, &eval, err) < 0)
+		return -1;
+	ks_result_add_evaluation(res, &eval);
+	ks_result_release(&eval);
+	return 0;
+}
+
+static int fg_build(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
+		    struct ks_result *res, struct ks_error *err)
+{
+	struct fake_gpu *g = ctx;
+	struct ks_build *b = ks_calloc(1, sizeof(*b));
+
+	*built = NULL;
+	if (ks_gpu_build(g->op, &fam->cand, params, "sm_90a", 0, b, res, err) < 0) {
+		free(b);
+		return -1;
+	}
+	if (b->verdict != KS_VERDICT_OK) {
+		ks_build_release(b);
+		free(b);
+		return 0;
+	}
+	*built = b;
+	return 0;
+}
+
+static int fg_evaluate(void *ctx, int lane, const struct ks_family *fam, const int64_t *params, void *built,
+		       struct ks_result *res, struct ks_error *err)
+{
+	struct fake_gpu *g = ctx;
+
+	(void)lane;
+	(void)fam;
+	(void)params;
+	ks_build_release(built);
+	free(built);
+	return join_frame(g->frame, res, err);
+}
+
+static void fg_discard(void *ctx, void *built)
+{
+	(void)ctx;
+	ks_build_release(built);
+	free(built);
+}
+
+static int first_record(const json_t *record, void *ctx)
+{
+	*(json_t **)ctx = json_incref((json_t *)record);
+	return 1;
+}
+
+static void test_check_and_the_archive_describe_a_candidate_alike(void **state)
+{
+	struct ks_op op;
+	struct ks_family *fams;
+	size_t n_fams;
+	struct ks_error err;
+	struct ks_build build;
+	struct ks_result res;
+	int64_t params[KS_MAX_PARAMS];
+	json_t *frame, *check, *record = NULL;
+	char opdir[4200], *dir = test_tmpdir();
+	const char *key;
+	json_t *v;
+
+	(void)state;
+	snprintf(opdir, sizeof(opdir), "%s/operators/rmsnorm", root());
+	if (ks_op_load(opdir, &op, &err) < 0 || ks_families_load(&op, &fams, &n_fams, &err) < 0)
+		fail_msg("%s", err.msg);
+	frame = worker_frame(0.375, 0.375);
+
+	/* check: the first seed at its first params */
+	ks_params_first(&fams[0].cand, params);
+	ks_result_init(&res);
+	if (ks_gpu_build(&op, &fams[0].cand, params, "sm_90a", 0, &build, &res, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(build.verdict, KS_VERDICT_OK);
+	assert_int_equal(join_frame(frame, &res, &err), 0);
+	check = ks_result_check_json(fams[0].cand.path, &fams[0].cand, params, &res);
+	ks_build_release(&build);
+	ks_result_release(&res);
+
+	/* the search: the same candidate is its first proposal */
+	{
+		struct fake_gpu g = { &op, frame };
+		struct ks_backend backend = { .ctx = &g,
+					      .lanes = 1,
+					      .build = fg_build,
+					      .evaluate = fg_evaluate,
+					      .discard = fg_discard };
+		const struct ks_mutator *mutators[] = { &ks_mutator_param };
+		struct ks_search_config cfg = {
+			.seed = 1, .budget = 1, .jobs = 1, .explore = 1, .mutators = mutators, .n_mutators = 1
+		};
+		struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE | KS_ARCHIVE_NOSYNC,
+						   .grid = op.grid,
+						   .n_grid = op.n_grid };
+		struct ks_archive_query q = { .verdict = -1 };
+		struct ks_search_summary sum;
+		struct ks_archive *ar;
+
+		if (ks_archive_open(&ar, dir, op.key, "Test GPU", &opts, &err) < 0 ||
+		    ks_search_run(ar, &op, fams, n_fams, &backend, &cfg, &sum, &err) < 0 ||
+		    ks_archive_foreach(ar, &q, first_record, &record, &err) < 0)
+			fail_msg("%s", err.msg);
+		assert_int_equal(sum.evaluated, 1);
+		ks_archive_close(ar);
+	}
+	assert_non_null(record);
+	assert_string_equal(ks_record_str(record, "path", ""), fams[0].cand.path);
+	assert_json_equal(json_object_get(record, "params"), json_object_get(check, "params"));
+
+	/* the descriptors: the build's, with the driver's occupancy, in both */
+	if (!json_close(json_object_get(check, "descriptors"), json_object_get(record, "descriptors"))) {
+		char *a = dumps(json_object_get(check, "descriptors")),
+		     *b = dumps(json_object_get(record, "descriptors"));
+
+		fail_msg("check --json and the archive describe one candidate differently:\n"
+			 "check:   %s\narchive: %s",
+			 a, b);
+	}
+	assert_true(json_number_value(json_object_get(json_object_get(record, "descriptors"), "occupancy")) ==
+		    0.375);
+	/* and every other field of the result (the pipeline's timings are the search's own) */
+	json_object_foreach(check, key, v)
+	{
+		if (!strcmp(key, "file") || !strcmp(key, "timing"))
+			continue;
+		if (!json_close(v, json_object_get(record, key)))
+			fail_msg("%s differs between check --json and the archive", key);
+	}
+
+	json_decref(record);
+	json_decref(check);
+	json_decref(frame);
+	ks_families_free(fams, n_fams);
+	ks_op_release(&op);
+	test_rmtree(dir);
+}
+
+/*
+ * The serialiser is the only producer: no other code under src/ writes a
+ * result's fields into JSON.  A statement that calls json_pack() or
+ * json_object_set*() with one of the keys below, outside result.c, fails
+ * here unless it is a log event ("event") or listed with its reason.
+ */
+static const char *const result_keys[] = { "verdict",	   "evidence", "descriptors",
+					   "sol_fraction", "overhead", NULL };
+static const struct {
+	const char *file, *key, *why;
+} allowed[] = {
+	{ "src/cli/export_best.c", "verdict", "the export's lineage names each ancestor's verdict" },
+};
+
+static void scan(const char *path, const char *rel, struct ks_strbuf *found)
+{
+	char *text = NULL;
+	size_t size;
+	struct ks_error err;
+	regex_t call;
+	regmatch_t m;
+	const char *at;
+
+	if (ks_read_file(path, &text, &size, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(
+		regcomp(&call, "(json_pack|json_object_set(_new)?)[[:space:]]*\\([^;]*;", REG_EXTENDED), 0);
+	for (at = text; regexec(&call, at, 1, &m, 0) == 0; at += m.rm_eo) {
+		char *stmt = ks_strndup(at + m.rm_so, (size_t)(m.rm_eo - m.rm_so));
+
+		for (size_t k = 0; result_keys[k]; k++) {
+			char quoted[64];
+			const char *hit;
+			int ok = strstr(stmt, "\"event\"") != NULL;
+
+			snprintf(quoted, sizeof(quoted), "\"%s\"", result_keys[k]);
+			if (!(hit = strstr(stmt, quoted)))
+				continue;
+			/* a key, not text that happens to contain it: followed by , or ) */
+			hit += strlen(quoted);
+			while (*hit == ' ' || *hit == '\t' || *hit == '\n')
+				hit++;
+			if (*hit != ',' && *hit != ')')
+				continue;
+			for (size_t a = 0; a < sizeof(allowed) / sizeof(allowed[0]); a++)
+				ok |= !strcmp(allowed[a].file, rel) &&
+				      !strcmp(allowed[a].key, result_keys[k]);
+			if (!ok)
+				ks_strbuf_addf(found, "%s:%d: writes \"%s\"\n", rel,
+					       ks_line_of(text, (size_t)(at + m.rm_so - text)),
+					       result_keys[k]);
+		}
+		free(stmt);
+	}
+	regfree(&call);
+	free(text);
+}
+
+static void scan_dir(const char *dir, const char *rel, struct ks_strbuf *found, int *files)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char *path, *sub;
+		size_t len = strlen(e->d_name);
+
+		if (e->d_name[0] == '.')
+			continue;
+		path = ks_path_join(dir, e->d_name);
+		sub = ks_path_join(rel, e->d_name);
+		if (e->d_type == DT_DIR) {
+			scan_dir(path, sub, found, files);
+		} else if (len > 2 && !strcmp(e->d_name + len - 2, ".c") &&
+			   strcmp(sub, "src/evaluate/result.c")) {
+			scan(path, sub, found);
+			(*files)++;
+		}
+		free(path);
+		free(sub);
+	}
+	closedir(d);
+}
+
+static void test_the_serialiser_is_the_only_producer(void **state)
+{
+	struct ks_strbuf found;
+	char src[4200];
+	int files = 0;
+
+	(void)state;
+	snprintf(src, sizeof(src), "%s/src", root());
+	ks_strbuf_init(&found);
+	scan_dir(src, "src", &found, &files);
+	assert_true(files > 40);
+	if (found.len)
+		fail_msg("a result's fields are written outside src/evaluate/result.c (use "
+			 "ks_result_to_json_into()):\n%s",
+			 found.buf);
+	ks_strbuf_release(&found);
+
+	/* and the lint finds what it looks for */
+	{
+		char *dir = test_tmpdir(), path[4200];
+
+		test_write(dir, "x.c",
+			   "void f(json_t *o) {\n\tjson_object_set_new(o, \"descriptors\", d);\n"
+			   "\tlog(json_pack(\"{s:s, s:s}\", \"event\", \"result\", \"verdict\", v));\n}\n");
+		snprintf(path, sizeof(path), "%s/x.c", dir);
+		ks_strbuf_init(&found);
+		scan(path, "src/x.c", &found);
+		assert_string_equal(found.buf, "src/x.c:2: writes \"descriptors\"\n");
+		ks_strbuf_release(&found);
+		test_rmtree(dir);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_json_form_reads_back_as_written),
+		cmocka_unit_test(test_a_malformed_frame_is_refused_naming_the_field),
+		cmocka_unit_test(test_old_records_read),
+		cmocka_unit_test(test_evaluation_joins_the_build_with_the_drivers_occupancy),
+		cmocka_unit_test(test_check_and_the_archive_describe_a_candidate_alike),
+		cmocka_unit_test(test_the_serialiser_is_the_only_producer),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
