@@ -96,6 +96,11 @@ static int gb_evaluate(void *ctx, int lane, const struct ks_family *fam, const i
 		if (occ > 0 && (i == 0 || occ < descriptors[KS_DESC_OCCUPANCY]))
 			descriptors[KS_DESC_OCCUPANCY] = occ;
 	}
+	/* the measured descriptors' stand-ins until a profile replaces them (op.h) */
+	descriptors[KS_DESC_ACHIEVED_OCCUPANCY] = descriptors[KS_DESC_OCCUPANCY];
+	descriptors[KS_DESC_DRAM_FRACTION] = json_number_value(json_object_get(*record, "sol_fraction"));
+	if (descriptors[KS_DESC_DRAM_FRACTION] > 1)
+		descriptors[KS_DESC_DRAM_FRACTION] = 1;
 	json_object_set_new(*record, "descriptors", descriptors_json(descriptors));
 	json_object_set_new(*record, "kernels", kernels_json(&b->build));
 	json_object_set_new(*record, "arch", json_string(ev->profile.arch));
