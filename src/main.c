@@ -21,6 +21,7 @@ const struct ks_cmd ks_commands[] = {
 	{ "help", cmd_help, "show help for ksearch or one of its commands" },
 	{ "__worker", cmd_internal_worker, NULL },
 	{ "__compile", cmd_internal_compile, NULL },
+	{ "__profile_run", cmd_internal_profile_run, NULL },
 };
 const size_t ks_n_commands = sizeof(ks_commands) / sizeof(ks_commands[0]);
 
