@@ -14,6 +14,8 @@ const struct ks_cmd ks_commands[] = {
 	{ "check", cmd_check, "verify and time a candidate on the GPU against the reference" },
 	{ "export-best", cmd_export_best,
 	  "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
+	{ "profile", cmd_profile,
+	  "measure a candidate with Nsight Compute: DRAM, occupancy, L2, stalls, spills" },
 	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
 	{ "ops", cmd_ops, "list the operators and their workloads" },
 	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },
