@@ -1,7 +1,8 @@
 /*
  * test_profile.c - hardware evidence without a GPU: ncu's CSV (real
  * output of ncu 2025.3.1 on an H100, and a synthetic two-launch case)
- * read into a profile, its plain lines, and the profiler run as a
+ * read into a profile, its plain lines, the budget that
+ * keeps profiling to a share of the GPU time, and the profiler run as a
  * subprocess through fake ncu scripts: missing, without permission,
  * unable to start, failing, hanging past its deadline, and working.
  */
@@ -13,6 +14,7 @@
 
 #include "ksearch/base/util.h"
 #include "ksearch/evaluate/profile.h"
+#include "ksearch/search/search.h"
 
 static char *fixture(const char *name)
 {
@@ -143,6 +145,40 @@ static void test_profile_json_and_its_lines(void **state)
 	assert_null(ks_profile_text(NULL, ""));
 	json_decref(j);
 	free(csv);
+}
+
+/* Profiling may start only while it stays within its share of the GPU time. */
+static void test_budget_keeps_profiling_to_its_share(void **state)
+{
+	struct ks_profile_budget b;
+
+	(void)state;
+	ks_profile_budget_init(&b, 0.1, 10);
+	assert_false(ks_profile_budget_allows(&b, 0)); /* no GPU time yet to pay for it */
+	b.eval_s = 89;
+	assert_false(ks_profile_budget_allows(&b, 0)); /* 10 / 99 > 10% */
+	b.eval_s = 90;
+	assert_true(ks_profile_budget_allows(&b, 0));  /* 10 / 100 */
+	assert_false(ks_profile_budget_allows(&b, 1)); /* not with one already running */
+	ks_profile_budget_spent(&b, 4);
+	assert_near(b.expected_s, 4);
+	assert_near(ks_profile_budget_used(&b), 4.0 / 94);
+	/* 4 + 4 <= 0.1 * (90 + 4 + 4)? no: 8 > 9.8 is false, so yes */
+	assert_true(ks_profile_budget_allows(&b, 0));
+	ks_profile_budget_spent(&b, 6);
+	assert_near(b.expected_s, 5);
+	assert_false(ks_profile_budget_allows(&b, 0)); /* 15 > 0.1 * 105 */
+	/* whatever is allowed, the share never passes the budget by more than a surprise */
+	for (int i = 0; i < 1000; i++) {
+		b.eval_s += 3;
+		if (ks_profile_budget_allows(&b, 0))
+			ks_profile_budget_spent(&b, 5);
+		assert_true(ks_profile_budget_used(&b) <= 0.1 + 1e-12);
+	}
+	assert_true(ks_profile_budget_used(&b) > 0.09);
+	ks_profile_budget_init(&b, 0, 1);
+	b.eval_s = 1e9;
+	assert_false(ks_profile_budget_allows(&b, 0)); /* share 0: never */
 }
 
 /* ---- the profiler as a subprocess, through fake ncu scripts ---- */
@@ -340,6 +376,7 @@ int main(void)
 		cmocka_unit_test(test_real_ncu_output_of_a_gqa_kernel),
 		cmocka_unit_test(test_what_is_not_ncu_csv_is_refused),
 		cmocka_unit_test(test_profile_json_and_its_lines),
+		cmocka_unit_test(test_budget_keeps_profiling_to_its_share),
 		cmocka_unit_test_setup_teardown(test_no_ncu_no_permission_and_no_profiler_are_said, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_profile_runs_ncu_over_the_runner, setup, teardown),
