@@ -437,8 +437,9 @@ static const struct ks_help show_help = {
 	.usage = "ksearch archive show ID [--json] [--no-source]",
 	.description = "Show one candidate: verdict and evidence, fitness and speed-of-light\n"
 		       "fraction, family, params, parents (with their fitness), mutation, LLM use,\n"
-		       "descriptors and the grid cell they put it in, per-workload timings, and\n"
-		       "its source.  --json prints the record with its source as one object.",
+		       "descriptors and the grid cell they put it in, per-workload timings, its\n"
+		       "profile (Nsight Compute's counters, `ksearch profile`), and its source.\n"
+		       "--json prints the record with its source as one object.",
 	.examples = "  ksearch archive show 42\n"
 		    "  ksearch archive show 42 --no-source\n"
 		    "  ksearch archive show 42 --json | jq .workloads\n",
