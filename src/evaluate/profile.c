@@ -496,20 +496,26 @@ static void ncu_version(const char *ncu, const char *dir, char *out, size_t size
 	free(err_path);
 }
 
-/* The first line of text that holds needle, into buf (without ncu's "==ERROR== " tag). */
-static int find_line(const char *text, const char *needle, char *buf, size_t size)
+/*
+ * The first of ncu's own error lines ("==ERROR== ...") that holds needle,
+ * into buf without the tag.  Only those: what the runner prints is its
+ * own, and a candidate's device printf never reaches ncu's output (the
+ * runner's stdout is /dev/null), so nothing a kernel does can pass for
+ * ncu's words.
+ */
+static int find_error(const char *text, const char *needle, char *buf, size_t size)
 {
-	const char *at = strstr(text, needle), *start, *end;
+	for (const char *line = text; line && *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
 
-	if (!at)
-		return 0;
-	for (start = at; start > text && start[-1] != '\n'; start--)
-		;
-	end = strchr(at, '\n');
-	if (!strncmp(start, "==ERROR== ", 10))
-		start += 10;
-	snprintf(buf, size, "%.*s", (int)((end ? end : at + strlen(at)) - start), start);
-	return 1;
+		if (!strncmp(line, "==ERROR== ", 10) && memmem(line, len, needle, strlen(needle))) {
+			snprintf(buf, size, "%.*s", (int)(len - 10), line + 10);
+			return 1;
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return 0;
 }
 
 /* Sort out what went wrong from ncu's words, the runner's and the exit status. */
@@ -518,33 +524,29 @@ static void classify(const char *ncu_text, const json_t *result, const struct ks
 {
 	char line[1024], status[128];
 
-	if (find_line(ncu_text, "ERR_NVGPUCTRPERM", line, sizeof(line))) {
-		out->status = KS_PROFILE_NO_PERMISSION;
-		snprintf(out->why, sizeof(out->why),
-			 "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): run as root, "
-			 "or let every user read them (the nvidia module's option "
-			 "NVreg_RestrictProfilingToAdminUsers=0; see "
-			 "https://developer.nvidia.com/ERR_NVGPUCTRPERM)");
-		return;
-	}
-	if (find_line(ncu_text, "Failed to initialize the profiler", line, sizeof(line)) ||
-	    find_line(ncu_text, "not supported", line, sizeof(line)) ||
-	    find_line(ncu_text, "Failed to load", line, sizeof(line))) {
-		out->status = KS_PROFILE_UNAVAILABLE;
-		snprintf(out->why, sizeof(out->why), "ncu cannot profile on this machine: %s", line);
-		return;
-	}
 	out->status = KS_PROFILE_FAILED;
 	if (pr->timed_out) {
 		snprintf(out->why, sizeof(out->why), "the profile did not finish within %d s (killed)",
 			 timeout_ms / 1000);
 	} else if (pr->cancelled) {
 		snprintf(out->why, sizeof(out->why), "stopped before it finished");
+	} else if (find_error(ncu_text, "ERR_NVGPUCTRPERM", line, sizeof(line))) {
+		out->status = KS_PROFILE_NO_PERMISSION;
+		snprintf(out->why, sizeof(out->why),
+			 "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): run as root, "
+			 "or let every user read them (the nvidia module's option "
+			 "NVreg_RestrictProfilingToAdminUsers=0; see "
+			 "https://developer.nvidia.com/ERR_NVGPUCTRPERM)");
 	} else if (json_is_false(json_object_get(result, "ok"))) {
+		/* the runner got as far as the candidate: its own words */
 		snprintf(out->why, sizeof(out->why), "%s",
 			 json_string_value(json_object_get(result, "error")) ?: "the runner failed");
-	} else if (find_line(ncu_text, "==ERROR==", line, sizeof(line)) ||
-		   find_line(ncu_text, "No kernels were profiled", line, sizeof(line))) {
+	} else if (find_error(ncu_text, "Failed to initialize the profiler", line, sizeof(line)) ||
+		   find_error(ncu_text, "not supported", line, sizeof(line)) ||
+		   find_error(ncu_text, "Failed to load", line, sizeof(line))) {
+		out->status = KS_PROFILE_UNAVAILABLE;
+		snprintf(out->why, sizeof(out->why), "ncu cannot profile on this machine: %s", line);
+	} else if (find_error(ncu_text, "", line, sizeof(line))) {
 		snprintf(out->why, sizeof(out->why), "ncu: %s", line);
 	} else {
 		ks_child_describe_status(pr->status, status, sizeof(status));
@@ -677,7 +679,7 @@ int ks_profile_run(const struct ks_profile_request *req, struct ks_profile_outco
 	} else {
 		classify(ncu_err, result, &pr, timeout_ms, out);
 		if (out->status == KS_PROFILE_FAILED && json_is_true(json_object_get(result, "ok")) &&
-		    !pr.timed_out && !pr.cancelled && !strstr(ncu_err, "==ERROR=="))
+		    !pr.timed_out && !pr.cancelled && !strstr(ncu_err, "==ERROR== "))
 			snprintf(out->why, sizeof(out->why), "reading ncu's output: %.2000s", why.msg);
 	}
 	out->profile.seconds = pr.seconds;

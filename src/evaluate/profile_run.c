@@ -296,6 +296,20 @@ int ks_profile_runner_main(const struct ks_profile_runner_args *a)
 
 	/* a child of ncu: it goes when ncu goes, and ends itself at its deadline, saying so */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/*
+	 * Device printf lands on stdout, which is ncu's output: a kernel could
+	 * print counters of its choosing there.  Nothing it prints is kept.
+	 */
+	{
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		if (null < 0 || dup2(null, STDOUT_FILENO) < 0) {
+			fprintf(stderr, "ksearch __profile_run: cannot send stdout to /dev/null\n");
+			return 3;
+		}
+		if (null != STDOUT_FILENO)
+			close(null);
+	}
 	if (a->deadline_s > 0) {
 		deadline_file = a->result_file;
 		snprintf(deadline_text, sizeof(deadline_text),

@@ -328,6 +328,43 @@ static void test_a_candidate_that_fails_under_the_profiler(void **state)
 	free(ncu);
 }
 
+/*
+ * Only ncu's own "==ERROR==" lines say what the profiler cannot do: a
+ * runner's failure that mentions "not supported" is the candidate's, and
+ * the words of the permission error elsewhere (a kernel's printf, were it
+ * to get through) change nothing.
+ */
+static void test_only_ncu_errors_speak_for_the_profiler(void **state)
+{
+	struct fake *f = *state;
+	struct ks_profile_outcome out;
+	char *fp16 =
+		script(f, "ncu-fp16",
+		       "while [ $# -gt 0 ]; do [ \"$1\" = --result ] && echo '{\"ok\": false, \"error\": "
+		       "\"float16 scalar inputs are not supported yet\"}' > \"$2\"; shift; done\n"
+		       "echo 'ksearch __profile_run: float16 scalar inputs are not supported yet' >&2\n"
+		       "echo '==ERROR== The application returned an error code (3).' >&2\nexit 3\n");
+	char *body =
+		ks_asprintf("[ \"$1\" = --version ] && exit 0\n"
+			    "while [ $# -gt 0 ]; do [ \"$1\" = --result ] && echo '{\"ok\": true}' > \"$2\"; "
+			    "shift; done\n"
+			    "echo 'ERR_NVGPUCTRPERM - The user does not have permission'\n"
+			    "cat '%s/ncu/synthetic-two-launches.csv'\n",
+			    getenv("KS_TEST_FIXTURES") ? getenv("KS_TEST_FIXTURES") : "tests/unit/fixtures");
+	char *printed = script(f, "ncu-printed", body);
+
+	(void)state;
+	profile_with(f, fp16, 0, &out);
+	assert_int_equal(out.status, KS_PROFILE_FAILED);
+	assert_contains(out.why, "float16 scalar inputs are not supported yet");
+	profile_with(f, printed, 0, &out);
+	if (out.status != KS_PROFILE_OK)
+		fail_msg("%s", out.why);
+	free(fp16);
+	free(printed);
+	free(body);
+}
+
 /* A profile that hangs is killed at its deadline, with everything it started. */
 static void test_a_hanging_profile_is_killed_with_its_children(void **state)
 {
@@ -382,6 +419,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_profile_runs_ncu_over_the_runner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_candidate_that_fails_under_the_profiler, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_only_ncu_errors_speak_for_the_profiler, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_hanging_profile_is_killed_with_its_children, setup,
 						teardown),
 	};
