@@ -14,6 +14,8 @@ const struct ks_cmd ks_commands[] = {
 	{ "check", cmd_check, "verify and time a candidate on the GPU against the reference" },
 	{ "export-best", cmd_export_best,
 	  "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
+	{ "profile", cmd_profile,
+	  "measure a candidate with Nsight Compute: DRAM, occupancy, L2, stalls, spills" },
 	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
 	{ "ops", cmd_ops, "list the operators and their workloads" },
 	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },
@@ -21,6 +23,7 @@ const struct ks_cmd ks_commands[] = {
 	{ "help", cmd_help, "show help for ksearch or one of its commands" },
 	{ "__worker", cmd_internal_worker, NULL },
 	{ "__compile", cmd_internal_compile, NULL },
+	{ "__profile_run", cmd_internal_profile_run, NULL },
 };
 const size_t ks_n_commands = sizeof(ks_commands) / sizeof(ks_commands[0]);
 

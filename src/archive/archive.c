@@ -1147,7 +1147,12 @@ static void index_keys(enum ks_verdict verdict, double fitness, uint64_t id, uns
 	ks_be64_put(vkey + 1, id);
 }
 
-/* Place an ok record in its cell; fills res and updates c. */
+/*
+ * Place an ok record in its cell; fills res and updates c.  The higher
+ * fitness wins the cell, and of equal fitness the lower id (the first
+ * found): an insert always has the highest id, so for it an equal
+ * fitness never replaces; a record re-placed by its profile may be older.
+ */
 static int place(struct ks_archive *ar, MDB_txn *txn, struct ks_counters *c, uint64_t id, double fitness,
 		 struct ks_archive_insert_result *res, struct ks_error *err)
 {
@@ -1166,7 +1171,7 @@ static int place(struct ks_archive *ar, MDB_txn *txn, struct ks_counters *c, uin
 			return ks_fail(err, "%s: grid cell %lld has a damaged value", ar->path,
 				       (long long)res->cell);
 		old_fitness = bits_double(ks_be64_get((unsigned char *)old.mv_data + 8));
-		if (!(fitness > old_fitness)) {
+		if (!(fitness > old_fitness || (fitness == old_fitness && id < ks_be64_get(old.mv_data)))) {
 			res->outcome = KS_ARCHIVE_NOT_ADDED;
 			return 0;
 		}
@@ -1487,6 +1492,268 @@ int ks_archive_insert(struct ks_archive *ar, const json_t *record, const char *s
 	if (ks_archive_check_record(record, err) < 0)
 		return -1;
 	return ks_archive_write(ar, insert_step, &ctx, err);
+}
+
+/* Profiles: the one change a stored record ever sees */
+
+/*
+ * The best ok record of cell other than skip, read from the fitness
+ * index (best first, then lowest id: the rule place() keeps), or *id 0
+ * when the cell holds no other.  Reads records until one falls in the
+ * cell: the price of a grid whose cells can lose their elite, paid only
+ * when a profile moves an elite away.
+ */
+static int cell_successor(struct ks_archive *ar, MDB_txn *txn, uint64_t cell, uint64_t skip, uint64_t *id,
+			  double *fitness, struct ks_error *err)
+{
+	unsigned char start[1] = { (unsigned char)KS_VERDICT_OK };
+	MDB_val key = { sizeof(start), start }, val, rec;
+	MDB_cursor *cur;
+	int rc, ret = -1;
+
+	*id = 0;
+	*fitness = 0;
+	rc = mdb_cursor_open(txn, ar->by_fitness, &cur);
+	if (rc)
+		return ks_archive_lmdb_fail(err, rc, "reading the fitness index");
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); !rc;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		const unsigned char *k = key.mv_data;
+		uint64_t rid, rcell;
+		unsigned char rkey[8];
+		json_t *record;
+		char why[256];
+		int in_cell;
+
+		if (key.mv_size != 17 || k[0] != (unsigned char)KS_VERDICT_OK)
+			break;
+		rid = ks_be64_get(k + 9);
+		if (rid == skip)
+			continue;
+		ks_be64_put(rkey, rid);
+		rc = ks_archive_db_get(txn, ar->candidates, rkey, 8, &rec, "reading a record", err);
+		if (rc < 0)
+			goto cleanup;
+		if (rc == 1 || ks_archive_parse_record(rid, &rec, &record, err) < 0) {
+			if (rc == 1)
+				ks_fail(err, "%s: the fitness index names record #%llu, which is missing",
+					ar->path, (unsigned long long)rid);
+			goto cleanup;
+		}
+		in_cell = !ks_archive_cell_of(ar, json_object_get(record, "descriptors"), &rcell, why,
+					      sizeof(why)) &&
+			  rcell == cell;
+		if (in_cell) {
+			*id = rid;
+			*fitness = json_number_value(json_object_get(record, "fitness"));
+		}
+		json_decref(record);
+		if (in_cell)
+			break;
+	}
+	if (rc && rc != MDB_NOTFOUND) {
+		ks_archive_lmdb_fail(err, rc, "reading the fitness index");
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	mdb_cursor_close(cur);
+	return ret;
+}
+
+/*
+ * Record id leaves cell, where it was the elite at fitness: the next best
+ * record of the cell takes it over, or the cell empties.  Either way the
+ * QD-score loses what the elite brought beyond its successor: the one
+ * way it can go down.
+ */
+static int leave_cell(struct ks_archive *ar, MDB_txn *txn, struct ks_counters *c, uint64_t cell, uint64_t id,
+		      double fitness, uint64_t *successor, struct ks_error *err)
+{
+	unsigned char key[8], value[16];
+	double next_fitness;
+	MDB_val k = { 8, key };
+	int rc;
+
+	if (cell_successor(ar, txn, cell, id, successor, &next_fitness, err) < 0)
+		return -1;
+	ks_be64_put(key, cell);
+	if (*successor) {
+		ks_be64_put(value, *successor);
+		ks_be64_put(value + 8, double_bits(next_fitness));
+		c->qd_score -= fitness - next_fitness;
+		return put(txn, ar->grid, key, 8, value, 16, 0, "writing the grid", err);
+	}
+	rc = mdb_del(txn, ar->grid, &k, NULL);
+	if (rc)
+		return ks_archive_lmdb_fail(err, rc, "writing the grid");
+	c->cells_filled--;
+	c->qd_score -= fitness - ar->qd_offset;
+	return 0;
+}
+
+/* Is record id the elite of cell? */
+static int is_elite_of(struct ks_archive *ar, MDB_txn *txn, uint64_t cell, uint64_t id, int *elite,
+		       struct ks_error *err)
+{
+	unsigned char key[8];
+	MDB_val val;
+	int rc;
+
+	*elite = 0;
+	ks_be64_put(key, cell);
+	rc = ks_archive_db_get(txn, ar->grid, key, 8, &val, "reading the grid", err);
+	if (rc < 0)
+		return -1;
+	*elite = rc == 0 && val.mv_size == 16 && ks_be64_get(val.mv_data) == id;
+	return 0;
+}
+
+static int check_profile(const json_t *profile, struct ks_error *err)
+{
+	if (!json_is_object(profile))
+		return ks_fail(err, "a profile must be a JSON object");
+	for (int d = 0; d < KS_DESC_COUNT; d++) {
+		const char *name = ks_descriptor_name((enum ks_descriptor)d);
+		const json_t *v = json_object_get(profile, name);
+
+		if (!ks_descriptor_is_measured((enum ks_descriptor)d) || !v)
+			continue;
+		if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0)
+			return ks_fail(err, "profile.%s: expected a number >= 0", name);
+	}
+	return 0;
+}
+
+struct profile_ctx {
+	uint64_t id;
+	const json_t *profile;
+	struct ks_archive_profile_result *res;
+};
+
+static int set_profile_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, struct ks_error *err)
+{
+	struct profile_ctx *ctx = ctx_;
+	struct ks_archive_profile_result *res = ctx->res;
+	struct ks_archive_insert_result placed;
+	struct ks_counters c;
+	unsigned char key[8];
+	json_t *doc = NULL, *descriptors, *profile;
+	enum ks_verdict verdict;
+	uint64_t old_cell = 0, new_cell = 0;
+	double fitness, old_best, old_qd;
+	uint64_t old_cells;
+	int had_cell, has_cell, elite, rc = -1;
+	char *text;
+	MDB_val val;
+
+	memset(res, 0, sizeof(*res));
+	res->old_cell = res->cell = -1;
+	res->outcome = KS_ARCHIVE_NOT_ADDED;
+	if (ks_counters_load(ar, txn, &c, err) < 0)
+		return -1;
+	old_best = c.best_fitness;
+	old_qd = c.qd_score;
+	old_cells = c.cells_filled;
+	ks_be64_put(key, ctx->id);
+	rc = ks_archive_db_get(txn, ar->candidates, key, 8, &val, "reading the record", err);
+	if (rc)
+		return rc < 0 ? -1
+			      : ks_fail(err, "no candidate #%llu in %s", (unsigned long long)ctx->id,
+					ar->path);
+	if (ks_archive_parse_record(ctx->id, &val, &doc, err) < 0)
+		return -1;
+	rc = -1;
+	if (record_verdict(doc, &verdict) < 0) {
+		ks_fail(err, "record #%llu has no verdict: the archive is damaged",
+			(unsigned long long)ctx->id);
+		goto cleanup;
+	}
+	had_cell = !ks_archive_cell_of(ar, json_object_get(doc, "descriptors"), &old_cell, res->why,
+				       sizeof(res->why));
+
+	/* the profile in the record, and its measurements in place of the stand-ins */
+	profile = json_deep_copy(ctx->profile);
+	normalize_reals(profile);
+	json_object_set_new(doc, "profile", profile);
+	descriptors = json_object_get(doc, "descriptors");
+	if (!json_is_object(descriptors)) {
+		descriptors = json_object();
+		json_object_set_new(doc, "descriptors", descriptors);
+	}
+	for (int d = 0; d < KS_DESC_COUNT; d++) {
+		const char *name = ks_descriptor_name((enum ks_descriptor)d);
+		const json_t *v = json_object_get(profile, name);
+
+		if (ks_descriptor_is_measured((enum ks_descriptor)d) && json_is_number(v))
+			json_object_set_new(descriptors, name, json_real(json_number_value(v)));
+	}
+	text = json_dumps(doc, KS_ARCHIVE_RECORD_JSON);
+	rc = put(txn, ar->candidates, key, 8, text, strlen(text), 0, "writing the record", err);
+	free(text);
+	if (rc)
+		goto cleanup;
+
+	rc = -1;
+	if (verdict != KS_VERDICT_OK) {
+		res->outcome = KS_ARCHIVE_NOT_ELIGIBLE;
+		rc = 0;
+		goto cleanup;
+	}
+	fitness = ks_archive_record_fitness(doc, verdict);
+	has_cell = !ks_archive_cell_of(ar, descriptors, &new_cell, res->why, sizeof(res->why));
+	res->old_cell = had_cell ? (int64_t)old_cell : -1;
+	res->cell = has_cell ? (int64_t)new_cell : -1;
+	if (res->old_cell == res->cell) {
+		res->why[0] = '\0';
+		rc = 0;
+		goto cleanup;
+	}
+	res->moved = 1;
+	if (had_cell) {
+		if (is_elite_of(ar, txn, old_cell, ctx->id, &elite, err) < 0)
+			goto cleanup;
+		if (elite) {
+			res->left_elite = 1;
+			rc = leave_cell(ar, txn, &c, old_cell, ctx->id, fitness, &res->successor_id, err);
+			if (rc)
+				goto cleanup;
+			rc = -1;
+		}
+	}
+	if (!has_cell) {
+		res->outcome = KS_ARCHIVE_OUTSIDE_GRID;
+	} else {
+		memset(&placed, 0, sizeof(placed));
+		placed.cell = (int64_t)new_cell;
+		rc = place(ar, txn, &c, ctx->id, fitness, &placed, err);
+		if (rc)
+			goto cleanup;
+		rc = -1;
+		res->outcome = placed.outcome;
+		res->replaced_id = placed.replaced_id;
+		res->replaced_fitness = placed.replaced_fitness;
+		res->why[0] = '\0';
+	}
+	rc = 0;
+	if (c.best_fitness != old_best || c.qd_score != old_qd || c.cells_filled != old_cells)
+		rc = append_history(ar, txn, &c, err);
+	if (!rc)
+		rc = ks_counters_store(ar, txn, &c, err);
+cleanup:
+	json_decref(doc);
+	return rc;
+}
+
+int ks_archive_set_profile(struct ks_archive *ar, uint64_t id, const json_t *profile,
+			   struct ks_archive_profile_result *result, struct ks_error *err)
+{
+	struct ks_archive_profile_result scratch;
+	struct profile_ctx ctx = { id, profile, result ? result : &scratch };
+
+	if (check_profile(profile, err) < 0)
+		return -1;
+	return ks_archive_write(ar, set_profile_step, &ctx, err);
 }
 
 /* Small stores: state, prompts, compile cache */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -215,6 +216,118 @@ void ks_child_finish(struct ks_child *child, int timeout_ms, int *status)
 		*status = st;
 	close_pipes(child);
 	child->pid = 0;
+}
+
+char *ks_proc_which(const char *name)
+{
+	const char *path = getenv("PATH");
+	char *dirs, *save = NULL, *found = NULL;
+
+	if (!name || !*name)
+		return NULL;
+	if (strchr(name, '/'))
+		return access(name, X_OK) == 0 ? ks_strdup(name) : NULL;
+	dirs = ks_strdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (char *dir = strtok_r(dirs, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
+		char *candidate = ks_path_join(*dir ? dir : ".", name);
+		struct stat st;
+
+		if (access(candidate, X_OK) == 0 && stat(candidate, &st) == 0 && S_ISREG(st.st_mode))
+			found = candidate;
+		else
+			free(candidate);
+	}
+	free(dirs);
+	return found;
+}
+
+static double monotonic_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int ks_proc_run(const char *const *argv, const char *out_path, const char *err_path, int timeout_ms,
+		const volatile sig_atomic_t *cancel, struct ks_proc_result *res, struct ks_error *err)
+{
+	int out = -1, errf = -1, exec_pipe[2] = { -1, -1 }, exec_errno = 0, ret = -1;
+	double t0 = monotonic_s();
+	pid_t pid, parent = getpid();
+
+	memset(res, 0, sizeof(*res));
+	out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	errf = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0 || errf < 0) {
+		ks_fail(err, "cannot create %s: %s", out < 0 ? out_path : err_path, strerror(errno));
+		goto cleanup;
+	}
+	if (pipe2(exec_pipe, O_CLOEXEC)) {
+		ks_fail(err, "cannot create a pipe to run %s: %s", argv[0], strerror(errno));
+		goto cleanup;
+	}
+	pid = fork();
+	if (pid < 0) {
+		ks_fail(err, "cannot run %s: %s", argv[0], strerror(errno));
+		goto cleanup;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(errf, 2) < 0)
+			goto child_fail;
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], (char *const *)argv);
+	child_fail:
+		exec_errno = errno;
+		if (write(exec_pipe[1], &exec_errno, sizeof(exec_errno)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	/* the group exists before we might have to kill it */
+	setpgid(pid, pid);
+	close(exec_pipe[1]);
+	exec_pipe[1] = -1;
+	while (read(exec_pipe[0], &exec_errno, sizeof(exec_errno)) < 0 && errno == EINTR)
+		;
+	if (exec_errno) {
+		waitpid(pid, NULL, 0);
+		ks_fail(err, "cannot run %s: %s", argv[0], strerror(exec_errno));
+		goto cleanup;
+	}
+	for (;;) {
+		pid_t r = waitpid(pid, &res->status, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			break;
+		if ((timeout_ms > 0 && monotonic_s() - t0 >= timeout_ms / 1000.0) || (cancel && *cancel)) {
+			res->timed_out = !(cancel && *cancel);
+			res->cancelled = !res->timed_out;
+			kill(-pid, SIGKILL);
+			while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		nanosleep(&(struct timespec){ 0, 20 * 1000 * 1000 }, NULL);
+	}
+	/* whatever the program left behind in its group goes with it */
+	kill(-pid, SIGKILL);
+	res->seconds = monotonic_s() - t0;
+	ret = 0;
+cleanup:
+	if (out >= 0)
+		close(out);
+	if (errf >= 0)
+		close(errf);
+	for (int i = 0; i < 2; i++)
+		if (exec_pipe[i] >= 0)
+			close(exec_pipe[i]);
+	return ret;
 }
 
 void ks_child_describe_status(int status, char *buf, size_t size)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "archive_cli.h"
+#include "ksearch/evaluate/profile.h"
 
 /* Opening */
 
@@ -417,8 +418,9 @@ static const struct ks_help show_help = {
 	.usage = "ksearch archive show ID [--json] [--no-source]",
 	.description = "Show one candidate: verdict and evidence, fitness and speed-of-light\n"
 		       "fraction, family, params, parents (with their fitness), mutation, LLM use,\n"
-		       "descriptors and the grid cell they put it in, per-workload timings, and\n"
-		       "its source.  --json prints the record with its source as one object.",
+		       "descriptors and the grid cell they put it in, per-workload timings, its\n"
+		       "profile (Nsight Compute's counters, `ksearch profile`), and its source.\n"
+		       "--json prints the record with its source as one object.",
 	.examples = "  ksearch archive show 42\n"
 		    "  ksearch archive show 42 --no-source\n"
 		    "  ksearch archive show 42 --json | jq .workloads\n",
@@ -516,6 +518,31 @@ static void show_workloads(const json_t *record)
 	}
 }
 
+/* The profiler's counters, or how to get them. */
+static void show_profile(const json_t *record)
+{
+	const json_t *profile = json_object_get(record, "profile");
+	char *text;
+
+	if (strcmp(ks_record_str(record, "verdict", ""), "ok"))
+		return;
+	if (!json_is_object(profile)) {
+		printf("\n%-12snot yet (`ksearch profile --op %s --id %llu`); until then dram_fraction holds "
+		       "the "
+		       "speed-of-light fraction and achieved_occupancy the theoretical occupancy\n",
+		       "profile", ks_record_str(record, "op", "?"), (unsigned long long)ks_record_id(record));
+		return;
+	}
+	text = ks_profile_text(profile, "  ");
+	printf("\n%-12s%s on %s, %lld launch%s, %.2f us under the profiler, %s\n%s", "profile",
+	       ks_record_str(profile, "tool", "ncu"), ks_record_str(profile, "workload", "?"),
+	       (long long)json_integer_value(json_object_get(profile, "launches")),
+	       json_integer_value(json_object_get(profile, "launches")) == 1 ? "" : "es",
+	       ks_record_num(profile, "duration_us"), ks_record_str(profile, "profiled", "-"),
+	       text ? text : "");
+	free(text);
+}
+
 static void show_text(const json_t *record, const char *source, int with_source)
 {
 	const char *evidence = ks_record_str(record, "evidence", NULL);
@@ -575,6 +602,7 @@ static void show_record(struct ks_archive *ar, const json_t *record, const char 
 		       ks_record_num(timing, "time_s"));
 	printf("%-12s%s\n", "created", ks_record_str(record, "created", "-"));
 	show_workloads(record);
+	show_profile(record);
 	show_text(record, source, with_source);
 }
 

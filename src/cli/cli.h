@@ -190,6 +190,8 @@ int cmd_archive(int argc, char **argv);
 int cmd_export_best(int argc, char **argv);
 int cmd_internal_worker(int argc, char **argv);
 int cmd_internal_compile(int argc, char **argv);
+int cmd_internal_profile_run(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 /* The command table (main.c). */
 extern const struct ks_cmd ks_commands[];

@@ -59,7 +59,15 @@ static void print_report(const struct ks_candidate *cand, const struct ks_op *op
 	}
 	printf("\ndescriptors:");
 	for (int d = 0; d < KS_DESC_COUNT; d++)
-		printf(" %s=%g", ks_descriptor_name((enum ks_descriptor)d), b->descriptors[d]);
+		if (!ks_descriptor_is_measured((enum ks_descriptor)d))
+			printf(" %s=%g", ks_descriptor_name((enum ks_descriptor)d), b->descriptors[d]);
+	/* the profiler's descriptors: what stands in for them until a candidate is timed and profiled */
+	printf("\nmeasured:    ");
+	for (int d = 0; d < KS_DESC_COUNT; d++)
+		if (ks_descriptor_is_measured((enum ks_descriptor)d))
+			printf(" %s=%g (until profiled: %s%s)", ks_descriptor_name((enum ks_descriptor)d),
+			       b->descriptors[d], ks_descriptor_stand_in((enum ks_descriptor)d),
+			       d == KS_DESC_DRAM_FRACTION ? ", known once timed" : "");
 	ks_build_cell(op, b->descriptors, cell);
 	printf("\ncell:       ");
 	for (size_t g = 0; g < op->n_grid && g < 16; g++) {

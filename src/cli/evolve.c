@@ -16,6 +16,7 @@
 #include "ksearch/archive/archive.h"
 #include "ksearch/evaluate/backend.h"
 #include "ksearch/evaluate/cuda.h"
+#include "ksearch/evaluate/profile.h"
 #include "ksearch/llm/llm.h"
 #include "ksearch/llm/llm_context.h"
 #include "ksearch/op/op.h"
@@ -74,6 +75,15 @@ static const struct ks_help help = {
 		       "read as the answer.  An answer cut off at the budget is never used; the\n"
 		       "summary counts them: raise --max-tokens.  `ksearch doctor --llm-url ...`\n"
 		       "shows all this for an endpoint before a long run.\n"
+		       "\n"
+		       "New elites are profiled with Nsight Compute (ncu) on one workload, between\n"
+		       "evaluations and in processes of their own, in at most --profile-share of\n"
+		       "the GPU time (10%): DRAM and SM throughput, achieved occupancy, L2 hit\n"
+		       "rate, warp stall reasons and spills go into the record (`ksearch archive\n"
+		       "show`), the LLM's evidence and, on a grid with a measured axis\n"
+		       "(dram_fraction, achieved_occupancy), the candidate's cell.  Without ncu,\n"
+		       "or without permission to read the GPU's counters, the search says so once\n"
+		       "and goes on; `ksearch profile` profiles any candidate later.\n"
 		       "\n"
 		       "--llm-extra adds provider fields to every request body (merged into the\n"
 		       "JSON; env KSEARCH_LLM_EXTRA); --llm-header adds a header (repeatable; env\n"
@@ -206,6 +216,20 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 	for (size_t i = 0; i < cfg->n_mutators; i++)
 		if (cfg->mutators[i]->summary)
 			cfg->mutators[i]->summary(cfg->mutators[i]->ctx, stdout);
+	if (sum->profiler_off[0])
+		printf("profiler: %s%s\n", sum->profiler_off,
+		       sum->profiled ? "" : "; no candidate was profiled (`ksearch profile` says more)");
+	if (sum->profiled || sum->profile_failed)
+		printf("profiler: %llu new elite%s profiled (%llu moved to another cell), %llu could not be; "
+		       "%.0f s, %.1f%% of the GPU time (at most %.0f%%)\n",
+		       (unsigned long long)sum->profiled, sum->profiled == 1 ? "" : "s",
+		       (unsigned long long)sum->profile_moved, (unsigned long long)sum->profile_failed,
+		       sum->profile_s, 100.0 * sum->profile_share, 100.0 * cfg->profile_share);
+	else if (!sum->profiler_off[0] && cfg->profile_share > 0 && sum->evaluated)
+		printf("profiler: no elite profiled yet: profiles take at most %.0f%% of the GPU time, and "
+		       "this run's GPU time did not pay for one (`ksearch profile --op %s --best` profiles "
+		       "one now)\n",
+		       100.0 * cfg->profile_share, op->key);
 	if (ks_archive_metrics(ar, &m, &err) == 0)
 		printf("archive: %llu candidates, %llu/%llu cells filled (%.0f%%), QD-score %.2f\n",
 		       (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
@@ -351,6 +375,9 @@ int cmd_evolve(int argc, char **argv)
 			"elites, wider moves for cells that stop improving), random (uniform over the "
 			"allowed space) or greedy (a neighbourhood climber from the best, with restarts)"),
 		KS_OPT_STRING(0, "log", &log_path, "FILE", "append JSON-lines events to FILE"),
+		KS_OPT_DOUBLE(0, "profile-share", &cfg.profile_share, "F", 0, 0.5, "a share from 0 to 0.5",
+			      "profile new elites with ncu in at most this share of the GPU time "
+			      "(default 0.1; 0: never)"),
 		KS_OPT_BOOL(0, "fresh", &fresh,
 			    "start a new archive; the old one is moved aside, not deleted"),
 		KS_OPT_INT(0, "time-cap", &time_cap, "MS", 1, 3600000, "milliseconds from 1 to 3600000",
@@ -412,6 +439,7 @@ int cmd_evolve(int argc, char **argv)
 	size_t n_mutators = 0;
 
 	llm_init(&llm);
+	cfg.profile_share = 0.1;
 	cfg.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (cfg.jobs > 8)
 		cfg.jobs = 8;
@@ -486,6 +514,21 @@ int cmd_evolve(int argc, char **argv)
 	printf("GPU: %s (%s), %d SMs, DRAM %.0f GB/s measured, peaks %s\n", gb.evaluators[0].profile.name,
 	       gb.evaluators[0].profile.arch, gb.evaluators[0].profile.sm_count,
 	       gb.evaluators[0].profile.dram_gbps, gb.evaluators[0].profile.peak_source);
+	if (cfg.profile_share > 0) {
+		char *ncu = ks_profile_find_ncu(NULL);
+
+		if (ncu)
+			printf("profiler: %s; new elites are profiled in at most %.0f%% of the GPU time\n",
+			       ncu, 100.0 * cfg.profile_share);
+		else
+			printf("profiler: %s not found (Nsight Compute; on PATH, or name it with "
+			       "KSEARCH_NCU); the "
+			       "search goes on without profiles\n",
+			       getenv("KSEARCH_NCU") ? getenv("KSEARCH_NCU") : "ncu");
+		if (!ncu)
+			cfg.profile_share = 0;
+		free(ncu);
+	}
 	if (llm.wanted) {
 		if (ks_llm_system_prompt(llm.prompts_dir, &op, &gb.evaluators[0].profile, &llm.system_prompt,
 					 &err) < 0 ||

@@ -1,8 +1,10 @@
 /*
  * internal.c - the hidden subcommands ksearch runs as its own children:
  * `__worker --gpu N` (the GPU evaluator, worker.h) and `__compile`
- * (NVRTC in a killable process, compiler.h).  They read frames on stdin
- * and answer on KS_CHILD_REPLY_FD (proc.h); people never run them.
+ * (NVRTC in a killable process, compiler.h), which read frames on stdin
+ * and answer on KS_CHILD_REPLY_FD (proc.h); and `__profile_run`, the
+ * process Nsight Compute profiles (profile.h), which answers in a file.
+ * People never run them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include "cli.h"
 #include "ksearch/base/proc.h"
 #include "ksearch/compile/compiler.h"
+#include "ksearch/evaluate/profile.h"
 #include "ksearch/evaluate/worker.h"
 
 static const struct ks_help worker_help = {
@@ -21,6 +24,12 @@ static const struct ks_help worker_help = {
 static const struct ks_help compile_help = {
 	.usage = "ksearch __compile",
 	.description = "Internal: NVRTC in a killable child ksearch starts; frames on stdin and stdout.",
+};
+
+static const struct ks_help profile_run_help = {
+	.usage = "ksearch __profile_run --op-dir DIR --source FILE --workload ID --result FILE [options]",
+	.description = "Internal: runs one candidate's launches on one workload for the profiler (ncu),\n"
+		       "once to warm up and once inside cuProfilerStart/Stop; writes what happened to FILE.",
 };
 
 int cmd_internal_worker(int argc, char **argv)
@@ -57,4 +66,40 @@ int cmd_internal_compile(int argc, char **argv)
 	if (n_positional)
 		return ks_cli_usage("__compile", "internal command: takes no arguments");
 	return ks_compile_child_main(0, KS_CHILD_REPLY_FD);
+}
+
+int cmd_internal_profile_run(int argc, char **argv)
+{
+	struct ks_profile_runner_args args = { .path = "candidate.cu", .deadline_s = 120 };
+	struct ks_opt_list params = { 0 };
+	struct ks_option opts[] = {
+		KS_OPT_STRING(0, "op-dir", &args.op_dir, "DIR", "the operator's folder"),
+		KS_OPT_STRING(0, "source", &args.source_file, "FILE", "the candidate's source"),
+		KS_OPT_STRING(0, "path", &args.path, "NAME", "the candidate's name in messages"),
+		KS_OPT_LIST(0, "param", &params, "K=V", "a param value (repeatable)"),
+		KS_OPT_STRING(0, "workload", &args.workload, "ID", "the workload to run"),
+		KS_OPT_INT(0, "gpu", &args.gpu, "N", 0, 1024, "a GPU number (0, 1, ...)", "the GPU"),
+		KS_OPT_STRING(0, "result", &args.result_file, "FILE", "where to say what happened"),
+		KS_OPT_INT(0, "deadline", &args.deadline_s, "S", 1, 86400, "1 to 86400 seconds",
+			   "end after this long"),
+		KS_OPT_END,
+	};
+	const char **positional;
+	size_t n_positional;
+	int rc;
+
+	rc = ks_opts_parse("__profile_run", opts, &profile_run_help, argc, argv, &positional, &n_positional);
+	if (rc)
+		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
+	free(positional);
+	if (n_positional || !args.op_dir || !args.source_file || !args.workload || !args.result_file) {
+		ks_opts_release(opts);
+		return ks_cli_usage("__profile_run",
+				    "internal command: expected --op-dir, --source, --workload and --result");
+	}
+	args.params = params.items;
+	args.n_params = params.n;
+	rc = ks_profile_runner_main(&args);
+	ks_opts_release(opts);
+	return rc;
 }

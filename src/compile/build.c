@@ -243,6 +243,13 @@ static void compute_descriptors(struct ks_build *out)
 		if (i == 0 || r->occupancy.fraction < d[KS_DESC_OCCUPANCY])
 			d[KS_DESC_OCCUPANCY] = r->occupancy.fraction;
 	}
+	/*
+	 * The measured descriptors' stand-ins, as far as a build knows them:
+	 * the theoretical occupancy; the speed-of-light fraction comes with
+	 * the timing (backend.c), 0 until then.
+	 */
+	d[KS_DESC_ACHIEVED_OCCUPANCY] = d[KS_DESC_OCCUPANCY];
+	d[KS_DESC_DRAM_FRACTION] = 0;
 }
 
 int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params, const char *arch,

@@ -11,6 +11,7 @@
 #include "ksearch/base/frame.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/base/util.h"
+#include "ksearch/evaluate/profile.h"
 
 int ks_gpu_build(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
 		 const char *arch, unsigned flags, struct ks_build *build, struct ks_result *res,
@@ -86,6 +87,32 @@ static int gb_evaluate(void *ctx, int lane, const struct ks_family *fam, const i
 	return ret;
 }
 
+/* Profile a new elite with the lane's GPU, which is between two evaluations (profile.h). */
+static int gb_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+		      const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
+		      struct ks_error *err)
+{
+	struct ks_gpu_backend *gb = ctx;
+	size_t n = fam->cand.n_params;
+	char **assign = ks_calloc(n ? n : 1, sizeof(*assign));
+	struct ks_profile_request req = { .op = gb->op,
+					  .source = fam->cand.source,
+					  .path = fam->cand.path,
+					  .params = (const char *const *)assign,
+					  .n_params = n,
+					  .gpu = gb->gpus[lane],
+					  .cancel = cancel };
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		assign[i] = ks_asprintf("%s=%lld", fam->cand.params[i].name, (long long)params[i]);
+	rc = ks_profile_run(&req, out, err);
+	for (size_t i = 0; i < n; i++)
+		free(assign[i]);
+	free(assign);
+	return rc;
+}
+
 static void gb_discard(void *ctx, void *built)
 {
 	(void)ctx;
@@ -123,7 +150,8 @@ int ks_gpu_backend_open(struct ks_gpu_backend *gb, const struct ks_op *op, const
 					   .lanes = (int)n_gpus,
 					   .build = gb_build,
 					   .evaluate = gb_evaluate,
-					   .discard = gb_discard };
+					   .discard = gb_discard,
+					   .profile = gb_profile };
 	return 0;
 }
 

@@ -94,6 +94,8 @@ static const struct symbol {
 	SYM(event_synchronize, "cuEventSynchronize"),
 	SYM_OR(event_elapsed_time, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
 	SYM(event_destroy, "cuEventDestroy_v2"),
+	SYM_OPTIONAL(profiler_start, "cuProfilerStart", NULL),
+	SYM_OPTIONAL(profiler_stop, "cuProfilerStop", NULL),
 #undef SYM
 #undef SYM_OR
 #undef SYM_OPTIONAL

@@ -181,6 +181,9 @@ void ks_result_add_evaluation(struct ks_result *res, struct ks_result *eval)
 				first = 0;
 			}
 		}
+		/* the measured descriptors' stand-ins until a profile replaces them (op.h) */
+		res->descriptors[KS_DESC_ACHIEVED_OCCUPANCY] = res->descriptors[KS_DESC_OCCUPANCY];
+		res->descriptors[KS_DESC_DRAM_FRACTION] = res->sol_fraction > 1 ? 1 : res->sol_fraction;
 	}
 }
 

@@ -23,6 +23,7 @@
 #include "ksearch/evaluate/compare.h"
 #include "ksearch/evaluate/cuda.h"
 #include "ksearch/evaluate/gpukit.h"
+#include "ksearch/evaluate/launch.h"
 #include "ksearch/evaluate/result.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/op/op.h"
@@ -54,6 +55,7 @@
 
 #define MAX_LAUNCHES 16
 #define MAX_SCRATCH 16
+#define MAX_TENSORS 64 /* inputs, and outputs, of an operator */
 
 /* A device buffer with a guard band on each side: [base, ptr) and [ptr + bytes, base + alloc). */
 struct gbuf {
@@ -714,133 +716,34 @@ static int program_set_smem(struct worker *w, struct program *prog, struct outco
 /*
  * Queue the program's launch sequence on the stream, no synchronization:
  * the zeroing of "zeroed" scratch (part of the call, so it is timed),
- * then the launches in order.
+ * then the launches in order (launch.h, shared with the profile runner).
  */
 static int program_launch(struct worker *w, const struct program *prog, const struct ks_plan *plan,
 			  const struct ks_workload *wl, const struct inputs *in, const struct outputs *out,
 			  const struct scratch *s, struct outcome *oc)
 {
-	const struct ks_op *op = &w->op;
+	CUdeviceptr in_ptr[MAX_TENSORS], out_ptr[MAX_TENSORS], scratch_ptr[MAX_SCRATCH];
+	struct ks_launch_buffers bufs = { in_ptr, in->scalar, out_ptr, scratch_ptr };
+	struct ks_launch_error why;
+	static const enum ks_verdict verdicts[] = {
+		[KS_LAUNCH_CUDA] = KS_VERDICT_CRASH,
+		[KS_LAUNCH_CONTRACT] = KS_VERDICT_CONTRACT_ERROR,
+		[KS_LAUNCH_UNSUPPORTED] = KS_VERDICT_REFUSED,
+	};
 
-	for (size_t i = 0; i < s->n; i++) {
-		CUresult rc;
-
-		if (!s->zeroed[i] || !s->buf[i].bytes)
-			continue;
-		rc = w->cu->memset_d8_async(s->buf[i].ptr, 0, s->buf[i].bytes, w->stream);
-		if (rc != CUDA_SUCCESS)
-			return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: zeroing scratch '%s'",
-					 wl->id, prog->cand->scratch[i].name);
-	}
-	for (size_t l = 0; l < prog->cand->n_launches; l++) {
-		const struct ks_launch *launch = &prog->cand->launches[l];
-		const struct ks_launch_dims *d = &plan->launches[l];
-		union {
-			CUdeviceptr ptr;
-			float f32;
-			double f64;
-			int32_t i32;
-			int64_t i64;
-			uint16_t u16;
-		} slots[64];
-		void *args[64];
-		CUresult rc;
-
-		if (launch->n_args > 64)
-			return fail_cuda(oc, KS_VERDICT_CONTRACT_ERROR, CUDA_SUCCESS,
-					 "launch[%zu] has %zu arguments (at most 64)", l, launch->n_args);
-		for (size_t a = 0; a < launch->n_args; a++) {
-			const struct ks_arg *arg = &launch->args[a];
-
-			memset(&slots[a], 0, sizeof(slots[a]));
-			switch (arg->kind) {
-			case KS_ARG_INPUT:
-				slots[a].ptr = in->buf[arg->index].ptr;
-				break;
-			case KS_ARG_OUTPUT:
-				slots[a].ptr = out->buf[arg->index].ptr;
-				break;
-			case KS_ARG_SCRATCH:
-				slots[a].ptr = s->buf[arg->index].ptr;
-				break;
-			case KS_ARG_AXIS: {
-				int64_t v = 0;
-
-				ks_env_get(&wl->axes, op->axes[arg->index].name, &v);
-				slots[a].i32 = (int32_t)v;
-				break;
-			}
-			case KS_ARG_SCALAR: {
-				double v = in->scalar[arg->index];
-
-				switch (op->inputs[arg->index].dtype) {
-				case KS_DTYPE_FLOAT32:
-					slots[a].f32 = (float)v;
-					break;
-				case KS_DTYPE_INT32:
-					slots[a].i32 = (int32_t)v;
-					break;
-				case KS_DTYPE_INT64:
-					slots[a].i64 = (int64_t)v;
-					break;
-				case KS_DTYPE_BFLOAT16: {
-					float f = (float)v;
-					uint32_t bits;
-
-					memcpy(&bits, &f, 4);
-					slots[a].u16 = (uint16_t)((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-					break;
-				}
-				case KS_DTYPE_FLOAT16:
-					return fail_internal(oc,
-							     "float16 scalar inputs are not supported yet");
-				}
-				break;
-			}
-			}
-			args[a] = &slots[a];
-		}
-		if (launch->pdl) {
-			/*
-			 * Programmatic dependent launch: this kernel may start while the
-			 * one before it finishes (it waits with griddepcontrol.wait).
-			 * Never the first launch (the parser refuses it), so nothing
-			 * outside the timed sequence can overlap it.
-			 */
-			CUlaunchAttribute attr = {
-				.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-			};
-			CUlaunchConfig config = { .gridDimX = (unsigned)d->grid[0],
-						  .gridDimY = (unsigned)d->grid[1],
-						  .gridDimZ = (unsigned)d->grid[2],
-						  .blockDimX = (unsigned)d->block[0],
-						  .blockDimY = (unsigned)d->block[1],
-						  .blockDimZ = (unsigned)d->block[2],
-						  .sharedMemBytes = (unsigned)d->smem,
-						  .hStream = w->stream,
-						  .attrs = &attr,
-						  .numAttrs = 1 };
-
-			attr.value.programmaticStreamSerializationAllowed = 1;
-			if (!w->cu->launch_kernel_ex)
-				return fail_cuda(
-					oc, KS_VERDICT_REFUSED, CUDA_SUCCESS,
-					"launch[%zu] asks for programmatic dependent launch (\"pdl\"), which "
-					"this driver does not offer (cuLaunchKernelEx: CUDA 12 or newer)",
-					l);
-			rc = w->cu->launch_kernel_ex(&config, prog->fns[l], args, NULL);
-		} else {
-			rc = w->cu->launch_kernel(prog->fns[l], (unsigned)d->grid[0], (unsigned)d->grid[1],
-						  (unsigned)d->grid[2], (unsigned)d->block[0],
-						  (unsigned)d->block[1], (unsigned)d->block[2],
-						  (unsigned)d->smem, w->stream, args, NULL);
-		}
-
-		if (rc != CUDA_SUCCESS)
-			return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: launching %s", wl->id,
-					 launch->kernel);
-	}
-	return 0;
+	if (w->op.n_inputs > MAX_TENSORS || w->op.n_outputs > MAX_TENSORS)
+		return fail_internal(oc, "the operator has more inputs or outputs than the worker handles");
+	for (size_t i = 0; i < w->op.n_inputs; i++)
+		in_ptr[i] = in->buf[i].ptr;
+	for (size_t i = 0; i < w->op.n_outputs; i++)
+		out_ptr[i] = out->buf[i].ptr;
+	for (size_t i = 0; i < s->n; i++)
+		scratch_ptr[i] = s->buf[i].ptr;
+	if (ks_launch_sequence(w->cu, w->stream, &w->op, prog->cand, prog->fns, plan, wl, &bufs, &why) == 0)
+		return 0;
+	if (why.failure == KS_LAUNCH_INTERNAL)
+		return fail_internal(oc, why.what);
+	return fail_cuda(oc, verdicts[why.failure], why.cuda_rc, "%s", why.what);
 }
 
 /*

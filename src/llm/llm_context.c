@@ -11,6 +11,7 @@
 #include "ksearch/llm/prompt.h"
 #include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
+#include "ksearch/evaluate/profile.h"
 
 #define STRATEGY_MAX_BYTES (16 * 1024)
 
@@ -151,12 +152,36 @@ char *ks_llm_descriptors_text(const json_t *record)
 	const char *name;
 	json_t *value;
 
+	int profiled = json_is_object(json_object_get(record, "profile"));
+
 	ks_strbuf_init(&sb);
 	json_object_foreach(json_object_get(record, "descriptors"), name, value)
+	{
+		enum ks_descriptor d;
+
 		ks_strbuf_addf(&sb, "%s%s=%g", sb.len ? " " : "", name, json_number_value(value));
+		/* a measured descriptor of a kernel not profiled yet holds a stand-in: say which */
+		if (!profiled && ks_descriptor_parse(name, &d, NULL) == 0 && ks_descriptor_is_measured(d))
+			ks_strbuf_addf(&sb, " (not profiled yet: %s)", ks_descriptor_stand_in(d));
+	}
 	if (!sb.len)
 		ks_strbuf_adds(&sb, "(not measured)");
 	return ks_strbuf_detach(&sb);
+}
+
+char *ks_llm_profile_text(const json_t *record)
+{
+	const json_t *profile = json_object_get(record, "profile");
+	char *lines, *text;
+
+	if (!json_is_object(profile))
+		return ks_strdup("(not profiled yet)");
+	lines = ks_profile_text(profile, "- ");
+	text = ks_asprintf("Nsight Compute on workload %s, %s:\n%s",
+			   json_string_value(json_object_get(profile, "workload")) ?: "?",
+			   json_string_value(json_object_get(profile, "tool")) ?: "ncu", lines ? lines : "");
+	free(lines);
+	return text;
 }
 
 /* Compile report lines and the verdict's evidence. */
@@ -225,14 +250,20 @@ static char *elites_text(const json_t *elites)
 	{
 		char *params = ks_llm_params_text(json_object_get(e, "params"));
 		char *desc = ks_llm_descriptors_text(e);
+		const json_t *profile = json_object_get(e, "profile");
 
 		ks_strbuf_addf(&sb,
 			       "- candidate %lld, family %s, %s: fitness %.3f, %.0f%% of the speed of light; "
-			       "descriptors %s\n",
+			       "descriptors %s",
 			       (long long)json_integer_value(json_object_get(e, "id")),
 			       json_string_value(json_object_get(e, "family")) ?: "?", params,
 			       json_number_value(json_object_get(e, "fitness")),
 			       100.0 * json_number_value(json_object_get(e, "sol_fraction")), desc);
+		if (json_is_object(profile))
+			ks_strbuf_addf(&sb, "; profiled: DRAM %.0f%% of peak, achieved occupancy %.2f",
+				       100 * json_number_value(json_object_get(profile, "dram_fraction")),
+				       json_number_value(json_object_get(profile, "achieved_occupancy")));
+		ks_strbuf_adds(&sb, "\n");
 		free(params);
 		free(desc);
 	}
@@ -249,6 +280,7 @@ int ks_llm_mutate_prompt(const char *prompts_dir, const struct ks_llm_mutate_inp
 	char *evidence = evidence_text(in->parent);
 	char *timings = timings_text(in->parent);
 	char *desc = ks_llm_descriptors_text(in->parent);
+	char *profile = ks_llm_profile_text(in->parent);
 	char *elites = elites_text(in->elites);
 	int ret;
 
@@ -264,6 +296,7 @@ int ks_llm_mutate_prompt(const char *prompts_dir, const struct ks_llm_mutate_inp
 	ks_prompt_vars_set(&vars, "parent_evidence", evidence);
 	ks_prompt_vars_set(&vars, "parent_timings", timings);
 	ks_prompt_vars_set(&vars, "parent_descriptors", desc);
+	ks_prompt_vars_set(&vars, "parent_profile", profile);
 	ks_prompt_vars_set(&vars, "parent_source", in->parent_source);
 	ks_prompt_vars_set(&vars, "elites", elites);
 	ks_prompt_vars_set(&vars, "recent_attempts",
@@ -274,6 +307,7 @@ int ks_llm_mutate_prompt(const char *prompts_dir, const struct ks_llm_mutate_inp
 	free(evidence);
 	free(timings);
 	free(desc);
+	free(profile);
 	free(elites);
 	return ret;
 }

@@ -27,10 +27,15 @@ static const size_t dtype_sizes[] = {
 };
 
 static const char *const descriptor_names[] = {
-	[KS_DESC_SMEM_BYTES] = "smem_bytes",	 [KS_DESC_OCCUPANCY] = "occupancy",
-	[KS_DESC_LAUNCHES] = "launches",	 [KS_DESC_REGISTERS] = "registers",
-	[KS_DESC_TENSOR_CORES] = "tensor_cores", [KS_DESC_ASYNC_COPY] = "async_copy",
+	[KS_DESC_SMEM_BYTES] = "smem_bytes",
+	[KS_DESC_OCCUPANCY] = "occupancy",
+	[KS_DESC_LAUNCHES] = "launches",
+	[KS_DESC_REGISTERS] = "registers",
+	[KS_DESC_TENSOR_CORES] = "tensor_cores",
+	[KS_DESC_ASYNC_COPY] = "async_copy",
 	[KS_DESC_LOAD_WIDTH] = "load_width",
+	[KS_DESC_DRAM_FRACTION] = "dram_fraction",
+	[KS_DESC_ACHIEVED_OCCUPANCY] = "achieved_occupancy",
 };
 
 static const char *const generator_names[] = {
@@ -80,8 +85,26 @@ int ks_descriptor_parse(const char *text, enum ks_descriptor *out, struct ks_err
 	}
 	return ks_fail(err,
 		       "unknown descriptor '%s' (expected one of smem_bytes, occupancy, launches, "
-		       "registers, tensor_cores, async_copy, load_width)",
+		       "registers, tensor_cores, async_copy, load_width, dram_fraction, "
+		       "achieved_occupancy)",
 		       text);
+}
+
+int ks_descriptor_is_measured(enum ks_descriptor desc)
+{
+	return desc == KS_DESC_DRAM_FRACTION || desc == KS_DESC_ACHIEVED_OCCUPANCY;
+}
+
+const char *ks_descriptor_stand_in(enum ks_descriptor desc)
+{
+	switch (desc) {
+	case KS_DESC_DRAM_FRACTION:
+		return "the speed-of-light fraction";
+	case KS_DESC_ACHIEVED_OCCUPANCY:
+		return "the theoretical occupancy";
+	default:
+		return NULL;
+	}
 }
 
 const char *ks_generator_kind_name(enum ks_generator_kind kind)

@@ -22,6 +22,7 @@
 #include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
 #include "ksearch/search/mutator.h"
+#include "search_profile.h"
 
 #define RECENT 8
 
@@ -95,6 +96,7 @@ struct search {
 	double t_start, last_status;
 	uint64_t improvements;
 	size_t mutators_started;
+	struct ks_search_profiler profiler; /* new elites' profiles (search_profile.h) */
 };
 
 double ks_search_now(void)
@@ -397,11 +399,20 @@ static void *lane_thread(void *arg)
 		double t0;
 		int rc;
 
+		struct ks_profile_job *pj;
+
 		pthread_mutex_lock(&s->lock);
-		while (!s->shutdown && !s->eval_q.count)
+		while (!s->shutdown && !s->eval_q.count &&
+		       !ks_search_profiler_ready(&s->profiler, s->gpu_busy_s))
 			pthread_cond_wait(&s->cond, &s->lock);
-		job = queue_pop(&s->eval_q);
+		/* between two evaluations the GPU is this lane's: a new elite's profile goes first */
+		pj = s->shutdown ? NULL : ks_search_profiler_take(&s->profiler, s->gpu_busy_s);
+		job = pj ? NULL : queue_pop(&s->eval_q);
 		pthread_mutex_unlock(&s->lock);
+		if (pj) {
+			ks_search_profiler_run(&s->profiler, lane->index, pj);
+			continue;
+		}
 		if (!job)
 			return NULL;
 		t0 = ks_search_now();
@@ -924,6 +935,7 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 			s->recent[s->n_recent < RECENT ? s->n_recent++ : s->improvements % RECENT] =
 				(uint64_t)res.cell;
 			s->improvements++;
+			ks_search_profiler_elite(&s->profiler, f, job->p.params, res.id);
 		}
 		s->summary->evaluated++;
 		s->summary->by_verdict[result->verdict]++;
@@ -1190,6 +1202,17 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	for (size_t i = 0; i < n_families; i++)
 		add_family(&s, (struct ks_family *)&families[i], 1);
 	s.n_seeds = n_families;
+	{
+		struct ks_search_profiler_env env = { .backend = backend,
+						      .cfg = cfg,
+						      .summary = summary,
+						      .ar = ar,
+						      .lock = &s.lock,
+						      .cond = &s.cond,
+						      .t_start = s.t_start };
+
+		ks_search_profiler_init(&s.profiler, &env);
+	}
 
 	if (ks_archive_metrics(ar, &m0, err) < 0 || load_counter(&s, "search/inserted", &inserted, err) < 0 ||
 	    load_families(&s, err) < 0)
@@ -1271,6 +1294,8 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 		}
 		if (step_mutators(&s, 0, stopping, err) < 0)
 			goto shutdown;
+		if (ks_search_profiler_apply(&s.profiler, err) < 0)
+			goto shutdown;
 		if (top_up(&s, &reason, err) < 0)
 			goto shutdown;
 		if (job)
@@ -1308,6 +1333,10 @@ shutdown:
 		pthread_join(builders[i], NULL);
 	for (int i = 0; threads && i < backend->lanes; i++)
 		pthread_join(lanes[i].thread, NULL);
+	/* profiles that finished while the search wound down are stored too */
+	if (ret == 0 && ks_search_profiler_apply(&s.profiler, err) < 0)
+		ret = -1;
+	ks_search_profiler_finish(&s.profiler, s.gpu_busy_s);
 	/* anything still queued after a failure: release it */
 	for (size_t i = 0; i < s.depth; i++) {
 		struct job *job = s.ring[i];

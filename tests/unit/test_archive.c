@@ -1253,6 +1253,181 @@ static void test_bad_prompt_fails_the_import_and_changes_nothing(void **state)
 	test_rmtree(root);
 }
 
+/* A grid with a measured axis: launches [1,2) [2,3); dram_fraction [0,0.3) [0.3,0.6) [0.6,1.01). */
+static double measured_launch_edges[] = { 1, 2, 3 };
+static double dram_edges[] = { 0, 0.3, 0.6, 1.01 };
+static struct ks_grid_axis measured_grid[] = {
+	{ KS_DESC_LAUNCHES, measured_launch_edges, 3 },
+	{ KS_DESC_DRAM_FRACTION, dram_edges, 4 },
+};
+
+static struct ks_archive *open_measured(const char *root)
+{
+	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE | KS_ARCHIVE_NOSYNC,
+					   .grid = measured_grid,
+					   .n_grid = 2 };
+	struct ks_archive *ar;
+	struct ks_error err;
+
+	if (ks_archive_open(&ar, root, "measuredop", "Test GPU 9000", &opts, &err) < 0)
+		fail_msg("%s", err.msg);
+	return ar;
+}
+
+/* An ok record with one launch whose dram_fraction is still the stand-in. */
+static json_t *standin_record(double fitness, double dram, int splits)
+{
+	json_t *r = make_record("ok", fitness, 1, 0, splits);
+
+	json_object_set_new(json_object_get(r, "descriptors"), "dram_fraction", json_real(dram));
+	return r;
+}
+
+static void set_profile(struct ks_archive *ar, uint64_t id, double dram,
+			struct ks_archive_profile_result *res)
+{
+	json_t *profile =
+		json_pack("{s:s, s:f, s:f, s:[{s:s, s:f}]}", "workload", "big", "dram_fraction", dram,
+			  "achieved_occupancy", 0.3, "stalls", "reason", "long_scoreboard", "share", 0.6);
+	struct ks_error err;
+
+	if (ks_archive_set_profile(ar, id, profile, res, &err) < 0)
+		fail_msg("%s", err.msg);
+	json_decref(profile);
+}
+
+static uint64_t elite_of(struct ks_archive *ar, uint64_t cell)
+{
+	struct ks_archive_elite *elites;
+	struct ks_error err;
+	uint64_t id = 0;
+	size_t n;
+
+	assert_int_equal(ks_archive_elites(ar, &elites, &n, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		if (elites[i].cell == cell)
+			id = elites[i].id;
+	free(elites);
+	return id;
+}
+
+/*
+ * A profile lands in the record, its measurements replace the stand-ins,
+ * and the candidate moves to its measured cell: the next best of its old
+ * cell takes over (or the cell empties), and it competes for the new one;
+ * of equal fitness the older record keeps a cell.  The counters always
+ * agree with a recount, and an export carries the profile.
+ */
+static void test_profile_moves_a_candidate_to_its_measured_cell(void **state)
+{
+	char *root = test_tmpdir(), *root2 = test_tmpdir();
+	struct ks_archive *ar = open_measured(root), *copy;
+	struct ks_archive_profile_result res;
+	struct ks_archive_import_result imported;
+	struct ks_archive_metrics m;
+	struct ks_error err;
+	json_t *rec, *doc;
+	char *text;
+
+	(void)state;
+	/* cells: dram bin 0 -> cell 0, bin 2 -> cell 2 */
+	assert_int_equal(insert(ar, standin_record(2.0, 0.2, 1), "a", NULL), 1);
+	assert_int_equal(insert(ar, standin_record(1.5, 0.25, 2), "a", NULL), 2);
+	assert_int_equal(insert(ar, standin_record(1.0, 0.7, 3), "a", NULL), 3);
+	assert_int_equal(elite_of(ar, 0), 1);
+	assert_int_equal(elite_of(ar, 2), 3);
+
+	/* #1 measures 0.75: it leaves cell 0 to #2 and takes cell 2 from #3 */
+	set_profile(ar, 1, 0.75, &res);
+	assert_true(res.moved);
+	assert_int_equal(res.old_cell, 0);
+	assert_int_equal(res.cell, 2);
+	assert_true(res.left_elite);
+	assert_int_equal(res.successor_id, 2);
+	assert_int_equal(res.outcome, KS_ARCHIVE_IMPROVED);
+	assert_int_equal(res.replaced_id, 3);
+	assert_int_equal(elite_of(ar, 0), 2);
+	assert_int_equal(elite_of(ar, 2), 1);
+	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+	assert_int_equal(m.cells_filled, 2);
+	assert_true(fabs(m.qd_score - 3.5) < 1e-12);
+	assert_int_equal(ks_archive_get(ar, 1, &rec, NULL, &err), 0);
+	assert_true(json_number_value(
+			    json_object_get(json_object_get(rec, "descriptors"), "dram_fraction")) == 0.75);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(rec, "profile"), "workload")),
+			    "big");
+	json_decref(rec);
+	assert_verify_clean(ar);
+
+	/* #2 measures 0.9: nothing is left in cell 0, and #1 keeps cell 2 */
+	set_profile(ar, 2, 0.9, &res);
+	assert_true(res.left_elite);
+	assert_int_equal(res.successor_id, 0);
+	assert_int_equal(res.outcome, KS_ARCHIVE_NOT_ADDED);
+	assert_int_equal(elite_of(ar, 0), 0);
+	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+	assert_int_equal(m.cells_filled, 1);
+	assert_true(fabs(m.qd_score - 2.0) < 1e-12);
+	assert_verify_clean(ar);
+
+	/* the same cell again: nothing moves */
+	set_profile(ar, 2, 0.95, &res);
+	assert_false(res.moved);
+	assert_int_equal(res.outcome, KS_ARCHIVE_NOT_ADDED);
+
+	/* #3 measures 0.1: the empty cell 0 is its own */
+	set_profile(ar, 3, 0.1, &res);
+	assert_int_equal(res.outcome, KS_ARCHIVE_NEW_CELL);
+	assert_false(res.left_elite);
+	assert_int_equal(elite_of(ar, 0), 3);
+
+	/* a later record of equal fitness in cell 0 does not replace #3 ... */
+	assert_int_equal(insert(ar, standin_record(1.0, 0.15, 4), "a", NULL), 4);
+	assert_int_equal(elite_of(ar, 0), 3);
+	/* ... but takes over when #3 leaves, and an older record of equal fitness arriving wins */
+	set_profile(ar, 3, 0.8, &res);
+	assert_int_equal(res.successor_id, 4);
+	set_profile(ar, 3, 0.05, &res);
+	assert_int_equal(res.outcome, KS_ARCHIVE_IMPROVED);
+	assert_int_equal(res.replaced_id, 4);
+	assert_verify_clean(ar);
+
+	/* a record that is not ok keeps its profile and is never placed */
+	assert_int_equal(insert(ar, make_record("wrong", 0, 1, 0, 5), "a", NULL), 5);
+	set_profile(ar, 5, 0.5, &res);
+	assert_int_equal(res.outcome, KS_ARCHIVE_NOT_ELIGIBLE);
+
+	/* errors change nothing */
+	rec = json_pack("{s:s}", "dram_fraction", "high");
+	assert_int_equal(ks_archive_set_profile(ar, 1, rec, NULL, &err), -1);
+	assert_contains(err.msg, "profile.dram_fraction: expected a number >= 0");
+	json_decref(rec);
+	rec = json_pack("{s:f}", "dram_fraction", 0.1);
+	assert_int_equal(ks_archive_set_profile(ar, 99, rec, NULL, &err), -1);
+	assert_contains(err.msg, "no candidate #99");
+	json_decref(rec);
+	assert_int_equal(elite_of(ar, 2), 1);
+	assert_verify_clean(ar);
+
+	/* an export carries the profiles; an import places by the measured values */
+	text = export_text(ar, 0);
+	doc = json_loads(text, 0, NULL);
+	copy = open_measured(root2);
+	assert_int_equal(ks_archive_import(copy, doc, &imported, &err), 0);
+	assert_int_equal(elite_of(copy, 0), 3);
+	assert_int_equal(elite_of(copy, 2), 1);
+	assert_int_equal(ks_archive_get(copy, 1, &rec, NULL, &err), 0);
+	assert_non_null(json_object_get(rec, "profile"));
+	json_decref(rec);
+	assert_verify_clean(copy);
+	json_decref(doc);
+	free(text);
+	ks_archive_close(copy);
+	ks_archive_close(ar);
+	test_rmtree(root);
+	test_rmtree(root2);
+}
+
 static void test_gpu_slug_and_env_listing(void **state)
 {
 	char *root = test_tmpdir();
@@ -1302,6 +1477,7 @@ int main(void)
 		cmocka_unit_test(test_prompts_lists_every_prompt_in_id_order),
 		cmocka_unit_test(test_prompts_survive_export_and_import),
 		cmocka_unit_test(test_bad_prompt_fails_the_import_and_changes_nothing),
+		cmocka_unit_test(test_profile_moves_a_candidate_to_its_measured_cell),
 		cmocka_unit_test(test_gpu_slug_and_env_listing),
 	};
 

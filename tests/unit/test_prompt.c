@@ -293,6 +293,7 @@ static const char *const mutate_vars[] = {
 	"parent_evidence",
 	"parent_timings",
 	"parent_descriptors",
+	"parent_profile",
 	"parent_source",
 	"elites",
 	"recent_attempts",

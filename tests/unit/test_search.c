@@ -47,8 +47,10 @@ static const char seed_b[] = "/* ksearch {\"params\": {\"C\": [1, 2, 3, 4, 5, 6,
 struct toy {
 	pthread_mutex_t lock;
 	int builds, evaluations;
-	int fail_internal_at; /* evaluation number that fails ksearch itself, or 0 */
-	int eval_us;	      /* extra time per evaluation, so LLM answers arrive during a run */
+	int profiles;			       /* profile calls */
+	enum ks_profile_status profile_status; /* what a profile comes back with */
+	int fail_internal_at;		       /* evaluation number that fails ksearch itself, or 0 */
+	int eval_us; /* extra time per evaluation, so LLM answers arrive during a run */
 };
 
 static uint64_t toy_hash(const struct ks_family *f, const int64_t *params)
@@ -109,6 +111,37 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 	res->descriptors[KS_DESC_OCCUPANCY] = (double)(h % 97) / 97.0;
 	res->descriptors[KS_DESC_REGISTERS] = (double)(16 + (h >> 8) % 200);
 	res->descriptors[KS_DESC_LAUNCHES] = 1.0;
+	return 0;
+}
+
+/* Profiles in a millisecond: dram_fraction from (family, params), or the status the toy is set to. */
+static int toy_profile(void *ctx, int lane, const struct ks_family *f, const int64_t *params,
+		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
+		       struct ks_error *err)
+{
+	struct toy *t = ctx;
+	uint64_t h = toy_hash(f, params);
+
+	(void)lane;
+	(void)cancel;
+	(void)err;
+	pthread_mutex_lock(&t->lock);
+	t->profiles++;
+	pthread_mutex_unlock(&t->lock);
+	usleep(1000);
+	memset(out, 0, sizeof(*out));
+	out->status = t->profile_status;
+	if (out->status == KS_PROFILE_NO_PERMISSION)
+		snprintf(out->why, sizeof(out->why),
+			 "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM)");
+	else if (out->status != KS_PROFILE_OK)
+		snprintf(out->why, sizeof(out->why), "toy: it crashed under the profiler");
+	snprintf(out->profile.tool, sizeof(out->profile.tool), "toy-ncu");
+	snprintf(out->profile.workload, sizeof(out->profile.workload), "n1024");
+	out->profile.launches = 1;
+	out->profile.dram_fraction = (double)(h % 100) / 100.0;
+	out->profile.achieved_occupancy = 0.25;
+	out->profile.seconds = 0.001;
 	return 0;
 }
 
@@ -358,6 +391,137 @@ static void test_target_stops_and_internal_failure_is_reported(void **state)
 	out = run(f, "internal", 5, 100, 0, &bad, -1, &sum, &err);
 	assert_contains(err.msg, "the GPU fell off the bus");
 	free(out);
+}
+
+/* ---- the profiler ---- */
+
+/* A search whose backend profiles; *out_text gets what it printed. */
+static void run_profiled(struct fixture *f, const char *archive, struct toy *toy, uint64_t budget,
+			 struct ks_search_summary *sum, char **out_text, char **log_text)
+{
+	struct ks_backend backend = { .ctx = toy,
+				      .lanes = 2,
+				      .build = toy_build,
+				      .evaluate = toy_evaluate,
+				      .discard = toy_discard,
+				      .profile = toy_profile };
+	struct ks_search_config cfg = { .seed = 4,
+					.budget = budget,
+					.jobs = 2,
+					.explore = 0.3,
+					.exploit = 0.5,
+					.recent = 0.2,
+					.profile_share = 0.5,
+					.profile_guess_s = 0.0001 };
+	const struct ks_mutator *mutators[] = { &ks_mutator_param };
+	struct ks_archive *ar = open_archive(f, archive);
+	size_t out_size = 0, log_size = 0;
+	struct ks_error err;
+
+	cfg.mutators = mutators;
+	cfg.n_mutators = 1;
+	cfg.out = open_memstream(out_text, &out_size);
+	cfg.log = open_memstream(log_text, &log_size);
+	cfg.status_every_s = 1000;
+	if (ks_search_run(ar, &f->op, f->families, f->n_families, &backend, &cfg, sum, &err) < 0)
+		fail_msg("%s", err.msg);
+	fclose(cfg.out);
+	fclose(cfg.log);
+	ks_archive_close(ar);
+}
+
+/*
+ * New elites are profiled between evaluations within the share, and the
+ * profiles land in their records; the summary says what it cost.
+ */
+static void test_new_elites_are_profiled_within_the_share(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 3000 };
+	struct ks_search_summary sum;
+	struct ks_archive_elite *elites;
+	struct ks_archive *ar;
+	struct ks_error err;
+	char *out, *log;
+	size_t n, with_profile = 0;
+
+	(void)state;
+	run_profiled(f, "prof", &t, 24, &sum, &out, &log);
+	assert_int_equal(sum.evaluated, 24);
+	assert_true(sum.profiled > 0);
+	assert_int_equal(sum.profiled, (uint64_t)t.profiles);
+	assert_true(sum.profile_s > 0);
+	assert_true(sum.profile_share > 0 && sum.profile_share < 0.5);
+	assert_string_equal(sum.profiler_off, "");
+	assert_contains(log, "\"event\":\"profile\"");
+	ar = open_archive(f, "prof");
+	assert_int_equal(ks_archive_elites(ar, &elites, &n, &err), 0);
+	for (size_t i = 0; i < n; i++) {
+		json_t *rec;
+
+		assert_int_equal(ks_archive_get(ar, elites[i].id, &rec, NULL, &err), 0);
+		if (json_is_object(json_object_get(rec, "profile"))) {
+			with_profile++;
+			assert_string_equal(
+				json_string_value(json_object_get(json_object_get(rec, "profile"), "tool")),
+				"toy-ncu");
+			assert_true(json_is_number(
+				json_object_get(json_object_get(rec, "descriptors"), "dram_fraction")));
+		}
+		json_decref(rec);
+	}
+	assert_true(with_profile > 0);
+	free(elites);
+	ks_archive_close(ar);
+	free(out);
+	free(log);
+}
+
+/* Without permission to read counters the search says so once, stops profiling and goes on. */
+static void test_no_permission_is_said_once_and_the_search_goes_on(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			 .eval_us = 3000,
+			 .profile_status = KS_PROFILE_NO_PERMISSION };
+	struct ks_search_summary sum;
+	char *out, *log, *first;
+
+	(void)state;
+	run_profiled(f, "noperm", &t, 24, &sum, &out, &log);
+	assert_int_equal(sum.evaluated, 24);
+	assert_string_equal(sum.stop_reason, "budget");
+	assert_int_equal(sum.profiled, 0);
+	assert_true(t.profiles >= 1 && t.profiles <= 2); /* both lanes may have started one */
+	assert_contains(sum.profiler_off, "ERR_NVGPUCTRPERM");
+	first = strstr(out, "profiler: ncu may not read");
+	assert_non_null(first);
+	assert_contains(first, "; the search goes on without profiles\n");
+	assert_null(strstr(first + 1, "profiler: ncu may not read"));
+	assert_contains(log, "\"event\":\"profiler_off\"");
+	free(out);
+	free(log);
+}
+
+/* Profiles that keep failing for their candidates end profiling for the run. */
+static void test_profiles_failing_in_a_row_stop_profiling(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			 .eval_us = 3000,
+			 .profile_status = KS_PROFILE_FAILED };
+	struct ks_search_summary sum;
+	char *out, *log;
+
+	(void)state;
+	run_profiled(f, "proffail", &t, 30, &sum, &out, &log);
+	assert_int_equal(sum.evaluated, 30);
+	assert_int_equal(sum.profiled, 0);
+	assert_true(sum.profile_failed >= 3);
+	assert_contains(sum.profiler_off, "3 profiles in a row failed");
+	assert_contains(log, "\"event\":\"profile_failed\"");
+	free(out);
+	free(log);
 }
 
 /* ---- the LLM mutator, against tools/fake-llm ---- */
@@ -1284,6 +1448,9 @@ int main(void)
 		cmocka_unit_test(test_llm_that_never_gives_code_does_not_hold_up_an_exhausted_search),
 		cmocka_unit_test(test_llm_search_works_against_each_kind_of_endpoint),
 		cmocka_unit_test(test_llm_answers_cut_off_are_their_own_failure),
+		cmocka_unit_test(test_new_elites_are_profiled_within_the_share),
+		cmocka_unit_test(test_no_permission_is_said_once_and_the_search_goes_on),
+		cmocka_unit_test(test_profiles_failing_in_a_row_stop_profiling),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -228,6 +228,7 @@ static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)
 	assert_contains(out, "occupancy=0.25 launches=2");
 	assert_contains(out, "candidate 9, family mma_tiles, STAGES=2: fitness 4.250");
 	assert_contains(out, "## Recent attempts from this parent\n\n(none)");
+	assert_contains(out, "(not profiled yet)");
 	free(out);
 	if (ks_llm_repair_prompt(dir, 1, 2, "wrong", "output[3]: got NaN, expected 1.5", "SPLITS=8",
 				 "CHILD-SOURCE", &out, &err) < 0)
@@ -235,6 +236,62 @@ static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)
 	assert_contains(out, "repair attempt 1 of 2");
 	assert_contains(out, "output[3]: got NaN");
 	assert_contains(out, "CHILD-SOURCE");
+	free(out);
+	json_decref(parent);
+	json_decref(elites);
+	free(dir);
+}
+
+/*
+ * A profiled parent's counters reach the LLM in a few plain lines, its
+ * measured descriptors without the stand-in note, and a profiled elite
+ * carries its DRAM throughput and occupancy.
+ */
+static void test_mutate_prompt_carries_the_profile(void **state)
+{
+	json_t *parent = json_loads(
+		"{\"id\": 5, \"family\": \"split_kv\", \"verdict\": \"ok\", \"fitness\": 3.5, "
+		"\"sol_fraction\": 0.42,"
+		" \"params\": {\"SPLITS\": 8}, \"evidence\": \"\","
+		" \"descriptors\": {\"launches\": 2, \"dram_fraction\": 0.48, \"achieved_occupancy\": 0.23},"
+		" \"profile\": {\"tool\": \"ncu 2025.3.1.0\", \"workload\": \"b64_kv46287\", \"launches\": 2,"
+		"   \"dram_fraction\": 0.48, \"achieved_occupancy\": 0.23, \"l2_hit_rate\": 0.35,"
+		"   \"sm_throughput\": 0.2, \"local_load_bytes\": 2048, \"local_store_bytes\": 1024,"
+		"   \"stalls\": [{\"reason\": \"long_scoreboard\", \"share\": 0.61},"
+		"              {\"reason\": \"barrier\", \"share\": 0.12}, {\"reason\": \"wait\", \"share\": "
+		"0.08}]}}",
+		0, NULL);
+	json_t *elites =
+		json_loads("[{\"id\": 9, \"family\": \"mma_tiles\", \"fitness\": 4.25, \"sol_fraction\": 0.5,"
+			   " \"params\": {}, \"descriptors\": {\"dram_fraction\": 0.5},"
+			   " \"profile\": {\"dram_fraction\": 0.71, \"achieved_occupancy\": 0.5}},"
+			   " {\"id\": 10, \"family\": \"plain\", \"fitness\": 1.5, \"sol_fraction\": 0.2,"
+			   " \"params\": {}, \"descriptors\": {\"dram_fraction\": 0.2}}]",
+			   0, NULL);
+	struct ks_llm_mutate_input in = { .target = "Improve the parent.",
+					  .strategy = "S",
+					  .parent = parent,
+					  .parent_source = "SRC\n",
+					  .elites = elites };
+	struct ks_error err;
+	char *dir = prompts_dir(), *out = NULL;
+
+	(void)state;
+	assert_non_null(parent);
+	assert_non_null(elites);
+	if (ks_llm_mutate_prompt(dir, &in, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_contains(out, "Nsight Compute on workload b64_kv46287, ncu 2025.3.1.0:\n"
+			     "- DRAM throughput 48% of peak, SM throughput 20% of peak, L2 hit rate 35%\n"
+			     "- achieved occupancy 0.23\n"
+			     "- warp stalls: long scoreboard 61%, barrier 12%, wait 8%\n"
+			     "- local memory (spills): 2.0 KB loaded, 1.0 KB stored\n");
+	assert_contains(out, "launches=2 dram_fraction=0.48 achieved_occupancy=0.23\n");
+	assert_contains(out, "candidate 9, family mma_tiles, (no params): fitness 4.250, 50% of the speed of "
+			     "light; descriptors dram_fraction=0.5; profiled: DRAM 71% of peak, achieved "
+			     "occupancy 0.50\n");
+	assert_contains(out,
+			"descriptors dram_fraction=0.2 (not profiled yet: the speed-of-light fraction)\n");
 	free(out);
 	json_decref(parent);
 	json_decref(elites);
@@ -287,6 +344,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test(test_strategy_extract),
 		cmocka_unit_test(test_mutate_and_repair_prompts_carry_the_evidence),
+		cmocka_unit_test(test_mutate_prompt_carries_the_profile),
 		cmocka_unit_test(test_system_prompt_states_the_operator_and_the_gpu),
 	};
 

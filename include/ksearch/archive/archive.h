@@ -161,6 +161,39 @@ int ks_archive_insert(struct ks_archive *ar, const json_t *record, const char *s
 		      struct ks_archive_insert_result *result, struct ks_error *err);
 
 /*
+ * Profiles (profile.h makes them): the one change a stored record ever
+ * sees.  In one transaction the record gets "profile" (the object as
+ * given: any fields, rounded like a record's), and each measured
+ * descriptor the profile holds (dram_fraction, achieved_occupancy: op.h)
+ * replaces the stand-in in its "descriptors".  An ok record whose cell
+ * changes moves: if it was the elite of its old cell, the next best
+ * record of that cell takes the cell over (or it empties, and the
+ * QD-score and coverage go down: the only way they can), and it competes
+ * for its new cell as an insert would.  Profiling again replaces the
+ * profile.  Fails, changing nothing, when there is no such id or a
+ * measured descriptor in the profile is not a number >= 0.
+ */
+struct ks_archive_profile_result {
+	int64_t old_cell; /* the cell it was placed in before, or -1 */
+	int64_t cell;	  /* the cell its descriptors give now, or -1 */
+	int moved;	  /* cell differs from old_cell: the grid changed around it */
+	/*
+	 * moved: NEW_CELL, IMPROVED or NOT_ADDED in its new cell, or
+	 * OUTSIDE_GRID (why says which descriptor); not moved: NOT_ADDED (or
+	 * NOT_ELIGIBLE for a record that is not ok, which is never placed).
+	 */
+	enum ks_archive_outcome outcome;
+	uint64_t replaced_id; /* IMPROVED: the elite it replaced */
+	double replaced_fitness;
+	int left_elite;	       /* it was the elite of old_cell */
+	uint64_t successor_id; /* left_elite: the record that holds old_cell now; 0: the cell is empty */
+	char why[256];
+};
+
+int ks_archive_set_profile(struct ks_archive *ar, uint64_t id, const json_t *profile,
+			   struct ks_archive_profile_result *result, struct ks_error *err);
+
+/*
  * Was (source, params) evaluated already?  Sets *id to the first record
  * with that source text and those params (params compared as canonical
  * JSON, key order ignored; NULL means {}), or to 0 when none.

@@ -15,6 +15,7 @@
 #ifndef KSEARCH_PROC_H
 #define KSEARCH_PROC_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -54,6 +55,31 @@ void ks_child_kill(struct ks_child *child);
  * killing it.  *status gets the wait status (may be NULL).
  */
 void ks_child_finish(struct ks_child *child, int timeout_ms, int *status);
+
+/*
+ * Programs that are not ksearch (the profiler): run to their end, with
+ * no protocol.  ks_proc_run() runs argv (argv[0] looked up in PATH when
+ * it has no slash) with stdin from /dev/null and stdout and stderr into
+ * the files out_path and err_path (created or emptied).  It runs in a
+ * process group of its own, and the group (the program and whatever it
+ * started) is killed when timeout_ms passes (0: no limit), when *cancel
+ * (may be NULL) becomes non-zero, or when we die.  Returns 0 once the
+ * program ended or was killed (res says which), -1 when it could not be
+ * started (err says why: "cannot run ncu: No such file or directory").
+ */
+struct ks_proc_result {
+	int status;    /* the wait status */
+	int timed_out; /* killed at the deadline */
+	int cancelled; /* killed because *cancel was set */
+	double seconds;
+};
+
+int ks_proc_run(const char *const *argv, const char *out_path, const char *err_path, int timeout_ms,
+		const volatile sig_atomic_t *cancel, struct ks_proc_result *res, struct ks_error *err);
+
+/* The path of program name (looked up in PATH when it has no slash), if executable; caller frees; NULL if
+ * none. */
+char *ks_proc_which(const char *name);
 
 /* "exited with code 3", "killed by signal 9 (Killed)" */
 void ks_child_describe_status(int status, char *buf, size_t size);

@@ -97,6 +97,10 @@ struct ks_cuda {
 	CUresult (*event_elapsed_time)(float *ms, CUevent start, CUevent end);
 	CUresult (*event_destroy)(CUevent event);
 
+	/* The profiler's collection window (NULL if the driver lacks them): profile.h's runner */
+	CUresult (*profiler_start)(void);
+	CUresult (*profiler_stop)(void);
+
 	/* Errors (prefer ks_cuda_strerror) */
 	CUresult (*get_error_name)(CUresult error, const char **name);
 	CUresult (*get_error_string)(CUresult error, const char **text);

@@ -67,7 +67,18 @@ int ks_llm_strategy_extract(const char *answer, char **text, struct ks_error *er
 /* "SPLITS=8 WARPS=4" from a params object. */
 char *ks_llm_params_text(const json_t *params);
 
-/* "smem_bytes=17408 occupancy=0.25 ..." from a record's descriptors. */
+/*
+ * "smem_bytes=17408 occupancy=0.25 ..." from a record's descriptors; a
+ * measured descriptor of a record not profiled yet says what stands in.
+ */
 char *ks_llm_descriptors_text(const json_t *record);
+
+/*
+ * The record's profile in a few plain lines ("Nsight Compute on workload
+ * W, ncu V:" then "- DRAM throughput 48% of peak, ...", "- achieved
+ * occupancy 0.23", "- warp stalls: long scoreboard 61%, barrier 12%,
+ * ...", "- local memory (spills): none"), or "(not profiled yet)".
+ */
+char *ks_llm_profile_text(const json_t *record);
 
 #endif

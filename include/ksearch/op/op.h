@@ -78,6 +78,15 @@ struct ks_workload {
 	struct ks_generator *generators; /* one per input, overrides applied */
 };
 
+/*
+ * The MAP-Elites descriptors (operators/README.md says what each means).
+ * The static ones are known from the build (and the driver's occupancy
+ * once evaluated).  The measured ones come from the profiler (profile.h):
+ * until a candidate is profiled it carries a stand-in, named by
+ * ks_descriptor_stand_in(), and is placed by it; profiling replaces the
+ * value in the record and moves the candidate to its measured cell
+ * (ks_archive_set_profile()).
+ */
 enum ks_descriptor {
 	KS_DESC_SMEM_BYTES,
 	KS_DESC_OCCUPANCY,
@@ -86,11 +95,22 @@ enum ks_descriptor {
 	KS_DESC_TENSOR_CORES,
 	KS_DESC_ASYNC_COPY,
 	KS_DESC_LOAD_WIDTH,
+	/* measured */
+	KS_DESC_DRAM_FRACTION,	    /* DRAM throughput / peak, 0..1; stand-in: the speed-of-light fraction */
+	KS_DESC_ACHIEVED_OCCUPANCY, /* achieved occupancy, 0..1; stand-in: the theoretical occupancy */
 	KS_DESC_COUNT
 };
 
 const char *ks_descriptor_name(enum ks_descriptor desc);
 int ks_descriptor_parse(const char *text, enum ks_descriptor *out, struct ks_error *err);
+/* 1 for the descriptors only the profiler measures (dram_fraction, achieved_occupancy). */
+int ks_descriptor_is_measured(enum ks_descriptor desc);
+/*
+ * What a measured descriptor holds until the candidate is profiled, in
+ * words ("the speed-of-light fraction", "the theoretical occupancy");
+ * NULL for a static descriptor.
+ */
+const char *ks_descriptor_stand_in(enum ks_descriptor desc);
 
 struct ks_grid_axis {
 	enum ks_descriptor descriptor;

@@ -26,6 +26,14 @@
  * its space and no time limit ends even when the model never sends a
  * usable kernel.
  *
+ * New elites (results that fill or improve a cell) are profiled with the
+ * backend's profile(), on a lane between two evaluations and within a
+ * share of the GPU time (search_profile.c); the profiles land in their
+ * records.  On a grid with a measured descriptor (op.h) they move
+ * candidates between cells at moments that depend on timing, so such a
+ * search, like one that waits on the outside world, does not repeat its
+ * choices exactly.
+ *
  * The backend (how a proposal becomes a record) is an interface: the real
  * one compiles with NVRTC and evaluates on GPU workers; tests plug in a
  * deterministic one.
@@ -42,6 +50,7 @@
 #include "ksearch/archive/archive.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/base/error.h"
+#include "ksearch/evaluate/profile.h"
 #include "ksearch/evaluate/result.h"
 #include "ksearch/op/op.h"
 
@@ -82,7 +91,39 @@ struct ks_backend {
 			struct ks_result *res, struct ks_error *err);
 	/* Free a built candidate that will not be evaluated. */
 	void (*discard)(void *ctx, void *built);
+	/*
+	 * Profile an ok candidate on a lane, between its evaluations (NULL: the
+	 * backend cannot profile).  Called from the lane's thread; fills *out
+	 * (profile.h) and returns 0, or -1 when ksearch itself failed.  A
+	 * profile that cannot be made is a status, never a -1.
+	 */
+	int (*profile)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
+		       struct ks_error *err);
 };
+
+/*
+ * The profiler's share of the GPU.  A profile may start only while what
+ * profiling took so far, plus what the next one is expected to take (the
+ * mean of those measured, or a first guess), stays within share of all
+ * the GPU time (evaluations and profiles); the share can pass it only by
+ * a profile that ran longer than expected.
+ */
+struct ks_profile_budget {
+	double share;	   /* the most profiling may take, as a fraction of GPU time */
+	double eval_s;	   /* GPU time spent evaluating */
+	double profile_s;  /* GPU time spent profiling */
+	double expected_s; /* what the next profile is expected to take */
+	uint64_t profiles; /* profiles run (whatever came of them) */
+};
+
+void ks_profile_budget_init(struct ks_profile_budget *b, double share, double first_guess_s);
+/* May one more profile start, with `running` already under way? */
+int ks_profile_budget_allows(const struct ks_profile_budget *b, int running);
+/* A profile took seconds. */
+void ks_profile_budget_spent(struct ks_profile_budget *b, double seconds);
+/* profile_s / (eval_s + profile_s); 0 before any GPU time. */
+double ks_profile_budget_used(const struct ks_profile_budget *b);
 
 struct ks_search_config {
 	uint64_t seed;
@@ -99,6 +140,13 @@ struct ks_search_config {
 	/* who proposes after the seeds, asked in this order (mutator.h); borrowed */
 	const struct ks_mutator *const *mutators;
 	size_t n_mutators;
+	/*
+	 * Profiling new elites (backend->profile): at most this share of the
+	 * GPU time (0: never; ksearch evolve's default is 0.1), the first
+	 * profile expected to take profile_guess_s (0: 5 s).
+	 */
+	double profile_share;
+	double profile_guess_s;
 };
 
 struct ks_search_summary {
@@ -112,6 +160,14 @@ struct ks_search_summary {
 	int resumed;
 	uint64_t resumed_from; /* records in the archive when the run started */
 	size_t added_families; /* families mutators added (the LLM's kernels), over the archive's life */
+	/* the profiler */
+	uint64_t profiled;	 /* elites profiled, their profiles stored */
+	uint64_t profile_failed; /* profiles that failed for their candidate */
+	uint64_t profile_moved;	 /* profiles that moved their candidate to another cell */
+	double profile_s;	 /* GPU time spent profiling */
+	double profile_share;	 /* profile_s over all GPU time (evaluations and profiles) */
+	char profiler_off[1024]; /* why profiling stopped (no profiler, no permission ...); "" if it did not
+				  */
 };
 
 /* Seconds on a monotonic clock. */

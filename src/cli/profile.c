@@ -1,0 +1,316 @@
+/*
+ * profile.c - `ksearch profile`: profiler counters of one candidate (an
+ * archive's record, stored back into it, or a file) on one workload.  The
+ * work is profile.h's; this layer picks the candidate, checks that the
+ * GPU is the one its archive was timed on, prints and stores.
+ */
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "archive_cli.h"
+#include "cli.h"
+#include "ksearch/archive/archive.h"
+#include "ksearch/base/util.h"
+#include "ksearch/evaluate/cuda.h"
+#include "ksearch/evaluate/profile.h"
+#include "ksearch/op/op.h"
+
+static const char *const cmd = "profile";
+
+/* Exit codes of this command (also in the help). */
+enum { EXIT_NO_PROFILER = 3, EXIT_NOT_PROFILED = 4 };
+
+static const struct ks_help help = {
+	.usage = "ksearch profile --op NAME (--id ID | --best) [--archive DIR] [--gpu MODEL] [options]\n"
+		 "       ksearch profile --op NAME FILE.cu [--param K=V ...] [options]",
+	.description =
+		"Measure a candidate with Nsight Compute (ncu) on one benchmark workload: DRAM and SM\n"
+		"throughput as fractions of the GPU's peak, achieved occupancy, the L2 hit rate, the three\n"
+		"warp stall reasons that cost most, and local-memory (spill) traffic.  The candidate runs\n"
+		"in a process of its own under the profiler, once to warm up and once measured; nothing\n"
+		"of this touches a timing.\n"
+		"\n"
+		"With --id (or --best), the candidate is a verified record of the operator's archive,\n"
+		"profiled on the GPU model the archive holds timings of, and the profile is stored in the\n"
+		"record: `ksearch archive show` prints it, the LLM mutator tells the LLM about it, and\n"
+		"a grid with a measured axis (dram_fraction, achieved_occupancy) places the candidate by\n"
+		"it.  `ksearch evolve` profiles new elites by itself.  With a FILE, the profile is\n"
+		"printed only.\n"
+		"\n"
+		"The workload is the benchmark workload with the most bytes to move, unless --workload\n"
+		"names another.  ncu is found as $KSEARCH_NCU, on PATH, or in /usr/local/cuda/bin; it\n"
+		"needs permission to read the GPU's counters (root, or the nvidia module's\n"
+		"NVreg_RestrictProfilingToAdminUsers=0).",
+	.examples = "  ksearch profile --op gqa --best\n"
+		    "  ksearch profile --op gqa --id 42 --workload b16_kv8636\n"
+		    "  ksearch profile --op gqa operators/gqa/reference.cu --json\n",
+	.exit_codes = "  3  no profiler here (ncu missing or unusable), or no permission to read counters\n"
+		      "  4  the candidate could not be profiled (it crashed or hung under the profiler)",
+};
+
+static void print_profile(const char *what, const json_t *profile, const char *gpu)
+{
+	char *text = ks_profile_text(profile, "  ");
+	const json_t *kernels = json_object_get(profile, "kernels"), *k;
+	size_t i;
+
+	printf("profile of %s on %s, %s (%s, %.1f s):\n%s", what,
+	       json_string_value(json_object_get(profile, "workload")) ?: "?", gpu,
+	       json_string_value(json_object_get(profile, "tool")) ?: "ncu",
+	       json_number_value(json_object_get(profile, "seconds")), text ? text : "");
+	if (json_array_size(kernels) > 1) {
+		printf("  launches:");
+		json_array_foreach(kernels, i, k)
+			printf("%s %s %.1f us (DRAM %.0f%%, occupancy %.2f)", i ? ";" : "",
+			       json_string_value(json_object_get(k, "name")) ?: "?",
+			       json_number_value(json_object_get(k, "duration_us")),
+			       100 * json_number_value(json_object_get(k, "dram_fraction")),
+			       json_number_value(json_object_get(k, "achieved_occupancy")));
+		printf("\n");
+	}
+	free(text);
+}
+
+/* "NAME=VALUE" for each param of a record; free with free_params(). */
+static char **record_params(const json_t *record, size_t *n)
+{
+	const json_t *params = json_object_get(record, "params"), *v;
+	char **out = ks_calloc(json_object_size(params) + 1, sizeof(*out));
+	const char *name;
+
+	*n = 0;
+	json_object_foreach((json_t *)params, name, v) out[(*n)++] =
+		ks_asprintf("%s=%lld", name, (long long)json_integer_value(v));
+	return out;
+}
+
+static void free_params(char **params, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(params[i]);
+	free(params);
+}
+
+/* The candidate of an archive: its record and source, and the archive's operator and GPU model. */
+static int pick_record(const struct ks_archive_pick *pick, uint64_t id, int best, json_t **record,
+		       char **source, char **op_key, char **gpu)
+{
+	struct ks_archive *ar = NULL;
+	struct ks_error err;
+	int ret = KS_EXIT_FAILED;
+
+	if (ks_archive_cli_open(cmd, pick, &ar))
+		return KS_EXIT_FAILED;
+	if (best) {
+		if (ks_archive_best(ar, record, source, &err) < 0) {
+			ks_cli_error(cmd, "%s", err.msg);
+			goto cleanup;
+		}
+		if (!*record) {
+			ks_cli_error(cmd, "%s holds no verified candidate yet", ks_archive_path(ar));
+			goto cleanup;
+		}
+	} else if (ks_archive_cli_get(cmd, ar, id, record, source) < 0) {
+		goto cleanup;
+	}
+	if (strcmp(ks_record_str(*record, "verdict", ""), "ok")) {
+		ks_cli_error(cmd, "candidate #%llu is %s: only verified candidates are profiled",
+			     (unsigned long long)ks_record_id(*record),
+			     ks_record_str(*record, "verdict", "?"));
+		goto cleanup;
+	}
+	*op_key = ks_strdup(ks_archive_op(ar));
+	*gpu = ks_strdup(ks_archive_gpu(ar));
+	ret = 0;
+cleanup:
+	ks_archive_close(ar);
+	return ret;
+}
+
+/* Store the profile in the record and say what it changed in the grid. */
+static int store(const struct ks_archive_pick *pick, const char *op_key, const char *gpu, uint64_t id,
+		 const json_t *profile, FILE *out)
+{
+	struct ks_archive_options options = { 0 };
+	struct ks_archive_profile_result res;
+	struct ks_archive *ar = NULL;
+	struct ks_error err;
+	int ret = KS_EXIT_FAILED;
+
+	if (ks_archive_open(&ar, pick->root, op_key, gpu, &options, &err) < 0 ||
+	    ks_archive_set_profile(ar, id, profile, &res, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	fprintf(out, "stored in %s, record #%llu", ks_archive_path(ar), (unsigned long long)id);
+	if (!res.moved) {
+		fprintf(out, "; its cell is unchanged\n");
+	} else {
+		fprintf(out, "; its measured descriptors move it from cell %lld to %lld: %s",
+			(long long)res.old_cell, (long long)res.cell, ks_archive_outcome_name(res.outcome));
+		if (res.outcome == KS_ARCHIVE_OUTSIDE_GRID)
+			fprintf(out, " (%s)", res.why);
+		if (res.left_elite && res.successor_id)
+			fprintf(out, "; #%llu is now the elite of cell %lld",
+				(unsigned long long)res.successor_id, (long long)res.old_cell);
+		else if (res.left_elite)
+			fprintf(out, "; cell %lld is empty now", (long long)res.old_cell);
+		fprintf(out, "\n");
+	}
+	ret = 0;
+cleanup:
+	ks_archive_close(ar);
+	return ret;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
+	struct ks_opt_list params = { 0 };
+	struct ks_profile_request req = { 0 };
+	struct ks_profile_outcome outcome;
+	struct ks_gpu_info info;
+	struct ks_op op = { 0 };
+	struct ks_error err;
+	uint64_t id = 0;
+	int best = 0, json = 0, device = 0, ret = KS_EXIT_FAILED, rc;
+	double timeout_s = 120;
+	const char *workload = NULL, *raw = NULL, **pos = NULL;
+	char **rparams = NULL, *op_key = NULL, *gpu = NULL, *source = NULL, *ncu = NULL, what[256];
+	size_t n_pos = 0, n_rparams = 0;
+	json_t *record = NULL, *profile = NULL;
+	struct ks_option opts[] = {
+		KS_ARCHIVE_COMMON_OPTS(&pick),
+		KS_OPT_CALLBACK(0, "id", &id, "ID", ks_archive_id_option,
+				"the archive's candidate to profile"),
+		KS_OPT_BOOL(0, "best", &best, "the archive's best candidate"),
+		KS_OPT_LIST(0, "param", &params, "K=V", "with FILE: a param value (repeatable)"),
+		KS_OPT_STRING(0, "workload", &workload, "ID", "the benchmark workload to profile on"),
+		KS_OPT_INT(0, "device", &device, "N", 0, 1024, "a GPU number (0, 1, ...)",
+			   "the GPU to profile on (default 0)"),
+		KS_OPT_DURATION(0, "timeout", &timeout_s, "DURATION", "a duration such as 90s or 5m",
+				"give up on a profile after this long (default 2m)"),
+		KS_OPT_STRING(0, "raw", &raw, "FILE", "also write ncu's output (its CSV) to FILE"),
+		KS_OPT_BOOL(0, "json", &json, "print the profile as JSON"),
+		KS_OPT_END,
+	};
+
+	rc = ks_opts_parse(cmd, opts, &help, argc, argv, &pos, &n_pos);
+	if (rc)
+		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
+	if (!pick.op) {
+		ret = ks_cli_usage(cmd, "--op NAME is required (see `ksearch ops`)");
+		goto cleanup;
+	}
+	if ((ks_opts_given(opts, &id) || best) + (n_pos > 0) != 1 || n_pos > 1 ||
+	    (ks_opts_given(opts, &id) && best)) {
+		ret = ks_cli_usage(cmd, "expected one candidate: --id ID, --best, or one FILE.cu");
+		goto cleanup;
+	}
+	if (n_pos && (ks_opts_given(opts, &pick.root) || pick.gpu)) {
+		ret = ks_cli_usage(cmd, "--archive and --gpu pick an archive's candidate, not a FILE's");
+		goto cleanup;
+	}
+	if (!n_pos && params.n) {
+		ret = ks_cli_usage(cmd, "--param goes with a FILE: a record's params are its own");
+		goto cleanup;
+	}
+	if (!n_pos) {
+		if ((ret = pick_record(&pick, id, best, &record, &source, &op_key, &gpu)))
+			goto cleanup;
+		ret = KS_EXIT_FAILED;
+		id = ks_record_id(record);
+		rparams = record_params(record, &n_rparams);
+		req.params = (const char *const *)rparams;
+		req.n_params = n_rparams;
+		req.path = ks_record_str(record, "path", "candidate.cu");
+		snprintf(what, sizeof(what), "#%llu (%s)", (unsigned long long)id,
+			 ks_record_str(record, "family", "?"));
+	} else {
+		size_t len;
+
+		if (ks_read_file(pos[0], &source, &len, &err) < 0) {
+			ks_cli_error(cmd, "%s", err.msg);
+			goto cleanup;
+		}
+		op_key = ks_strdup(pick.op);
+		req.params = params.items;
+		req.n_params = params.n;
+		req.path = pos[0];
+		snprintf(what, sizeof(what), "%s", pos[0]);
+	}
+	if (ks_op_find(op_key, &op, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	if (workload && !ks_op_workload(&op, workload)) {
+		ret = ks_cli_usage(cmd, "--workload %s: %s has no such workload (see `ksearch ops`)",
+				   workload, op.key);
+		goto cleanup;
+	}
+	if (!(ncu = ks_profile_find_ncu(NULL))) {
+		ks_cli_error(cmd,
+			     "%s not found: profiling needs Nsight Compute's ncu (on PATH, or name it with "
+			     "KSEARCH_NCU)",
+			     getenv("KSEARCH_NCU") ? getenv("KSEARCH_NCU") : "ncu");
+		ret = EXIT_NO_PROFILER;
+		goto cleanup;
+	}
+	if (ks_cuda_device_info(device, &info, &err) < 0) {
+		ks_cli_error(cmd,
+			     "%s\n(profiling runs the candidate on an NVIDIA GPU; `ksearch doctor` says what "
+			     "is missing)",
+			     err.msg);
+		ret = EXIT_NO_PROFILER;
+		goto cleanup;
+	}
+	if (gpu && strcmp(gpu, info.name)) {
+		ks_cli_error(
+			cmd,
+			"the archive holds timings on %s, but GPU %d is a %s: profile a candidate on the GPU "
+			"model it was timed on (--device N)",
+			gpu, device, info.name);
+		goto cleanup;
+	}
+	req.op = &op;
+	req.source = source;
+	req.workload = workload;
+	req.gpu = device;
+	req.timeout_ms = (int)(timeout_s * 1000 > 1e9 ? 1e9 : timeout_s * 1000);
+	req.raw_path = raw;
+	req.ncu = ncu;
+	if (ks_profile_run(&req, &outcome, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		goto cleanup;
+	}
+	if (outcome.status != KS_PROFILE_OK) {
+		ks_cli_error(cmd, "%s: %s", what, outcome.why);
+		ret = outcome.status == KS_PROFILE_FAILED ? EXIT_NOT_PROFILED : EXIT_NO_PROFILER;
+		goto cleanup;
+	}
+	profile = ks_profile_to_json(&outcome.profile);
+	if (json) {
+		json_dumpf(profile, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+		printf("\n");
+	} else {
+		print_profile(what, profile, info.name);
+	}
+	/* with --json, stdout holds the JSON alone */
+	if (!n_pos && (ret = store(&pick, op_key, gpu, id, profile, json ? stderr : stdout)))
+		goto cleanup;
+	ret = KS_EXIT_OK;
+cleanup:
+	json_decref(profile);
+	json_decref(record);
+	free_params(rparams, n_rparams);
+	free(source);
+	free(op_key);
+	free(gpu);
+	free(ncu);
+	free(pos);
+	ks_op_release(&op);
+	ks_opts_release(opts);
+	return ret;
+}

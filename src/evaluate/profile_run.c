@@ -1,0 +1,340 @@
+/*
+ * profile_run.c - `ksearch __profile_run`: the process ncu profiles (see
+ * profile.h).  It runs one candidate's launch sequence on one workload:
+ * once to warm up, once inside the profiler's window.  No verification
+ * and no timing happen here; the candidate was verified and timed by a
+ * worker before, and nothing this process measures or survives feeds a
+ * timing.
+ */
+#include "ksearch/evaluate/profile.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "ksearch/base/util.h"
+#include "ksearch/compile/build.h"
+#include "ksearch/evaluate/cuda.h"
+#include "ksearch/evaluate/gpukit.h"
+#include "ksearch/evaluate/launch.h"
+#include "ksearch/op/candidate.h"
+
+#define MAX_BUFFERS 64
+
+struct runner {
+	const struct ks_cuda *cu;
+	struct ks_gpukit *kit;
+	CUstream stream;
+	struct ks_op op;
+	struct ks_candidate cand;
+	struct ks_build build;
+	struct ks_plan plan;
+	int64_t *params;
+	CUmodule module;
+	CUfunction fns[KS_PROFILE_MAX_KERNELS];
+	CUdeviceptr inputs[MAX_BUFFERS], outputs[MAX_BUFFERS], scratch[MAX_BUFFERS];
+	double scalars[MAX_BUFFERS];
+	char device[256], arch[16];
+};
+
+static uint64_t mix64(uint64_t a, uint64_t b)
+{
+	uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+static int cuda_fail(struct ks_error *err, CUresult rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int cuda_fail(struct ks_error *err, CUresult rc, const char *fmt, ...)
+{
+	char what[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return ks_fail(err, "%s: %s", what, ks_cuda_strerror(rc));
+}
+
+/*
+ * The workload's inputs from the op's generators.  The structure (KV
+ * lengths, page permutations) is the one every candidate is timed on: the
+ * seed eval.c and worker.c derive from the op's name and the workload's
+ * id.  Values are any: a kernel's counters do not depend on them.
+ */
+static int make_inputs(struct runner *r, const struct ks_workload *wl, struct ks_error *err)
+{
+	uint64_t structure = mix64(fnv(r->op.name), fnv(wl->id)), values = 0x70726f66696c65ull;
+
+	if (r->op.n_inputs > MAX_BUFFERS || r->op.n_outputs > MAX_BUFFERS || r->plan.n_scratch > MAX_BUFFERS)
+		return ks_fail(err, "%s: more buffers than the profile runner handles", r->op.key);
+	for (size_t i = 0; i < r->op.n_inputs; i++) {
+		const struct ks_tensor *t = &r->op.inputs[i];
+		const struct ks_generator *gen = &wl->generators[i];
+		int structural = gen->kind == KS_GEN_INDPTR || gen->kind == KS_GEN_PAGE_PERMUTATION;
+		uint64_t seed = mix64(structural ? structure : values, i + 1);
+		int64_t numel;
+		CUresult rc;
+
+		if (t->is_scalar) {
+			r->scalars[i] = ks_gpukit_scalar(gen, seed);
+			continue;
+		}
+		if (ks_tensor_numel(t, wl, &numel, err) < 0)
+			return -1;
+		rc = r->cu->mem_alloc(&r->inputs[i], numel ? (size_t)numel * ks_dtype_size(t->dtype) : 256);
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(err, rc, "allocating input %s", t->name);
+		if (numel &&
+		    ks_gpukit_generate(r->kit, r->inputs[i], t->dtype, numel, gen, &wl->axes, seed, err) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < r->op.n_outputs; i++) {
+		int64_t numel;
+		CUresult rc;
+
+		if (ks_tensor_numel(&r->op.outputs[i], wl, &numel, err) < 0)
+			return -1;
+		rc = r->cu->mem_alloc(&r->outputs[i],
+				      numel ? (size_t)numel * ks_dtype_size(r->op.outputs[i].dtype) : 256);
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(err, rc, "allocating output %s", r->op.outputs[i].name);
+	}
+	for (size_t i = 0; i < r->plan.n_scratch; i++) {
+		CUresult rc = r->cu->mem_alloc(
+			&r->scratch[i], r->plan.scratch_bytes[i] ? (size_t)r->plan.scratch_bytes[i] : 256);
+
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(err, rc, "allocating scratch '%s' of %lld bytes",
+					 r->cand.scratch[i].name, (long long)r->plan.scratch_bytes[i]);
+	}
+	return 0;
+}
+
+/* Compile the candidate for this GPU and load it, with the dynamic shared memory its launches need. */
+static int load(struct runner *r, struct ks_error *err)
+{
+	struct ks_error why;
+	CUresult rc;
+
+	ks_error_clear(&why);
+	/*
+	 * In a child, as the search builds (compiler.h): in a process that has
+	 * loaded the driver, as this one has, NVRTC may leave out ptxas's
+	 * resource report, and the build would refuse the candidate.
+	 */
+	if (ks_build(&r->cand, &r->op, r->params, r->arch, KS_BUILD_ISOLATED, &r->build, &why) < 0) {
+		*err = why;
+		return -1;
+	}
+	if (r->build.verdict != KS_VERDICT_OK)
+		return ks_fail(err, "%s does not build (%s): %s", r->cand.path,
+			       ks_verdict_name(r->build.verdict), why.msg);
+	if (r->cand.n_launches > KS_PROFILE_MAX_KERNELS)
+		return ks_fail(err, "%zu launches (the profile runner handles %d)", r->cand.n_launches,
+			       KS_PROFILE_MAX_KERNELS);
+	rc = r->cu->module_load_data(&r->module, r->build.compiled.cubin);
+	if (rc != CUDA_SUCCESS) {
+		r->module = NULL;
+		return cuda_fail(err, rc, "loading the compiled module");
+	}
+	for (size_t i = 0; i < r->cand.n_launches; i++) {
+		rc = r->cu->module_get_function(&r->fns[i], r->module, r->cand.launches[i].kernel);
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(err, rc, "kernel '%s'", r->cand.launches[i].kernel);
+		if (r->plan.launches[i].smem <= 48 * 1024)
+			continue;
+		rc = r->cu->func_set_attribute(r->fns[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					       (int)r->plan.launches[i].smem);
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(err, rc, "kernel '%s': %lld bytes of dynamic shared memory",
+					 r->cand.launches[i].kernel, (long long)r->plan.launches[i].smem);
+	}
+	return 0;
+}
+
+static int run_once(struct runner *r, const struct ks_workload *wl, const char *what, struct ks_error *err)
+{
+	struct ks_launch_buffers bufs = { r->inputs, r->scalars, r->outputs, r->scratch };
+	struct ks_launch_error why;
+	CUresult rc;
+
+	if (ks_launch_sequence(r->cu, r->stream, &r->op, &r->cand, r->fns, &r->plan, wl, &bufs, &why) < 0)
+		return why.cuda_rc != CUDA_SUCCESS ? cuda_fail(err, why.cuda_rc, "%s", why.what)
+						   : ks_fail(err, "%s", why.what);
+	rc = r->cu->stream_synchronize(r->stream);
+	if (rc != CUDA_SUCCESS)
+		return cuda_fail(err, rc, "workload %s: %s", wl->id, what);
+	return 0;
+}
+
+static int profile(struct runner *r, const struct ks_profile_runner_args *a, struct ks_error *err)
+{
+	const struct ks_workload *wl;
+	struct ks_gpu_info gpu;
+	char *source = NULL;
+	size_t len;
+	CUresult rc;
+	int ret = -1;
+
+	if (ks_op_load(a->op_dir, &r->op, err) < 0 || ks_read_file(a->source_file, &source, &len, err) < 0)
+		goto cleanup;
+	if (ks_candidate_parse(a->path, source, &r->cand, err) < 0 ||
+	    ks_candidate_bind(&r->cand, &r->op, err) < 0)
+		goto cleanup;
+	r->params = ks_calloc(r->cand.n_params ? r->cand.n_params : 1, sizeof(*r->params));
+	ks_params_first(&r->cand, r->params);
+	if (ks_params_assign(&r->cand, a->params, a->n_params, r->params, err) < 0)
+		goto cleanup;
+	if (!(wl = ks_op_workload(&r->op, a->workload))) {
+		ks_fail(err, "no workload '%s' in %s", a->workload, r->op.key);
+		goto cleanup;
+	}
+	if (ks_plan_resolve(&r->cand, &r->op, wl, r->params, &r->plan, err) < 0)
+		goto cleanup;
+	if (ks_cuda_load(&r->cu, err) < 0 || ks_cuda_device_info(a->gpu, &gpu, err) < 0 ||
+	    ks_gpukit_open(&r->kit, r->cu, a->gpu, err) < 0)
+		goto cleanup;
+	snprintf(r->device, sizeof(r->device), "%s", gpu.name);
+	ks_gpu_arch(&gpu, r->arch, sizeof(r->arch));
+	r->stream = ks_gpukit_stream(r->kit);
+	if (!r->cu->profiler_start || !r->cu->profiler_stop) {
+		ks_fail(err,
+			"this driver has no cuProfilerStart: the profiler cannot be told what to measure");
+		goto cleanup;
+	}
+	if (load(r, err) < 0 || make_inputs(r, wl, err) < 0)
+		goto cleanup;
+	rc = r->cu->stream_synchronize(r->stream);
+	if (rc != CUDA_SUCCESS) {
+		cuda_fail(err, rc, "workload %s: making the inputs", wl->id);
+		goto cleanup;
+	}
+	/* warm: the first launch of a module pays for loading it */
+	if (run_once(r, wl, "running the candidate (warm-up)", err) < 0)
+		goto cleanup;
+	rc = r->cu->profiler_start();
+	if (rc != CUDA_SUCCESS) {
+		cuda_fail(err, rc, "starting the profiler's window");
+		goto cleanup;
+	}
+	if (run_once(r, wl, "running the candidate under the profiler", err) < 0)
+		goto cleanup;
+	rc = r->cu->profiler_stop();
+	if (rc != CUDA_SUCCESS) {
+		cuda_fail(err, rc, "closing the profiler's window");
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	free(source);
+	return ret;
+}
+
+static void release(struct runner *r)
+{
+	for (size_t i = 0; r->cu && i < MAX_BUFFERS; i++) {
+		if (r->inputs[i])
+			r->cu->mem_free(r->inputs[i]);
+		if (r->outputs[i])
+			r->cu->mem_free(r->outputs[i]);
+		if (r->scratch[i])
+			r->cu->mem_free(r->scratch[i]);
+	}
+	if (r->module)
+		r->cu->module_unload(r->module);
+	ks_gpukit_close(r->kit);
+	ks_build_release(&r->build);
+	ks_plan_release(&r->plan);
+	ks_candidate_release(&r->cand);
+	ks_op_release(&r->op);
+	free(r->params);
+}
+
+/* What the runner says when its deadline passes: made before, written by the signal handler. */
+static const char *deadline_file;
+static char deadline_text[256];
+
+static void on_deadline(int sig)
+{
+	int fd = open(deadline_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	(void)sig;
+	if (fd >= 0) {
+		if (write(fd, deadline_text, strlen(deadline_text)) < 0) {
+			/* nothing more can be done from here */
+		}
+		close(fd);
+	}
+	_exit(4);
+}
+
+int ks_profile_runner_main(const struct ks_profile_runner_args *a)
+{
+	struct runner r;
+	struct ks_error err;
+	json_t *result;
+	int ok;
+
+	/* a child of ncu: it goes when ncu goes, and ends itself at its deadline, saying so */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/*
+	 * Device printf lands on stdout, which is ncu's output: a kernel could
+	 * print counters of its choosing there.  Nothing it prints is kept.
+	 */
+	{
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		if (null < 0 || dup2(null, STDOUT_FILENO) < 0) {
+			fprintf(stderr, "ksearch __profile_run: cannot send stdout to /dev/null\n");
+			return 3;
+		}
+		if (null != STDOUT_FILENO)
+			close(null);
+	}
+	if (a->deadline_s > 0) {
+		deadline_file = a->result_file;
+		snprintf(deadline_text, sizeof(deadline_text),
+			 "{\"ok\": false, \"error\": \"the candidate did not finish within %d s under the "
+			 "profiler "
+			 "(its time limit here)\"}",
+			 a->deadline_s);
+		signal(SIGALRM, on_deadline);
+		alarm((unsigned)a->deadline_s);
+	}
+	memset(&r, 0, sizeof(r));
+	ks_error_clear(&err);
+	ok = profile(&r, a, &err) == 0;
+	if (ok)
+		result = json_pack("{s:b, s:s, s:s, s:s, s:I}", "ok", 1, "device", r.device, "arch", r.arch,
+				   "workload", a->workload, "launches", (json_int_t)r.cand.n_launches);
+	else
+		result = json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
+	release(&r);
+	if (json_dump_file(result, a->result_file, JSON_COMPACT) < 0) {
+		fprintf(stderr, "ksearch __profile_run: cannot write %s\n", a->result_file);
+		ok = 0;
+	}
+	if (!ok)
+		fprintf(stderr, "ksearch __profile_run: %s\n", err.msg);
+	json_decref(result);
+	return ok ? 0 : 3;
+}
