@@ -67,6 +67,11 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	err_has "no NVIDIA driver"
 	err_has "ksearch doctor"
 	[ ! -e "$TMP/ar" ] || fail "evolve created an archive without a GPU"
+	# no GPU is exit 3 however the GPUs are named (issue 14: --gpus all was a usage error)
+	for gpus in all 0 0,1; do
+		run 3 "$KSEARCH" evolve --op gqa --archive "$TMP/ar" --gpus "$gpus"
+		err_has "no NVIDIA driver"
+	done
 	run 1 "$KSEARCH" check operators/gqa/seeds/split_kv.cu --op gqa
 	err_has "needs an NVIDIA GPU"
 fi
