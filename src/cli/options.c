@@ -327,7 +327,8 @@ int ks_opts_parse(const char *cmd, struct ks_option *opts, const struct ks_help 
 		struct ks_option *o;
 		const char *value = NULL;
 
-		if (only_positional || arg[0] != '-' || !arg[1]) {
+		/* "-1" is a (bad) value, not an option: the command says what it expected */
+		if (only_positional || arg[0] != '-' || !arg[1] || plain_number(arg, 1)) {
 			(*positional)[(*n_positional)++] = arg;
 			continue;
 		}

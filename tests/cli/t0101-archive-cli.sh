@@ -77,6 +77,8 @@ err_has "no candidate #999 in $A/gqa/nvidia-h200 (its ids go from 1 to 10)"
 run 2 ka show abc --archive "$A"
 err_has "'abc' is not a candidate id"
 run 2 ka show --archive "$A"
+run 2 ka show -1 --archive "$A"
+err_has "'-1' is not a candidate id"
 
 # grid
 run 0 ka grid --archive "$A" --color never
