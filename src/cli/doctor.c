@@ -209,26 +209,66 @@ static void check_ops(void)
 	ks_op_dirs_free(dirs, count);
 }
 
+/*
+ * Whether a folder can be made under its nearest existing ancestor: a trial
+ * folder is made there and removed (access(2) says yes to root on a
+ * read-only or virtual file system).  0, or -1 with the reason in problem.
+ */
+static int can_create(const char *dir, char *problem, size_t size)
+{
+	char *ancestor = ks_strdup(dir), *probe = NULL, *slash;
+	struct stat st;
+	int ret = -1;
+
+	for (;;) {
+		while ((slash = strrchr(ancestor, '/')) && slash[1] == '\0' && slash != ancestor)
+			*slash = '\0'; /* trailing slashes */
+		slash = strrchr(ancestor, '/');
+		if (!slash) {
+			snprintf(ancestor, strlen(ancestor) + 1, ".");
+			break;
+		}
+		slash[slash == ancestor ? 1 : 0] = '\0';
+		if (stat(ancestor, &st) == 0 || errno != ENOENT)
+			break;
+	}
+	if (stat(ancestor, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(problem, size, "%s does not exist and cannot be created: %s is not a folder", dir,
+			 ancestor);
+		goto cleanup;
+	}
+	probe = ks_asprintf("%s/.ksearch-doctor-%ld", ancestor, (long)getpid());
+	if (mkdir(probe, 0700) < 0) {
+		snprintf(problem, size, "%s does not exist and cannot be created in %s: %s", dir, ancestor,
+			 strerror(errno));
+		goto cleanup;
+	}
+	rmdir(probe);
+	ret = 0;
+cleanup:
+	free(probe);
+	free(ancestor);
+	return ret;
+}
+
 static void check_archive(const char *dir)
 {
+	char problem[4400];
 	struct stat st;
 
 	if (stat(dir, &st) < 0) {
-		if (errno == ENOENT) {
+		int missing = errno == ENOENT;
+
+		if (!missing)
+			snprintf(problem, sizeof(problem), "%s: %s", dir, strerror(errno));
+		else if (can_create(dir, problem, sizeof(problem)) == 0) {
 			ok("archive", "%s (will be created on the first search)", dir);
 			return;
 		}
-		{
-			char problem[4400];
-
-			snprintf(problem, sizeof(problem), "%s: %s", dir, strerror(errno));
-			bad("archive", problem, "pass --archive DIR with a folder you can write");
-		}
+		bad("archive", problem, "pass --archive DIR with a folder you can write");
 		return;
 	}
 	if (!S_ISDIR(st.st_mode) || access(dir, W_OK)) {
-		char problem[4400];
-
 		snprintf(problem, sizeof(problem), "%s is not a writable folder", dir);
 		bad("archive", problem, "pass --archive DIR with a folder you can write");
 		return;

@@ -29,4 +29,15 @@ out_has "FAIL  toolkit"
 out_has "set CUDA_PATH"
 run 1 "$KSEARCH" doctor --archive /proc/version
 out_has "not a writable folder"
+# a folder that does not exist is fine only when it can be made (issue 14); the check leaves nothing
+nogpu=3
+nvidia-smi -L >/dev/null 2>&1 && nogpu=0
+run $nogpu "$KSEARCH" doctor --archive "$TMP/new/archive"
+out_has "ok    archive    $TMP/new/archive (will be created on the first search)"
+[ -z "$(ls -A "$TMP" | grep -v -e '^out$' -e '^err$')" ] || fail "doctor left something in $TMP: $(ls -A "$TMP")"
+run 1 "$KSEARCH" doctor --archive /proc/ksearch-none/archive
+out_has "FAIL  archive    /proc/ksearch-none/archive does not exist and cannot be created in /proc"
+out_lacks "will be created"
+run 1 "$KSEARCH" doctor --archive /proc/version/archive
+out_has "FAIL  archive    /proc/version/archive: Not a directory"
 done_ok
