@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -308,6 +309,19 @@ static const char *llm_fix(const struct ks_llm_response *r, const struct ks_llm_
 	return "the answer is not an OpenAI/Anthropic reply: check --llm-provider and --llm-url";
 }
 
+/* The fix for settings the client refused: only what is missing or wrong, never what was given right. */
+static const char *llm_settings_fix(const struct ks_llm_config *cfg)
+{
+	if (!cfg->base_url || !*cfg->base_url)
+		return "give --llm-url URL (or set KSEARCH_LLM_URL)";
+	if (strncasecmp(cfg->base_url, "http://", 7) && strncasecmp(cfg->base_url, "https://", 8))
+		return "give --llm-url the endpoint's base URL, up to the API version: "
+		       "https://api.openai.com/v1, or http://127.0.0.1:8000/v1 for a local server";
+	if (!cfg->model || !*cfg->model)
+		return "give --llm-model NAME (or set KSEARCH_LLM_MODEL)";
+	return "correct the setting named above";
+}
+
 /* Where the model's reasoning showed, for a person; NULL for a field (named by the caller). */
 static const char *reasoning_where(const char *where)
 {
@@ -332,11 +346,7 @@ static int check_llm(struct ks_llm_config *cfg)
 	int got = 0, ret = -1;
 
 	if (ks_llm_config_validate(cfg, &err) < 0) {
-		bad("llm", err.msg,
-		    !cfg->base_url || !cfg->model
-			    ? "give --llm-url and --llm-model (or KSEARCH_LLM_URL and "
-			      "KSEARCH_LLM_MODEL)"
-			    : "fix the setting named above (see `ksearch doctor --help`)");
+		bad("llm", err.msg, llm_settings_fix(cfg));
 		goto cleanup;
 	}
 	cfg->max_retries = 0;

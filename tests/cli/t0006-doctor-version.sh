@@ -40,4 +40,12 @@ out_has "FAIL  archive    /proc/ksearch-none/archive does not exist and cannot b
 out_lacks "will be created"
 run 1 "$KSEARCH" doctor --archive /proc/version/archive
 out_has "FAIL  archive    /proc/version/archive: Not a directory"
+# LLM settings refused before any request: the fix names what is wrong, not the flags given (issue 14)
+run 4 "$KSEARCH" doctor --llm-url notaurl --llm-model m
+out_has "FAIL  llm        --llm-url 'notaurl': expected an http:// or https:// URL"
+out_has "fix: give --llm-url the endpoint's base URL, up to the API version"
+out_lacks "--llm-model"
+run 4 env -u KSEARCH_LLM_MODEL "$KSEARCH" doctor --llm-url http://127.0.0.1:9/v1
+out_has "fix: give --llm-model NAME (or set KSEARCH_LLM_MODEL)"
+out_lacks "fix: give --llm-url"
 done_ok
