@@ -184,7 +184,10 @@ err_has "(the archive is unchanged)"
 run 0 ka stats --archive "$A"
 out_has "candidates  10 "
 run 1 ka import "$TMP/bad.json" --archive "$TMP/fresh"
-[ ! -e "$TMP/fresh/gqa/nvidia-h200/data.mdb" ] || fail "a failed import left a new archive behind"
+[ ! -e "$TMP/fresh" ] || fail "a failed import left $(find "$TMP/fresh") behind"
+mkdir -p "$TMP/kept/gqa"
+run 1 ka import "$TMP/bad.json" --archive "$TMP/kept/deeper"
+[ ! -e "$TMP/kept/deeper" ] && [ -d "$TMP/kept/gqa" ] || fail "a failed import did not leave the folders as they were"
 run 1 ka import "$TMP/missing.json" --archive "$A"
 
 # choosing among several archives
