@@ -130,5 +130,5 @@ int main(int argc, char **argv)
 	cmd = ks_find_command(argv[1]);
 	if (!cmd)
 		return suggest_command(argv[1]);
-	return cmd->fn(argc - 1, argv + 1);
+	return ks_cli_finish(cmd->name, cmd->fn(argc - 1, argv + 1));
 }

@@ -332,6 +332,7 @@ static int ls_row(const json_t *record, void *ctx_)
 	char why[128], fitness[32], sol[16];
 
 	if (ctx->json) {
+		ks_cli_json_printing();
 		fputs(ctx->shown ? ",\n  " : "[\n  ", stdout);
 		json_dumpf(record, stdout, KS_ARCHIVE_RECORD_JSON);
 		ctx->shown++;
@@ -416,9 +417,10 @@ static int archive_ls(int argc, char **argv)
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
-	if (ctx.json)
+	if (ctx.json) {
+		ks_cli_json_printing();
 		fputs(ctx.shown ? "\n]\n" : "[]\n", stdout);
-	else if (!ctx.shown)
+	} else if (!ctx.shown)
 		fprintf(stderr, "no candidates%s%s in %s\n", query.verdict >= 0 ? " with verdict " : "",
 			query.verdict >= 0 ? ks_verdict_name((enum ks_verdict)query.verdict) : "",
 			ks_archive_path(ctx.ar));
@@ -681,8 +683,7 @@ static int archive_show(int argc, char **argv)
 		json_object_set_new(record, "best_on_workloads", best_of);
 		json_object_set_new(record, "dispatch_fitness",
 				    json_real(ks_archive_dispatch_fitness(bests)));
-		json_dumpf(record, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-		putchar('\n');
+		ks_cli_json_print(record, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	} else {
 		show_record(ar, record, source, !no_source);
 		print_workload_bests_of(bests, id);
@@ -824,8 +825,7 @@ static int archive_stats(int argc, char **argv)
 			json_object_set(doc, "llm", usage);
 		json_object_set(doc, "workload_best", bests);
 		json_object_set_new(doc, "dispatch_fitness", json_real(ks_archive_dispatch_fitness(bests)));
-		json_dumpf(doc, stdout, JSON_INDENT(2));
-		putchar('\n');
+		ks_cli_json_print(doc, JSON_INDENT(2));
 		json_decref(doc);
 		ret = KS_EXIT_OK;
 		goto cleanup;

@@ -355,8 +355,7 @@ int cmd_check(int argc, char **argv)
 		json_t *out = args.all_params || n_positional > 1 ? json_incref(all)
 								  : json_incref(json_array_get(all, 0));
 
-		json_dumpf(out, stdout, JSON_INDENT(2));
-		putchar('\n');
+		ks_cli_json_print(out, JSON_INDENT(2));
 		json_decref(out);
 	}
 cleanup:

@@ -156,8 +156,7 @@ int cmd_ops(int argc, char **argv)
 	}
 cleanup:
 	if (all) {
-		json_dumpf(all, stdout, JSON_INDENT(2));
-		putchar('\n');
+		ks_cli_json_print(all, JSON_INDENT(2));
 		json_decref(all);
 	}
 	ks_op_dirs_free(dirs, count);
