@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/op/candidate.h"
+#include "ksearch/evaluate/cuda.h"
 #include "ksearch/evaluate/eval.h"
 #include "ksearch/op/op.h"
 #include "ksearch/base/util.h"
@@ -34,7 +34,11 @@ static const struct ks_help help = {
 		       "fitness (geometric-mean speedup); the occupancy the driver reports; and the\n"
 		       "verdict with its evidence.  The candidate runs in a separate worker process:\n"
 		       "a kernel that crashes or hangs costs that process, never ksearch, and the\n"
-		       "next candidate (several files can be given) runs in a fresh worker.",
+		       "next candidate (several files can be given) runs in a fresh worker.\n"
+		       "\n"
+		       "Each candidate is compiled before a GPU worker starts, so the static\n"
+		       "verdicts (contract_error, compile_error, refused) need no GPU; without one,\n"
+		       "what compiled ok is listed as not run and the command fails (exit 1).",
 	.examples = "  ksearch check operators/gqa/seeds/split_kv.cu --op gqa\n"
 		    "  ksearch check operators/gqa/seeds/split_kv.cu --op gqa --param SPLITS=16 --workload "
 		    "b64_kv46287\n"
@@ -43,7 +47,8 @@ static const struct ks_help help = {
 		      "  4  wrong (outputs differ from the reference)\n"
 		      "  5  crash or timeout\n"
 		      "  6  implausible (faster than the speed-of-light floor)\n"
-		      "  with --all-params, the worst outcome over the combinations\n",
+		      "  with --all-params, the worst outcome over the combinations; 1 when a\n"
+		      "  file cannot be read, or candidates that compiled could not be run (no GPU)\n",
 };
 
 static int exit_for(enum ks_verdict v)
@@ -146,33 +151,106 @@ static json_t *result_json(const struct ks_candidate *cand, const int64_t *param
 			json_object_set_new(desc, ks_descriptor_name((enum ks_descriptor)d),
 					    json_real(b->descriptors[d]));
 		json_object_set_new(obj, "descriptors", desc);
-		json_object_set_new(obj, "wall_s", json_real(r->wall_s));
+		if (r)
+			json_object_set_new(obj, "wall_s", json_real(r->wall_s));
 	}
 	return obj;
 }
 
-/* Check every requested param combination of one file; returns its worst exit code. */
 /* What the command line asks of every file. */
 struct check_args {
 	struct ks_opt_list param; /* --param K=V */
 	int all_params;
 };
 
-static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const char *path,
-		      const struct check_args *args, const struct ks_eval_options *eopts, json_t *all)
+/*
+ * The GPU side, started at the first candidate that builds ok: the static
+ * verdicts (contract_error, compile_error, refused) need no GPU, so every
+ * candidate is compiled first and a machine without one still gets them.
+ */
+struct gpu_side {
+	struct ks_evaluator ev;
+	int gpu;
+	const struct ks_eval_options *eopts;
+	int state;		  /* 0 not started yet, 1 running, -1 could not start */
+	char arch[16];		  /* what candidates are compiled for: the GPU's, else the default */
+	const char *arch_why;	  /* and why */
+	char error[KS_ERROR_MAX]; /* why it could not start */
+	size_t not_run;		  /* candidates that built ok and were not run for want of it */
+};
+
+static void gpu_side_init(struct gpu_side *side, int gpu, const struct ks_eval_options *eopts)
+{
+	const struct ks_cuda *cuda;
+	struct ks_gpu_info info;
+	struct ks_error err;
+
+	memset(side, 0, sizeof(*side));
+	side->gpu = gpu;
+	side->eopts = eopts;
+	if (ks_cuda_load(&cuda, &err) == 0 && ks_cuda_device_info(gpu, &info, &err) == 0) {
+		ks_gpu_arch(&info, side->arch, sizeof(side->arch));
+		side->arch_why = "the GPU's";
+	} else {
+		snprintf(side->arch, sizeof(side->arch), "sm_90a");
+		side->arch_why = "the default: no GPU";
+	}
+}
+
+/* Start the worker the first time it is needed; 0 when it runs, -1 when it cannot (side->error says why). */
+static int gpu_side_ready(struct gpu_side *side)
+{
+	struct ks_error err;
+
+	if (side->state == 0) {
+		if (ks_evaluator_open(&side->ev, side->gpu, side->eopts, &err) < 0) {
+			snprintf(side->error, sizeof(side->error), "%s", err.msg);
+			side->state = -1;
+		} else if (strcmp(side->ev.profile.arch, side->arch)) {
+			/* the candidates were built for the architecture the driver named */
+			snprintf(side->error, sizeof(side->error),
+				 "GPU %d's worker reports architecture %s, the driver said %s", side->gpu,
+				 side->ev.profile.arch, side->arch);
+			ks_evaluator_close(&side->ev);
+			side->state = -1;
+		} else {
+			side->state = 1;
+		}
+	}
+	return side->state > 0 ? 0 : -1;
+}
+
+static void gpu_side_close(struct gpu_side *side)
+{
+	if (side->state > 0)
+		ks_evaluator_close(&side->ev);
+	side->state = 0;
+}
+
+/* Check every requested param combination of one file; returns its worst exit code. */
+static int check_file(struct gpu_side *side, const struct ks_op *op, const char *path,
+		      const struct check_args *args, json_t *all)
 {
 	struct ks_candidate cand = { 0 };
 	struct ks_error err;
 	int64_t *params = NULL;
+	char *source = NULL;
 	size_t combos = 1;
 	int worst = KS_EXIT_OK, ret;
 
-	if (ks_candidate_load(path, &cand, &err) < 0 || ks_candidate_bind(&cand, op, &err) < 0) {
+	if (ks_candidate_read(path, &source, &err) < 0) {
 		ks_cli_error("check", "%s", err.msg);
-		ret = access(path, R_OK) ? KS_EXIT_FAILED : EXIT_REJECTED;
-		if (all && ret == EXIT_REJECTED)
-			json_array_append_new(all, json_pack("{s:s, s:s, s:s}", "file", path, "verdict",
-							     "contract_error", "evidence", err.msg));
+		ret = KS_EXIT_FAILED;
+		goto cleanup;
+	}
+	if (ks_candidate_parse(path, source, &cand, &err) < 0 || ks_candidate_bind(&cand, op, &err) < 0) {
+		if (all)
+			json_array_append_new(all, json_pack("{s:s, s:s, s:s, s:s}", "file", path, "arch",
+							     side->arch, "verdict", "contract_error",
+							     "evidence", err.msg));
+		else
+			printf("%s\n\nverdict: contract_error\n%s\n\n", path, err.msg);
+		ret = EXIT_REJECTED;
 		goto cleanup;
 	}
 	params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
@@ -186,7 +264,8 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 	for (size_t c = 0; c < combos; c++) {
 		struct ks_build build;
 		struct ks_eval_result res = { 0 };
-		int code;
+		char pbuf[256];
+		int code = KS_EXIT_OK;
 
 		if (args->all_params) {
 			ks_params_nth(&cand, c, params);
@@ -194,26 +273,38 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 				continue; /* ruled out before compilation: not a failure */
 		}
 		ks_error_clear(&err);
-		if (ks_build(&cand, op, params, ev->profile.arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
+		if (ks_build(&cand, op, params, side->arch, KS_BUILD_ISOLATED, &build, &err) < 0) {
 			ks_cli_error("check", "%s", err.msg);
 			ks_build_release(&build);
 			ret = KS_EXIT_FAILED;
 			goto cleanup;
 		}
+		ks_params_format(&cand, params, pbuf, sizeof(pbuf));
 		if (build.verdict != KS_VERDICT_OK) {
 			code = exit_for(build.verdict);
-			if (all) {
-				json_array_append_new(all, result_json(&cand, params, ev->profile.arch,
-								       &build, NULL, err.msg));
-			} else {
-				char pbuf[256];
-
-				ks_params_format(&cand, params, pbuf, sizeof(pbuf));
+			if (all)
+				json_array_append_new(
+					all, result_json(&cand, params, side->arch, &build, NULL, err.msg));
+			else
 				printf("%s  %s\n\nverdict: %s\n%s\n\n", cand.path, pbuf,
 				       ks_verdict_name(build.verdict), err.msg);
+		} else if (gpu_side_ready(side) < 0) {
+			/* compiled ok, but nothing can run it: said once, at the end */
+			side->not_run++;
+			if (all) {
+				json_t *obj = result_json(&cand, params, side->arch, &build, NULL, NULL);
+
+				json_object_set_new(obj, "verdict", json_null());
+				json_object_set_new(obj, "not_run", json_string(side->error));
+				json_array_append_new(all, obj);
+			} else {
+				printf("%s  %s\n\ncompiled ok for %s; not verified or timed: no GPU to run "
+				       "it\n\n",
+				       cand.path, pbuf, side->arch);
 			}
 		} else {
-			if (ks_evaluator_run(ev, op, &cand, params, &build, eopts, &res, &err) < 0) {
+			if (ks_evaluator_run(&side->ev, op, &cand, params, &build, side->eopts, &res, &err) <
+			    0) {
 				ks_cli_error("check", "%s", err.msg);
 				ks_build_release(&build);
 				ret = KS_EXIT_FAILED;
@@ -221,10 +312,10 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 			}
 			code = exit_for(res.verdict);
 			if (all)
-				json_array_append_new(all, result_json(&cand, params, ev->profile.arch,
-								       &build, &res, NULL));
+				json_array_append_new(
+					all, result_json(&cand, params, side->arch, &build, &res, NULL));
 			else
-				print_result(&cand, params, &build, &res, ev);
+				print_result(&cand, params, &build, &res, &side->ev);
 			ks_eval_result_release(&res);
 		}
 		if (code > worst)
@@ -235,6 +326,7 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 	ret = worst;
 cleanup:
 	free(params);
+	free(source);
 	ks_candidate_release(&cand);
 	return ret;
 }
@@ -262,12 +354,12 @@ int cmd_check(int argc, char **argv)
 		KS_OPT_END,
 	};
 	struct ks_op op = { 0 };
-	struct ks_evaluator ev = { 0 };
+	struct gpu_side side = { 0 };
 	const char **positional = NULL;
 	size_t n_positional;
 	struct ks_error err;
 	json_t *all = NULL;
-	int rc, ret = KS_EXIT_OK, worst = KS_EXIT_OK, ev_open = 0;
+	int rc, ret = KS_EXIT_OK, worst = KS_EXIT_OK;
 
 	rc = ks_opts_parse("check", opts, &help, argc, argv, &positional, &n_positional);
 	if (rc)
@@ -307,14 +399,23 @@ int cmd_check(int argc, char **argv)
 	}
 	eopts.workloads = workload.items;
 	eopts.n_workloads = workload.n;
-	/* every usage error before the GPU is touched */
+	/* every file that cannot be read and every usage error, before anything is compiled */
 	for (size_t f = 0; f < n_positional; f++) {
 		struct ks_candidate cand;
 		int64_t *params;
+		char *source;
 
-		if (ks_candidate_load(positional[f], &cand, &err) < 0 ||
-		    ks_candidate_bind(&cand, &op, &err) < 0)
-			continue; /* reported, with its verdict, when its turn comes */
+		if (ks_candidate_read(positional[f], &source, &err) < 0) {
+			ks_cli_error("check", "%s", err.msg);
+			ret = KS_EXIT_FAILED;
+			goto cleanup;
+		}
+		if (ks_candidate_parse(positional[f], source, &cand, &err) < 0 ||
+		    ks_candidate_bind(&cand, &op, &err) < 0) {
+			free(source);
+			continue; /* a contract_error, reported when its turn comes */
+		}
+		free(source);
 		params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
 		ks_params_first(&cand, params);
 		if (ks_params_assign(&cand, args.param.items, args.param.n, params, &err) < 0)
@@ -329,19 +430,11 @@ int cmd_check(int argc, char **argv)
 		if (ret == KS_EXIT_USAGE)
 			goto cleanup;
 	}
-	if (ks_evaluator_open(&ev, gpu, &eopts, &err) < 0) {
-		ks_cli_error("check",
-			     "%s\n(`ksearch check` needs an NVIDIA GPU and driver; `ksearch doctor` says "
-			     "what is missing)",
-			     err.msg);
-		ret = KS_EXIT_FAILED;
-		goto cleanup;
-	}
-	ev_open = 1;
+	gpu_side_init(&side, gpu, &eopts);
 	if (json)
 		all = json_array();
 	for (size_t f = 0; f < n_positional; f++) {
-		int code = check_file(&ev, &op, positional[f], &args, &eopts, all);
+		int code = check_file(&side, &op, positional[f], &args, all);
 
 		if (code == KS_EXIT_FAILED || code == KS_EXIT_USAGE) {
 			ret = code;
@@ -351,6 +444,15 @@ int cmd_check(int argc, char **argv)
 			worst = code;
 	}
 	ret = worst;
+	if (side.not_run) {
+		ks_cli_error(
+			"check",
+			"%zu candidate%s compiled ok for %s but could not be verified or timed: %s\n"
+			"(`ksearch check` needs an NVIDIA GPU and driver to run kernels; `ksearch doctor` "
+			"says what is missing; the static verdicts above need none)",
+			side.not_run, side.not_run == 1 ? "" : "s", side.arch, side.error);
+		ret = KS_EXIT_FAILED;
+	}
 	if (all) {
 		json_t *out = args.all_params || n_positional > 1 ? json_incref(all)
 								  : json_incref(json_array_get(all, 0));
@@ -359,8 +461,7 @@ int cmd_check(int argc, char **argv)
 		json_decref(out);
 	}
 cleanup:
-	if (ev_open)
-		ks_evaluator_close(&ev);
+	gpu_side_close(&side);
 	json_decref(all);
 	free(positional);
 	ks_op_release(&op);
