@@ -2,6 +2,7 @@
  * doctor.c - `ksearch doctor`: is everything in place, and if not, the fix.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,25 +26,29 @@ enum { EXIT_NO_GPU = 3, EXIT_LLM = 4 };
 
 static const struct ks_help help = {
 	.usage = "ksearch doctor [--archive DIR] [--llm-url URL --llm-model NAME [--llm-provider "
-		 "openai|anthropic] [LLM options]]",
-	.description = "Check what ksearch needs, in the order it needs it: the CUDA toolkit's\n"
-		       "headers, NVRTC (with a trial compilation), the NVIDIA driver, each GPU\n"
-		       "(name, compute capability, memory, SMs), the operators, and the archive\n"
-		       "folder.  Every problem comes with the fix.\n"
-		       "\n"
-		       "With --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL), it\n"
-		       "also sends the endpoint one small request with the settings `evolve` would\n"
-		       "use (the same LLM options and environment), and reports what a user needs\n"
-		       "to know before an 8-hour run: the answer time and token counts; the\n"
-		       "answer budget and the field it goes in; any parameter the endpoint refused\n"
-		       "and what ksearch changed for it (a reasoning model's temperature, an older\n"
-		       "server's max_tokens); whether the model reasons and how many tokens that\n"
-		       "took; cached prompt tokens; whether the answer was cut off at the budget\n"
-		       "(a problem: raise --max-tokens); the extra fields and headers (names only)\n"
-		       "and whether a key is sent.  Or what went wrong and how to fix it.  The key\n"
-		       "comes from KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY, and\n"
-		       "is never printed; without one, no credentials are sent (local servers).\n"
-		       "The check waits at most 2 minutes for the answer.",
+		 "openai|anthropic] [LLM options]] [--json]",
+	.description =
+		"Check what ksearch needs, in the order it needs it: the CUDA toolkit's\n"
+		"headers, NVRTC (with a trial compilation), the NVIDIA driver, each GPU\n"
+		"(name, compute capability, memory, SMs), the operators, and the archive\n"
+		"folder.  Every problem comes with the fix.\n"
+		"\n"
+		"With --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL), it\n"
+		"also sends the endpoint one small request with the settings `evolve` would\n"
+		"use (the same LLM options and environment), and reports what a user needs\n"
+		"to know before an 8-hour run: the answer time and token counts; the\n"
+		"answer budget and the field it goes in; any parameter the endpoint refused\n"
+		"and what ksearch changed for it (a reasoning model's temperature, an older\n"
+		"server's max_tokens); whether the model reasons and how many tokens that\n"
+		"took; cached prompt tokens; whether the answer was cut off at the budget\n"
+		"(a problem: raise --max-tokens); the extra fields and headers (names only)\n"
+		"and whether a key is sent.  Or what went wrong and how to fix it.  The key\n"
+		"comes from KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY, and\n"
+		"is never printed; without one, no credentials are sent (local servers).\n"
+		"The check waits at most 2 minutes for the answer.\n"
+		"\n"
+		"--json prints {\"checks\": [{\"check\", \"ok\", \"detail\" | \"problem\", \"fix\"}],\n"
+		"\"problems\", \"exit_code\"}.",
 	.examples = "  ksearch doctor\n"
 		    "  ksearch doctor --archive /data/ksearch-archive\n"
 		    "  ksearch doctor --llm-url http://127.0.0.1:8000/v1 --llm-model qwen3-coder\n"
@@ -56,17 +61,24 @@ static const struct ks_help help = {
 };
 
 static int problems;
+/* --json: the checks go here, printed as one document at the end; NULL for text */
+static json_t *report;
 
 static void ok(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void ok(const char *what, const char *fmt, ...)
 {
 	va_list ap;
+	char *detail;
 
-	printf("  ok    %-10s ", what);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	detail = ks_vasprintf(fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	if (report)
+		json_array_append_new(report,
+				      json_pack("{s:s, s:b, s:s}", "check", what, "ok", 1, "detail", detail));
+	else
+		printf("  ok    %-10s %s\n", what, detail);
+	free(detail);
 }
 
 /* A finding that is not a problem, under the line it belongs to. */
@@ -74,18 +86,34 @@ static void note(const char *what, const char *fmt, ...) __attribute__((format(p
 static void note(const char *what, const char *fmt, ...)
 {
 	va_list ap;
+	char *text;
 
-	printf("        %-10s ", what);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	text = ks_vasprintf(fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	if (report) {
+		/* --json: with the check it belongs to, the last one */
+		json_t *last = json_array_get(report, json_array_size(report) - 1), *notes;
+
+		if (last) {
+			if (!(notes = json_object_get(last, "notes")))
+				json_object_set_new(last, "notes", notes = json_array());
+			json_array_append_new(notes, json_string(text));
+		}
+	} else {
+		printf("        %-10s %s\n", what, text);
+	}
+	free(text);
 }
 
 static void bad(const char *what, const char *problem, const char *fix)
 {
 	problems++;
-	printf("  FAIL  %-10s %s\n        fix: %s\n", what, problem, fix);
+	if (report)
+		json_array_append_new(report, json_pack("{s:s, s:b, s:s, s:s}", "check", what, "ok", 0,
+							"problem", problem, "fix", fix));
+	else
+		printf("  FAIL  %-10s %s\n        fix: %s\n", what, problem, fix);
 }
 
 static const char *cuda_root(void)
@@ -425,6 +453,7 @@ int cmd_doctor(int argc, char **argv)
 	const char *archive = "archive";
 	struct ks_cli_llm llm = { 0 };
 	struct ks_llm_config cfg;
+	int json = 0;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "archive", &archive, "DIR", "archive folder to check (default: archive)"),
 		KS_OPT_STRING(0, "llm-url", &llm.url, "URL",
@@ -444,6 +473,7 @@ int cmd_doctor(int argc, char **argv)
 		KS_OPT_LIST(0, "llm-header", &llm.headers, "'NAME: VALUE'",
 			    "a header for every request, repeatable"),
 		KS_OPT_GROUP(0),
+		KS_OPT_BOOL(0, "json", &json, "print the checks as JSON"),
 		KS_OPT_END,
 	};
 	const struct ks_option *needs;
@@ -470,7 +500,9 @@ int cmd_doctor(int argc, char **argv)
 	if (with_llm && (rc = ks_cli_llm_configure("doctor", opts, &llm, &cfg)))
 		goto cleanup;
 	problems = 0;
-	printf("ksearch doctor\n");
+	report = json ? json_array() : NULL;
+	if (!report)
+		printf("ksearch doctor\n");
 	check_toolkit();
 	check_nvrtc();
 	gpu_problems = problems;
@@ -484,14 +516,23 @@ int cmd_doctor(int argc, char **argv)
 		check_llm(&cfg);
 		llm_failed = problems - before;
 	}
-	if (!problems) {
-		printf("\nall good\n");
+	if (!problems)
 		rc = KS_EXIT_OK;
-	} else {
-		printf("\n%d problem%s\n", problems, problems == 1 ? "" : "s");
+	else
 		rc = problems > gpu_problems + llm_failed ? KS_EXIT_FAILED
 		     : llm_failed			  ? EXIT_LLM
 							  : EXIT_NO_GPU;
+	if (report) {
+		json_t *doc =
+			json_pack("{s:o, s:i, s:i}", "checks", report, "problems", problems, "exit_code", rc);
+
+		ks_cli_json_print(doc, JSON_INDENT(2));
+		json_decref(doc);
+		report = NULL;
+	} else if (!problems) {
+		printf("\nall good\n");
+	} else {
+		printf("\n%d problem%s\n", problems, problems == 1 ? "" : "s");
 	}
 cleanup:
 	ks_llm_config_release(&cfg);

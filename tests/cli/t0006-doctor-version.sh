@@ -24,6 +24,37 @@ else
 	run 0 "$KSEARCH" version
 	out_has "driver  not found"
 fi
+# --json for both (issue 14), on every outcome
+run 0 "$KSEARCH" version --json
+python3 - "$TMP/out" <<'PY' || fail "version --json"
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["ksearch"].startswith("0.") and v["nvrtc"].split(".")[0].isdigit(), v
+assert "lmdb" in v["libs"]["lmdb"].lower() and v["libs"]["jansson"], v
+assert v["driver"] or "libcuda" in v["driver_error"], v
+PY
+run 2 "$KSEARCH" version extra --json
+python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["exit_code"] == 2, j' "$TMP/out" || fail "version --json usage error"
+code=3
+nvidia-smi -L >/dev/null 2>&1 && code=0
+run $code "$KSEARCH" doctor --json
+python3 - "$TMP/out" $code <<'PY' || fail "doctor --json"
+import json, sys
+d, code = json.load(open(sys.argv[1])), int(sys.argv[2])
+checks = {c["check"]: c for c in d["checks"]}
+assert checks["toolkit"]["ok"] and checks["nvrtc"]["ok"] and checks["operators"]["ok"], d
+assert d["exit_code"] == code and d["problems"] == (0 if code == 0 else 1), d
+if code:
+    assert not checks["driver"]["ok"] and checks["driver"]["fix"], d
+PY
+run 1 env CUDA_PATH=/nonexistent/cuda "$KSEARCH" doctor --json --archive /proc/ksearch-none/x
+python3 - "$TMP/out" <<'PY' || fail "doctor --json with problems"
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = {c["check"]: c for c in d["checks"] if not c["ok"]}
+assert "toolkit" in bad and "archive" in bad and "CUDA_PATH" in bad["toolkit"]["fix"], d
+assert d["exit_code"] == 1 and d["problems"] >= 2, d
+PY
 run 1 env CUDA_PATH=/nonexistent/cuda "$KSEARCH" doctor
 out_has "FAIL  toolkit"
 out_has "set CUDA_PATH"
