@@ -118,6 +118,21 @@ h = s["history"]
 assert h[-1]["best"] == 2.6 and all(a["qd_score"] <= b["qd_score"] for a, b in zip(h, h[1:])), h
 PY
 
+# --json prints JSON on every outcome, errors included (issue 14)
+json_error() { # json_error CODE ARGS...: exit CODE with {"command", "exit_code": CODE, "error"} on stdout
+	local code=$1
+	shift
+	run "$code" ka "$@" --json
+	python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["exit_code"] == int(sys.argv[2]) and j["error"] and j["command"].startswith("archive"), j' \
+		"$TMP/out" "$code" || fail "archive $* --json: no JSON error"
+}
+json_error 1 show 999 --archive "$A"
+json_error 2 show abc --archive "$A"
+json_error 2 ls --verdict okk --archive "$A"
+json_error 1 stats --archive "$TMP/nothing"
+json_error 1 prompts --show 99 --archive "$A"
+json_error 2 ls --archive "$A" --bogus
+
 # lineage
 run 0 ka lineage 8 --archive "$A"
 out_has "lineage of #8, oldest first (4 steps)"
