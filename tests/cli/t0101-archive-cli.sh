@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ksearch archive`: import the small fixture (tests/fixtures/archive-small.json:
-# ten gqa candidates with a lineage, failures and an out-of-grid one), then
-# every subcommand and its errors.
+# ten gqa candidates with a lineage, failures and an out-of-grid one; the
+# sources are the real split_kv and group_cta seeds and two LLM edits of
+# split_kv, the timings synthetic), then every subcommand and its errors.
 . "$(dirname "$0")/lib.sh"
 FIXTURE=tests/fixtures/archive-small.json
 A="$TMP/archive"
@@ -147,12 +148,13 @@ err_has "no candidate #999"
 # diff
 run 0 ka diff 3 8 --archive "$A" --color never
 out_has "fitness      1.800 -> 2.600  +0.800 (x1.44)"
-out_has "SPLITS 8 -> 16, WARPS 4 -> 8"
+out_has "SPLITS 8 -> 16, WARPS 4 -> 8, UNROLL 1 -> 2, source changed"
 out_has "smem_bytes 0 -> 16384"
 out_has "-30.8%"
-out_has "@@ -5,6 +5,9 @@"
-out_has "-    out[i] = q[i];"
-out_has "+    __syncthreads();"
+out_has "@@ -1,5 +1,5 @@"
+out_has '-{ "params": {"SPLITS": [1, 2, 4, 8, 16, 32]'
+out_has '+{ "params": {"SPLITS": [4, 8, 16, 32]'
+out_has "+ * LLM rewrite (strategy use-async-copy)"
 run 0 ka diff 1 3 --archive "$A"
 out_has "same text"
 run 2 ka diff 3 --archive "$A"
