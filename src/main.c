@@ -12,6 +12,8 @@ const struct ks_cmd ks_commands[] = {
 	{ "archive", cmd_archive,
 	  "inspect an archive: ls, show, grid, stats, lineage, diff, export, import, verify" },
 	{ "check", cmd_check, "verify and time a candidate on the GPU against the reference" },
+	{ "report", cmd_report,
+	  "write an archive as one HTML page: grid, progress, the best, lineage, verdicts" },
 	{ "export-best", cmd_export_best,
 	  "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
 	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },

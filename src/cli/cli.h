@@ -203,6 +203,7 @@ int cmd_evolve(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_archive(int argc, char **argv);
 int cmd_export_best(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 int cmd_internal_worker(int argc, char **argv);
 int cmd_internal_compile(int argc, char **argv);
 
