@@ -3,8 +3,8 @@
 # with one line "N passed, N failed, N skipped".  Fails when a test fails
 # or when no test ran.  GPU tests skip (exit 77) on machines without one.
 # Arguments after the options go to `meson test` (--suite unit, a test's
-# name ...).  About two minutes on 2 cores; each test prints a line as it
-# ends.
+# name ...).  Under three minutes on 2 cores; each test prints a line as
+# it ends.
 #
 #   --slow      also the suite 'slow' (t0009-seeds-compile-all: every param
 #               combination of every seed through NVRTC, about five minutes)
@@ -35,10 +35,10 @@ fi
 bash tools/setup.sh || exec python3 tools/test-summary.py --failed "setup or build (tools/setup.sh)"
 rm -f build/meson-logs/testlog.json
 suites=(--no-suite slow)
-what="the unit, CLI and lint tests (about 2 minutes on 2 cores)"
+what="the unit, CLI and lint tests (under 3 minutes on 2 cores)"
 if [ $slow = 1 ]; then
 	suites=()
-	what="every test, the slow ones included (about 7 minutes on 2 cores)"
+	what="every test, the slow ones included (about 8 minutes on 2 cores)"
 fi
 [ $# -gt 0 ] && what="the tests chosen: $*"
 echo "run-tests.sh: $what; a line as each test ends"
