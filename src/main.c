@@ -12,6 +12,8 @@ const struct ks_cmd ks_commands[] = {
 	{ "archive", cmd_archive,
 	  "inspect an archive: ls, show, grid, stats, lineage, diff, export, import, verify" },
 	{ "check", cmd_check, "verify and time a candidate on the GPU against the reference" },
+	{ "report", cmd_report,
+	  "write an archive as one HTML page: grid, progress, the best, lineage, verdicts" },
 	{ "export-best", cmd_export_best,
 	  "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
 	{ "profile", cmd_profile,
@@ -84,14 +86,16 @@ static int suggest_command(const char *name)
 int cmd_help(int argc, char **argv)
 {
 	const struct ks_cmd *cmd;
-	char *help_argv[3];
+	char *help_argv[4];
 
 	if (argc < 2) {
 		print_main_help(stdout);
 		return KS_EXIT_OK;
 	}
-	if (argc > 2)
-		return ks_cli_usage("help", "expected one command name, got %d arguments", argc - 1);
+	if (argc > 3)
+		return ks_cli_usage("help",
+				    "expected a command name and at most one subcommand, got %d arguments",
+				    argc - 1);
 	cmd = ks_find_command(argv[1]);
 	if (!cmd)
 		return suggest_command(argv[1]);
@@ -99,10 +103,12 @@ int cmd_help(int argc, char **argv)
 		print_main_help(stdout);
 		return KS_EXIT_OK;
 	}
+	/* `help archive ls` is `archive ls --help`: the command finds its subcommand */
 	help_argv[0] = argv[1];
-	help_argv[1] = "--help";
-	help_argv[2] = NULL;
-	return cmd->fn(2, help_argv);
+	help_argv[1] = argc == 3 ? argv[2] : "--help";
+	help_argv[2] = argc == 3 ? "--help" : NULL;
+	help_argv[3] = NULL;
+	return cmd->fn(argc, help_argv);
 }
 
 int main(int argc, char **argv)
@@ -129,5 +135,5 @@ int main(int argc, char **argv)
 	cmd = ks_find_command(argv[1]);
 	if (!cmd)
 		return suggest_command(argv[1]);
-	return cmd->fn(argc - 1, argv + 1);
+	return ks_cli_finish(cmd->name, cmd->fn(argc - 1, argv + 1));
 }

@@ -2,7 +2,8 @@
 # bench-archive.sh - the archive at scale (issue 4): fill an archive with N
 # synthetic candidates, one transaction each (tools/bench-archive.c), then
 # time `ksearch archive stats`, `grid` and `ls --limit 20` on it (and a few
-# more readers), warm and, when run as root, with the page cache dropped.
+# more readers, and `ksearch report`), warm and, when run as root, with the
+# page cache dropped.
 # Builds nothing: give it the binaries.
 #
 #   tools/bench-archive.sh KSEARCH BENCH_ARCHIVE [N [DIR [FILL OPTIONS...]]]
@@ -70,6 +71,7 @@ commands=(
 	"archive ls --limit 20 --verdict wrong|archive ls --limit 20 --verdict wrong"
 	"archive ls --limit 20 --verdict ok --sort id|archive ls --limit 20 --verdict ok --sort id"
 	"archive show BEST|archive show $best"
+	"report (the HTML page)|report -o /dev/null"
 )
 
 echo

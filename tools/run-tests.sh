@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# run-tests.sh - set up and build (tools/setup.sh), run every test, and end
+# run-tests.sh - set up and build (tools/setup.sh), run the tests, and end
 # with one line "N passed, N failed, N skipped".  Fails when a test fails
 # or when no test ran.  GPU tests skip (exit 77) on machines without one.
-# Arguments go to `meson test` (--suite unit, a test's name ...).
+# Arguments after the options go to `meson test` (--suite unit, a test's
+# name ...).  Under three minutes on 2 cores; each test prints a line as
+# it ends.
 #
-# --sanitize (first; .ci/run gives it): then also build with AddressSanitizer
-# and UndefinedBehaviorSanitizer into build-san/ and run the unit and CLI
-# tests there (tools/sanitize.sh); the last line counts both runs.
+#   --slow      also the suite 'slow' (t0009-seeds-compile-wide: 24 param
+#               combinations of every seed through NVRTC, a few minutes)
+#   --sanitize  then also build with AddressSanitizer and
+#               UndefinedBehaviorSanitizer into build-san/ and run the unit
+#               and CLI tests there (tools/sanitize.sh)
+#
+# .ci/run gives both; the last line counts every run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sanitize=0
-if [ "${1:-}" = --sanitize ]; then
-	sanitize=1
+slow=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--sanitize) sanitize=1 ;;
+	--slow) slow=1 ;;
+	*) break ;;
+	esac
 	shift
-fi
+done
 
 # the tests' own needs beyond the build's: clang-format for the format check
 if ! command -v clang-format >/dev/null 2>&1; then
@@ -23,7 +34,15 @@ if ! command -v clang-format >/dev/null 2>&1; then
 fi
 bash tools/setup.sh || exec python3 tools/test-summary.py --failed "setup or build (tools/setup.sh)"
 rm -f build/meson-logs/testlog.json
-meson test -C build --print-errorlogs --num-processes "$(nproc)" "$@"
+suites=(--no-suite slow)
+what="the unit, CLI and lint tests (under 3 minutes on 2 cores)"
+if [ $slow = 1 ]; then
+	suites=()
+	what="every test, the slow ones included (about 8 minutes on 2 cores)"
+fi
+[ $# -gt 0 ] && what="the tests chosen: $*"
+echo "run-tests.sh: $what; a line as each test ends"
+meson test -C build --print-errorlogs --num-processes "$(nproc)" "${suites[@]}" "$@"
 logs=(build/meson-logs/testlog.json)
 if [ $sanitize = 1 ]; then
 	echo "run-tests.sh: the sanitizer suite (tools/sanitize.sh)"

@@ -8,11 +8,11 @@
 #
 # Left out: the GPU suite (it skips without a GPU, and the CUDA driver is
 # not built for ASan), the format check (nothing to sanitize), and the
-# CLI tests in the suite 'slow': t0005-seeds-compile spends its five
-# minutes in NVRTC compiling every param combination of every seed, a
+# CLI tests in the suite 'slow': t0009-seeds-compile-wide spends its
+# minutes in NVRTC compiling 24 param combinations of every seed, a
 # library ASan does not instrument; ksearch's side of it (compile,
 # --all-params, the PTX scan, the compile children) runs here in t0003,
-# t0004 and the unit tests.
+# t0004, t0005 and the unit tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 summary=1

@@ -435,7 +435,13 @@ void ks_archive_cell_coords(const struct ks_archive *ar, uint64_t cell, size_t *
 int ks_archive_txn_begin(struct ks_archive *ar, int readonly, MDB_txn **txn, struct ks_error *err)
 {
 	unsigned flags = readonly ? MDB_RDONLY : 0;
-	int rc = mdb_txn_begin(ar->env, NULL, flags, txn);
+	int rc;
+
+	if (readonly && ar->pinned) {
+		*txn = ar->pinned;
+		return 0;
+	}
+	rc = mdb_txn_begin(ar->env, NULL, flags, txn);
 
 	if (rc == MDB_MAP_RESIZED) {
 		/* the writer (another process) grew the map: adopt its size */
@@ -446,6 +452,32 @@ int ks_archive_txn_begin(struct ks_archive *ar, int readonly, MDB_txn **txn, str
 	if (rc)
 		return ks_archive_lmdb_fail(err, rc, ar->path);
 	return 0;
+}
+
+void ks_archive_txn_end(struct ks_archive *ar, MDB_txn *txn)
+{
+	if (txn != ar->pinned)
+		mdb_txn_abort(txn);
+}
+
+int ks_archive_pin(struct ks_archive *ar, struct ks_error *err)
+{
+	MDB_txn *txn;
+
+	if (ar->pinned)
+		return 0;
+	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0)
+		return -1;
+	ar->pinned = txn;
+	return 0;
+}
+
+void ks_archive_unpin(struct ks_archive *ar)
+{
+	if (ar && ar->pinned) {
+		mdb_txn_abort(ar->pinned);
+		ar->pinned = NULL;
+	}
 }
 
 static int grow_map(struct ks_archive *ar, struct ks_error *err)
@@ -926,6 +958,7 @@ void ks_archive_close(struct ks_archive *ar)
 {
 	if (!ar)
 		return;
+	ks_archive_unpin(ar);
 	if (ar->env) {
 		if ((ar->flags & KS_ARCHIVE_NOSYNC) && !(ar->flags & KS_ARCHIVE_READONLY))
 			mdb_env_sync(ar->env, 1);
@@ -1804,7 +1837,7 @@ static int blob_get(struct ks_archive *ar, MDB_dbi dbi, const void *key, size_t 
 		((char *)*data)[val.mv_size] = '\0'; /* text blobs come back NUL-terminated */
 		*size = val.mv_size;
 	}
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	return rc < 0 ? -1 : 0;
 }
 

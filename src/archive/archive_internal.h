@@ -41,6 +41,7 @@ struct ks_archive {
 	double qd_offset;
 	size_t chunk_bytes; /* fixed when the archive is created */
 	unsigned flags;
+	MDB_txn *pinned; /* ks_archive_pin(): every read uses this snapshot */
 };
 
 /* The meta key of the per-workload bests (written by ok inserts; see update_workload_best). */
@@ -79,8 +80,13 @@ int ks_archive_lmdb_fail(struct ks_error *err, int rc, const char *what);
 int ks_archive_db_get(MDB_txn *txn, MDB_dbi dbi, const void *k, size_t klen, MDB_val *val, const char *what,
 		      struct ks_error *err);
 
-/* A transaction; a read one adopts a map another process grew. */
+/*
+ * A transaction; a read one adopts a map another process grew.  A read
+ * one is the pinned snapshot while ks_archive_pin() holds one: end read
+ * transactions with ks_archive_txn_end(), which leaves that one open.
+ */
 int ks_archive_txn_begin(struct ks_archive *ar, int readonly, MDB_txn **txn, struct ks_error *err);
+void ks_archive_txn_end(struct ks_archive *ar, MDB_txn *txn);
 
 /*
  * Run step in a write transaction and commit it; when the map is full

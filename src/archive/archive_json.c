@@ -270,7 +270,7 @@ int ks_archive_export(struct ks_archive *ar, FILE *out, unsigned flags, struct k
 	}
 	ret = 0;
 cleanup:
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	return ret;
 }
 
@@ -633,7 +633,7 @@ static int archive_is_empty(struct ks_archive *ar, int *empty, struct ks_error *
 	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0)
 		return -1;
 	ret = ks_counters_load(ar, txn, &c, err);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	*empty = c.candidates == 0;
 	return ret;
 }

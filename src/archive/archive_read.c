@@ -52,7 +52,7 @@ int ks_archive_lookup_candidate(struct ks_archive *ar, const char *source, const
 	rc = ks_archive_db_get(txn, ar->dedup, key, sizeof(key), &val, "reading the dedup index", err);
 	if (rc == 0 && val.mv_size == 8)
 		*id = ks_be64_get(val.mv_data);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	return rc < 0 ? -1 : 0;
 }
 
@@ -102,7 +102,7 @@ int ks_archive_get(struct ks_archive *ar, uint64_t id, json_t **record, char **s
 	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0)
 		return -1;
 	ret = get_in_txn(ar, txn, id, record, source, err);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	return ret;
 }
 
@@ -121,7 +121,7 @@ int ks_archive_best(struct ks_archive *ar, json_t **record, char **source, struc
 		ret = -1;
 	else if (c.best_id)
 		ret = get_in_txn(ar, txn, c.best_id, record, source, err);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	return ret;
 }
 
@@ -314,7 +314,7 @@ int ks_archive_foreach(struct ks_archive *ar, const struct ks_archive_query *que
 						 err);
 		break;
 	}
-	mdb_txn_abort(w.txn);
+	ks_archive_txn_end(ar, w.txn);
 	return ret;
 }
 
@@ -335,7 +335,7 @@ int ks_archive_elites(struct ks_archive *ar, struct ks_archive_elite **elites, s
 		return -1;
 	rc = mdb_cursor_open(txn, ar->grid, &cur);
 	if (rc) {
-		mdb_txn_abort(txn);
+		ks_archive_txn_end(ar, txn);
 		return ks_archive_lmdb_fail(err, rc, "reading the grid");
 	}
 	for (rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST); !rc;
@@ -353,7 +353,7 @@ int ks_archive_elites(struct ks_archive *ar, struct ks_archive_elite **elites, s
 	if (!ret && rc != MDB_NOTFOUND)
 		ret = ks_archive_lmdb_fail(err, rc, "reading the grid");
 	mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	if (ret < 0) {
 		free(*elites);
 		*elites = NULL;
@@ -372,7 +372,7 @@ int ks_archive_metrics(struct ks_archive *ar, struct ks_archive_metrics *m, stru
 	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0)
 		return -1;
 	ret = ks_counters_load(ar, txn, &c, err);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	if (ret < 0)
 		return -1;
 	m->candidates = c.candidates;
@@ -403,7 +403,7 @@ int ks_archive_workload_bests(struct ks_archive *ar, json_t **bests, struct ks_e
 			       "reading the per-workload bests", err);
 	if (rc == 0)
 		*bests = parse_value(&val);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	if (rc < 0)
 		return -1;
 	if (rc == 1)
@@ -510,7 +510,7 @@ int ks_archive_history(struct ks_archive *ar, size_t max_points, struct ks_archi
 		return -1;
 	rc = mdb_cursor_open(txn, ar->history, &cur);
 	if (rc) {
-		mdb_txn_abort(txn);
+		ks_archive_txn_end(ar, txn);
 		return ks_archive_lmdb_fail(err, rc, "reading the history");
 	}
 	if (max_points) {
@@ -524,7 +524,7 @@ int ks_archive_history(struct ks_archive *ar, size_t max_points, struct ks_archi
 			}
 	}
 	mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	if (rc && rc != MDB_NOTFOUND) {
 		free(*points);
 		*points = NULL;
@@ -534,6 +534,65 @@ int ks_archive_history(struct ks_archive *ar, size_t max_points, struct ks_archi
 		return ks_archive_lmdb_fail(err, rc, "reading the history");
 	}
 	return 0;
+}
+
+/* Verdicts over the ids */
+
+int ks_archive_verdict_spans(struct ks_archive *ar, size_t n_spans, struct ks_archive_verdict_span **spans,
+			     size_t *n, struct ks_error *err)
+{
+	struct ks_counters c;
+	MDB_txn *txn;
+	MDB_cursor *cur = NULL;
+	MDB_val key, val;
+	uint64_t last, width;
+	int rc, ret = -1;
+
+	*spans = NULL;
+	*n = 0;
+	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0)
+		return -1;
+	if (ks_counters_load(ar, txn, &c, err) < 0)
+		goto cleanup;
+	last = c.next_id > 1 ? c.next_id - 1 : 0;
+	if (!last || !n_spans) {
+		ret = 0;
+		goto cleanup;
+	}
+	width = (last + n_spans - 1) / n_spans;
+	*n = (size_t)((last + width - 1) / width);
+	*spans = ks_calloc(*n, sizeof(**spans));
+	for (size_t i = 0; i < *n; i++) {
+		(*spans)[i].first_id = 1 + i * width;
+		(*spans)[i].last_id = (i + 1) * width < last ? (i + 1) * width : last;
+	}
+	rc = mdb_cursor_open(txn, ar->by_verdict, &cur);
+	for (rc = rc ? rc : mdb_cursor_get(cur, &key, &val, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		const unsigned char *k = key.mv_data;
+		uint64_t id;
+
+		if (key.mv_size != 9 || k[0] >= KS_VERDICT_COUNT || !(id = ks_be64_get(k + 1)) || id > last) {
+			ks_fail(err, "%s: a verdict index entry is damaged", ar->path);
+			goto cleanup;
+		}
+		(*spans)[(id - 1) / width].count[k[0]]++;
+	}
+	if (rc != MDB_NOTFOUND) {
+		ks_archive_lmdb_fail(err, rc, "reading the verdict index");
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	if (cur)
+		mdb_cursor_close(cur);
+	ks_archive_txn_end(ar, txn);
+	if (ret < 0) {
+		free(*spans);
+		*spans = NULL;
+		*n = 0;
+	}
+	return ret;
 }
 
 /* Prompts */
@@ -600,7 +659,7 @@ int ks_archive_prompts(struct ks_archive *ar, json_t **prompts, struct ks_error 
 cleanup:
 	if (cur)
 		mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	json_decref(list);
 	return ret;
 }

@@ -494,7 +494,7 @@ int ks_archive_verify(struct ks_archive *ar, char ***problems, size_t *n_problem
 	p.n = 0;
 	ret = 0;
 cleanup:
-	mdb_txn_abort(txn);
+	ks_archive_txn_end(ar, txn);
 	ks_archive_problems_free(p.list, p.n);
 	free(r.placed);
 	json_decref(r.workload_best);

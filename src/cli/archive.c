@@ -314,6 +314,7 @@ static int ls_row(const json_t *record, void *ctx_)
 	char why[128], fitness[32], sol[16];
 
 	if (ctx->json) {
+		ks_cli_json_printing();
 		fputs(ctx->shown ? ",\n  " : "[\n  ", stdout);
 		json_dumpf(record, stdout, KS_ARCHIVE_RECORD_JSON);
 		ctx->shown++;
@@ -398,9 +399,10 @@ static int archive_ls(int argc, char **argv)
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
-	if (ctx.json)
+	if (ctx.json) {
+		ks_cli_json_printing();
 		fputs(ctx.shown ? "\n]\n" : "[]\n", stdout);
-	else if (!ctx.shown)
+	} else if (!ctx.shown)
 		fprintf(stderr, "no candidates%s%s in %s\n", query.verdict >= 0 ? " with verdict " : "",
 			query.verdict >= 0 ? ks_verdict_name((enum ks_verdict)query.verdict) : "",
 			ks_archive_path(ctx.ar));
@@ -690,8 +692,7 @@ static int archive_show(int argc, char **argv)
 		json_object_set_new(record, "best_on_workloads", best_of);
 		json_object_set_new(record, "dispatch_fitness",
 				    json_real(ks_archive_dispatch_fitness(bests)));
-		json_dumpf(record, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-		putchar('\n');
+		ks_cli_json_print(record, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	} else {
 		show_record(ar, record, source, !no_source);
 		print_workload_bests_of(bests, id);
@@ -833,8 +834,7 @@ static int archive_stats(int argc, char **argv)
 			json_object_set(doc, "llm", usage);
 		json_object_set(doc, "workload_best", bests);
 		json_object_set_new(doc, "dispatch_fitness", json_real(ks_archive_dispatch_fitness(bests)));
-		json_dumpf(doc, stdout, JSON_INDENT(2));
-		putchar('\n');
+		ks_cli_json_print(doc, JSON_INDENT(2));
 		json_decref(doc);
 		ret = KS_EXIT_OK;
 		goto cleanup;
@@ -968,22 +968,72 @@ static const struct ks_help import_help = {
 	.exit_codes = NULL,
 };
 
-/* Remove an archive this command created when the import failed: leave nothing behind. */
-static void remove_created(const char *dir)
+/*
+ * What an import may create: the archive folder and any of its parents
+ * that do not exist yet (the archive makes them all).  A failed import
+ * removes what it made and leaves nothing behind, not even an empty
+ * folder.
+ */
+struct import_dirs {
+	char *archive;	 /* root/op/gpu */
+	int new_archive; /* it held no data.mdb */
+	char **made;	 /* the folders that did not exist, outermost first */
+	size_t n_made, alloc;
+};
+
+static void import_dirs_note(struct import_dirs *d, const char *root, const char *op, const char *gpu)
+{
+	char *data;
+	struct stat st;
+
+	d->archive = ks_archive_dir(root, op, gpu);
+	data = ks_path_join(d->archive, "data.mdb");
+	d->new_archive = stat(data, &st) != 0;
+	free(data);
+	for (char *p = d->archive;; p++) {
+		if (*p != '/' && *p)
+			continue;
+		if (p > d->archive && p[-1] != '/') {
+			char *prefix = ks_strndup(d->archive, (size_t)(p - d->archive));
+
+			if (stat(prefix, &st) == 0) {
+				free(prefix);
+			} else {
+				KS_ALLOC_GROW(d->made, d->n_made + 1, d->alloc);
+				d->made[d->n_made++] = prefix;
+			}
+		}
+		if (!*p)
+			break;
+	}
+}
+
+static void import_dirs_undo(const struct import_dirs *d)
 {
 	char *path;
 
-	path = ks_path_join(dir, "data.mdb");
+	if (!d->archive || !d->new_archive)
+		return;
+	path = ks_path_join(d->archive, "data.mdb");
 	unlink(path);
 	free(path);
-	path = ks_path_join(dir, "lock.mdb");
+	path = ks_path_join(d->archive, "lock.mdb");
 	unlink(path);
 	free(path);
-	rmdir(dir);
+	for (size_t i = d->n_made; i-- > 0;)
+		rmdir(d->made[i]);
+}
+
+static void import_dirs_release(struct import_dirs *d)
+{
+	for (size_t i = 0; i < d->n_made; i++)
+		free(d->made[i]);
+	free(d->made);
+	free(d->archive);
 }
 
 static int import_open(const char *cmd, const struct ks_archive_pick *pick, const json_t *doc,
-		       struct ks_archive **ar, int *created, char **dir)
+		       struct ks_archive **ar, struct import_dirs *dirs)
 {
 	const char *root = pick->root;
 	struct ks_archive_options options = { .flags = KS_ARCHIVE_CREATE };
@@ -991,8 +1041,6 @@ static int import_open(const char *cmd, const struct ks_archive_pick *pick, cons
 	struct ks_grid_axis *grid = NULL;
 	size_t n_grid = 0;
 	struct ks_error err;
-	struct stat st;
-	char *data;
 	int ret = KS_EXIT_FAILED;
 
 	if (ks_archive_export_header(doc, &op, &gpu, &grid, &n_grid, &err) < 0) {
@@ -1007,11 +1055,8 @@ static int import_open(const char *cmd, const struct ks_archive_pick *pick, cons
 		ks_cli_error(cmd, "'%s' is not an operator name", op);
 		goto cleanup;
 	}
-	*dir = ks_archive_dir(root, op, gpu);
-	data = ks_path_join(*dir, "data.mdb");
-	*created = stat(data, &st) != 0;
-	free(data);
-	if (*created) {
+	import_dirs_note(dirs, root, op, gpu);
+	if (dirs->new_archive) {
 		/* a new archive takes the file's grid; an existing one keeps its own */
 		options.grid = grid;
 		options.n_grid = n_grid;
@@ -1037,10 +1082,10 @@ static int archive_import(int argc, char **argv)
 	struct ks_error err;
 	json_error_t jerr;
 	json_t *doc = NULL;
-	char *dir = NULL;
+	struct import_dirs dirs = { 0 };
 	const char **pos;
 	size_t n_pos;
-	int created = 0, ret;
+	int ret;
 
 	if (parse(cmd, opts, &import_help, argc, argv, &pos, &n_pos, 1, 1, "one export file", &ret))
 		return ret;
@@ -1053,7 +1098,7 @@ static int archive_import(int argc, char **argv)
 			ks_cli_error(cmd, "%s: %s", pos[0], jerr.text);
 		goto cleanup;
 	}
-	ret = import_open(cmd, &pick, doc, &ar, &created, &dir);
+	ret = import_open(cmd, &pick, doc, &ar, &dirs);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
@@ -1075,9 +1120,9 @@ static int archive_import(int argc, char **argv)
 	ret = KS_EXIT_OK;
 cleanup:
 	ks_archive_close(ar);
-	if (ret && created && dir)
-		remove_created(dir);
-	free(dir);
+	if (ret)
+		import_dirs_undo(&dirs);
+	import_dirs_release(&dirs);
 	json_decref(doc);
 	free(pos);
 	ks_opts_release(opts);

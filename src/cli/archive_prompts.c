@@ -154,6 +154,7 @@ static void print_table(const json_t **rows, size_t n)
 
 static void print_json_list(const json_t **rows, size_t n)
 {
+	ks_cli_json_printing();
 	for (size_t i = 0; i < n; i++) {
 		fputs(i ? ",\n  " : "[\n  ", stdout);
 		json_dumpf(rows[i], stdout, KS_ARCHIVE_RECORD_JSON);
@@ -250,8 +251,7 @@ static int show(const char *cmd, struct ks_archive *ar, const json_t *prompts, u
 
 	if (prompt) {
 		if (json) {
-			json_dumpf(prompt, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-			putchar('\n');
+			ks_cli_json_print(prompt, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 		} else {
 			print_one(prompts, prompt);
 		}

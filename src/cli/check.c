@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/evaluate/backend.h"
+#include "ksearch/evaluate/cuda.h"
 #include "ksearch/evaluate/eval.h"
 #include "ksearch/evaluate/result.h"
 #include "ksearch/op/op.h"
@@ -36,7 +36,11 @@ static const struct ks_help help = {
 		       "fitness (geometric-mean speedup); the occupancy the driver reports; and the\n"
 		       "verdict with its evidence.  The candidate runs in a separate worker process:\n"
 		       "a kernel that crashes or hangs costs that process, never ksearch, and the\n"
-		       "next candidate (several files can be given) runs in a fresh worker.",
+		       "next candidate (several files can be given) runs in a fresh worker.\n"
+		       "\n"
+		       "Each candidate is compiled before a GPU worker starts, so the static\n"
+		       "verdicts (contract_error, compile_error, refused) need no GPU; without one,\n"
+		       "what compiled ok is listed as not run and the command fails (exit 1).",
 	.examples = "  ksearch check operators/gqa/seeds/split_kv.cu --op gqa\n"
 		    "  ksearch check operators/gqa/seeds/split_kv.cu --op gqa --param SPLITS=16 --workload "
 		    "b64_kv46287\n"
@@ -45,7 +49,8 @@ static const struct ks_help help = {
 		      "  4  wrong (outputs differ from the reference)\n"
 		      "  5  crash or timeout\n"
 		      "  6  implausible (faster than the speed-of-light floor)\n"
-		      "  with --all-params, the worst outcome over the combinations\n",
+		      "  with --all-params, the worst outcome over the combinations; 1 when a\n"
+		      "  file cannot be read, or candidates that compiled could not be run (no GPU)\n",
 };
 
 static int exit_for(enum ks_verdict v)
@@ -112,33 +117,105 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 	       r->timing.wall_s);
 }
 
-/* Check every requested param combination of one file; returns its worst exit code. */
 /* What the command line asks of every file. */
 struct check_args {
 	struct ks_opt_list param; /* --param K=V */
 	int all_params;
 };
 
-static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const char *path,
-		      const struct check_args *args, const struct ks_eval_options *eopts, json_t *all)
+/*
+ * The GPU side, started at the first candidate that builds ok: the static
+ * verdicts (contract_error, compile_error, refused) need no GPU, so every
+ * candidate is compiled first and a machine without one still gets them.
+ */
+struct gpu_side {
+	struct ks_evaluator ev;
+	int gpu;
+	const struct ks_eval_options *eopts;
+	int state;		  /* 0 not started yet, 1 running, -1 could not start */
+	char arch[16];		  /* what candidates are compiled for: the GPU's, else the default */
+	const char *arch_why;	  /* and why */
+	char error[KS_ERROR_MAX]; /* why it could not start */
+	size_t not_run;		  /* candidates that built ok and were not run for want of it */
+};
+
+static void gpu_side_init(struct gpu_side *side, int gpu, const struct ks_eval_options *eopts)
+{
+	const struct ks_cuda *cuda;
+	struct ks_gpu_info info;
+	struct ks_error err;
+
+	memset(side, 0, sizeof(*side));
+	side->gpu = gpu;
+	side->eopts = eopts;
+	if (ks_cuda_load(&cuda, &err) == 0 && ks_cuda_device_info(gpu, &info, &err) == 0) {
+		ks_gpu_arch(&info, side->arch, sizeof(side->arch));
+		side->arch_why = "the GPU's";
+	} else {
+		snprintf(side->arch, sizeof(side->arch), "sm_90a");
+		side->arch_why = "the default: no GPU";
+	}
+}
+
+/* Start the worker the first time it is needed; 0 when it runs, -1 when it cannot (side->error says why). */
+static int gpu_side_ready(struct gpu_side *side)
+{
+	struct ks_error err;
+
+	if (side->state == 0) {
+		if (ks_evaluator_open(&side->ev, side->gpu, side->eopts, &err) < 0) {
+			snprintf(side->error, sizeof(side->error), "%s", err.msg);
+			side->state = -1;
+		} else if (strcmp(side->ev.profile.arch, side->arch)) {
+			/* the candidates were built for the architecture the driver named */
+			snprintf(side->error, sizeof(side->error),
+				 "GPU %d's worker reports architecture %s, the driver said %s", side->gpu,
+				 side->ev.profile.arch, side->arch);
+			ks_evaluator_close(&side->ev);
+			side->state = -1;
+		} else {
+			side->state = 1;
+		}
+	}
+	return side->state > 0 ? 0 : -1;
+}
+
+static void gpu_side_close(struct gpu_side *side)
+{
+	if (side->state > 0)
+		ks_evaluator_close(&side->ev);
+	side->state = 0;
+}
+
+/* Check every requested param combination of one file; returns its worst exit code. */
+static int check_file(struct gpu_side *side, const struct ks_op *op, const char *path,
+		      const struct check_args *args, json_t *all)
 {
 	struct ks_candidate cand = { 0 };
 	struct ks_error err;
 	int64_t *params = NULL;
+	char *source = NULL;
 	size_t combos = 1;
 	int worst = KS_EXIT_OK, ret;
 
-	if (ks_candidate_load(path, &cand, &err) < 0 || ks_candidate_bind(&cand, op, &err) < 0) {
+	if (ks_candidate_read(path, &source, &err) < 0) {
 		ks_cli_error("check", "%s", err.msg);
-		ret = access(path, R_OK) ? KS_EXIT_FAILED : EXIT_REJECTED;
-		if (all && ret == EXIT_REJECTED) {
+		ret = KS_EXIT_FAILED;
+		goto cleanup;
+	}
+	if (ks_candidate_parse(path, source, &cand, &err) < 0 || ks_candidate_bind(&cand, op, &err) < 0) {
+		if (all) {
 			struct ks_result res;
 
 			ks_result_init(&res);
 			ks_result_fail(&res, KS_VERDICT_CONTRACT_ERROR, "%s", err.msg);
+			snprintf(res.arch, sizeof(res.arch), "%s", side->arch);
 			json_array_append_new(all, ks_result_check_json(path, NULL, NULL, &res));
 			ks_result_release(&res);
+		} else {
+			printf("%s\n\nverdict: contract_error\n%s\n\n", path, err.msg);
 		}
+		ret = EXIT_REJECTED;
 		goto cleanup;
 	}
 	params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
@@ -152,6 +229,7 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 	for (size_t c = 0; c < combos; c++) {
 		struct ks_build build;
 		struct ks_result res;
+		char pbuf[256];
 		int code;
 
 		if (args->all_params) {
@@ -161,32 +239,51 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 		}
 		/* the one path to a result, the search's too (backend.h) */
 		ks_result_init(&res);
-		if (ks_gpu_build(op, &cand, params, ev->profile.arch, KS_BUILD_ISOLATED, &build, &res, &err) <
-		    0) {
+		if (ks_gpu_build(op, &cand, params, side->arch, KS_BUILD_ISOLATED, &build, &res, &err) < 0) {
 			ks_cli_error("check", "%s", err.msg);
 			ks_result_release(&res);
 			ret = KS_EXIT_FAILED;
 			goto cleanup;
 		}
-		if (build.verdict == KS_VERDICT_OK &&
-		    ks_gpu_evaluate(ev, op, &cand, params, &build, eopts, &res, &err) < 0) {
-			ks_cli_error("check", "%s", err.msg);
-			ks_build_release(&build);
-			ks_result_release(&res);
-			ret = KS_EXIT_FAILED;
-			goto cleanup;
-		}
+		ks_params_format(&cand, params, pbuf, sizeof(pbuf));
 		code = exit_for(res.verdict);
-		if (all) {
-			json_array_append_new(all, ks_result_check_json(cand.path, &cand, params, &res));
-		} else if (build.verdict != KS_VERDICT_OK) {
-			char pbuf[256];
+		if (build.verdict != KS_VERDICT_OK) {
+			if (all)
+				json_array_append_new(all,
+						      ks_result_check_json(cand.path, &cand, params, &res));
+			else
+				printf("%s  %s\n\nverdict: %s\n%s\n\n", cand.path, pbuf,
+				       ks_verdict_name(res.verdict), res.evidence);
+		} else if (gpu_side_ready(side) < 0) {
+			/* compiled ok, but nothing can run it: said once, at the end */
+			side->not_run++;
+			code = KS_EXIT_OK;
+			if (all) {
+				json_t *obj = ks_result_check_json(cand.path, &cand, params, &res);
 
-			ks_params_format(&cand, params, pbuf, sizeof(pbuf));
-			printf("%s  %s\n\nverdict: %s\n%s\n\n", cand.path, pbuf, ks_verdict_name(res.verdict),
-			       res.evidence);
+				json_object_set_new(obj, "verdict", json_null());
+				json_object_set_new(obj, "not_run", json_string(side->error));
+				json_array_append_new(all, obj);
+			} else {
+				printf("%s  %s\n\ncompiled ok for %s; not verified or timed: no GPU to run "
+				       "it\n\n",
+				       cand.path, pbuf, side->arch);
+			}
 		} else {
-			print_result(&cand, params, &res, ev);
+			if (ks_gpu_evaluate(&side->ev, op, &cand, params, &build, side->eopts, &res, &err) <
+			    0) {
+				ks_cli_error("check", "%s", err.msg);
+				ks_build_release(&build);
+				ks_result_release(&res);
+				ret = KS_EXIT_FAILED;
+				goto cleanup;
+			}
+			code = exit_for(res.verdict);
+			if (all)
+				json_array_append_new(all,
+						      ks_result_check_json(cand.path, &cand, params, &res));
+			else
+				print_result(&cand, params, &res, &side->ev);
 		}
 		if (code > worst)
 			worst = code;
@@ -197,6 +294,7 @@ static int check_file(struct ks_evaluator *ev, const struct ks_op *op, const cha
 	ret = worst;
 cleanup:
 	free(params);
+	free(source);
 	ks_candidate_release(&cand);
 	return ret;
 }
@@ -224,12 +322,12 @@ int cmd_check(int argc, char **argv)
 		KS_OPT_END,
 	};
 	struct ks_op op = { 0 };
-	struct ks_evaluator ev = { 0 };
+	struct gpu_side side = { 0 };
 	const char **positional = NULL;
 	size_t n_positional;
 	struct ks_error err;
 	json_t *all = NULL;
-	int rc, ret = KS_EXIT_OK, worst = KS_EXIT_OK, ev_open = 0;
+	int rc, ret = KS_EXIT_OK, worst = KS_EXIT_OK;
 
 	rc = ks_opts_parse("check", opts, &help, argc, argv, &positional, &n_positional);
 	if (rc)
@@ -269,14 +367,23 @@ int cmd_check(int argc, char **argv)
 	}
 	eopts.workloads = workload.items;
 	eopts.n_workloads = workload.n;
-	/* every usage error before the GPU is touched */
+	/* every file that cannot be read and every usage error, before anything is compiled */
 	for (size_t f = 0; f < n_positional; f++) {
 		struct ks_candidate cand;
 		int64_t *params;
+		char *source;
 
-		if (ks_candidate_load(positional[f], &cand, &err) < 0 ||
-		    ks_candidate_bind(&cand, &op, &err) < 0)
-			continue; /* reported, with its verdict, when its turn comes */
+		if (ks_candidate_read(positional[f], &source, &err) < 0) {
+			ks_cli_error("check", "%s", err.msg);
+			ret = KS_EXIT_FAILED;
+			goto cleanup;
+		}
+		if (ks_candidate_parse(positional[f], source, &cand, &err) < 0 ||
+		    ks_candidate_bind(&cand, &op, &err) < 0) {
+			free(source);
+			continue; /* a contract_error, reported when its turn comes */
+		}
+		free(source);
 		params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
 		ks_params_first(&cand, params);
 		if (ks_params_assign(&cand, args.param.items, args.param.n, params, &err) < 0)
@@ -291,19 +398,11 @@ int cmd_check(int argc, char **argv)
 		if (ret == KS_EXIT_USAGE)
 			goto cleanup;
 	}
-	if (ks_evaluator_open(&ev, gpu, &eopts, &err) < 0) {
-		ks_cli_error("check",
-			     "%s\n(`ksearch check` needs an NVIDIA GPU and driver; `ksearch doctor` says "
-			     "what is missing)",
-			     err.msg);
-		ret = KS_EXIT_FAILED;
-		goto cleanup;
-	}
-	ev_open = 1;
+	gpu_side_init(&side, gpu, &eopts);
 	if (json)
 		all = json_array();
 	for (size_t f = 0; f < n_positional; f++) {
-		int code = check_file(&ev, &op, positional[f], &args, &eopts, all);
+		int code = check_file(&side, &op, positional[f], &args, all);
 
 		if (code == KS_EXIT_FAILED || code == KS_EXIT_USAGE) {
 			ret = code;
@@ -313,17 +412,24 @@ int cmd_check(int argc, char **argv)
 			worst = code;
 	}
 	ret = worst;
+	if (side.not_run) {
+		ks_cli_error(
+			"check",
+			"%zu candidate%s compiled ok for %s but could not be verified or timed: %s\n"
+			"(`ksearch check` needs an NVIDIA GPU and driver to run kernels; `ksearch doctor` "
+			"says what is missing; the static verdicts above need none)",
+			side.not_run, side.not_run == 1 ? "" : "s", side.arch, side.error);
+		ret = KS_EXIT_FAILED;
+	}
 	if (all) {
 		json_t *out = args.all_params || n_positional > 1 ? json_incref(all)
 								  : json_incref(json_array_get(all, 0));
 
-		json_dumpf(out, stdout, JSON_INDENT(2));
-		putchar('\n');
+		ks_cli_json_print(out, JSON_INDENT(2));
 		json_decref(out);
 	}
 cleanup:
-	if (ev_open)
-		ks_evaluator_close(&ev);
+	gpu_side_close(&side);
 	json_decref(all);
 	free(positional);
 	ks_op_release(&op);

@@ -9,6 +9,7 @@
 #ifndef KSEARCH_CLI_H
 #define KSEARCH_CLI_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -171,6 +172,20 @@ int ks_opts_given(const struct ks_option *opts, const void *value);
 /* "8h", "20m", "90s", "1h30m", "3600" -> seconds; -1 when malformed. */
 double ks_parse_duration(const char *text);
 
+/*
+ * --json on every outcome.  A command whose table has a --json flag, given
+ * it, prints its document with ks_cli_json_print() (or calls
+ * ks_cli_json_printing() before streaming one); when it fails without
+ * having printed one, ks_cli_finish() (main, after the command returns)
+ * prints {"command", "exit_code", "error"} with the messages that
+ * ks_cli_error() and ks_cli_usage() printed, usage errors of the option
+ * parser included.  The messages still go to stderr.
+ */
+void ks_cli_json_print(const json_t *doc, size_t flags);
+void ks_cli_json_printing(void);
+int ks_cli_json_wanted(void);
+int ks_cli_finish(const char *cmd, int code);
+
 /* "ksearch <cmd>: error: ..." on stderr. */
 void ks_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A usage error (prints the hint to see --help); returns KS_EXIT_USAGE. */
@@ -188,6 +203,7 @@ int cmd_evolve(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_archive(int argc, char **argv);
 int cmd_export_best(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 int cmd_internal_worker(int argc, char **argv);
 int cmd_internal_compile(int argc, char **argv);
 int cmd_internal_profile_run(int argc, char **argv);

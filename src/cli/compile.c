@@ -165,8 +165,9 @@ int cmd_compile(int argc, char **argv)
 	const char **positional = NULL;
 	size_t n_positional, combos = 1;
 	struct ks_error err;
+	struct ks_arch_limits limits;
 	int64_t *params = NULL;
-	char arch_buf[32];
+	char arch_buf[32], *source = NULL;
 	const char *arch, *arch_why;
 	json_t *all = NULL;
 	int rc, ret = KS_EXIT_OK;
@@ -189,15 +190,44 @@ int cmd_compile(int argc, char **argv)
 		ret = ks_cli_usage("compile", "--param and --all-params do not go together");
 		goto cleanup;
 	}
+	if (arch_given && ks_arch_limits(arch_given, &limits, &err) < 0) {
+		ret = ks_cli_usage("compile", "--arch %s: %s", arch_given, err.msg);
+		goto cleanup;
+	}
 	if (ks_op_find(op_name, &op, &err) < 0) {
 		ks_cli_error("compile", "%s", err.msg);
 		ret = KS_EXIT_FAILED;
 		goto cleanup;
 	}
-	if (ks_candidate_load(positional[0], &cand, &err) < 0 || ks_candidate_bind(&cand, &op, &err) < 0) {
+	/* a file that cannot be read is no candidate (exit 1); one that breaks the contract is (exit 3) */
+	if (ks_candidate_read(positional[0], &source, &err) < 0) {
 		ks_cli_error("compile", "%s", err.msg);
-		ret = access(positional[0], R_OK) ? KS_EXIT_FAILED : EXIT_CANDIDATE_BAD;
+		ret = KS_EXIT_FAILED;
 		goto cleanup;
+	}
+	arch = ks_cli_pick_arch(arch_given, arch_buf, sizeof(arch_buf), &arch_why);
+	if (json)
+		all = json_array();
+	if (ks_candidate_parse(positional[0], source, &cand, &err) < 0 ||
+	    ks_candidate_bind(&cand, &op, &err) < 0) {
+		ret = EXIT_CANDIDATE_BAD;
+		if (all) {
+			json_t *obj =
+				json_pack("{s:s, s:s, s:{}}", "file", positional[0], "op", op.key, "params");
+			struct ks_result res;
+
+			ks_result_init(&res);
+			ks_result_fail(&res, KS_VERDICT_CONTRACT_ERROR, "%s", err.msg);
+			snprintf(res.arch, sizeof(res.arch), "%s", arch);
+			ks_result_to_json_into(&res, obj);
+			ks_result_release(&res);
+			json_array_append_new(all, obj);
+		} else {
+
+			printf("%s: op %s, %s (%s)\n\nverdict:     contract_error\n\n%s\n", positional[0],
+			       op.key, arch, arch_why, err.msg);
+		}
+		goto print_json;
 	}
 	params = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*params));
 	ks_params_first(&cand, params);
@@ -210,12 +240,9 @@ int cmd_compile(int argc, char **argv)
 				   cand.path, err.msg);
 		goto cleanup;
 	}
-	arch = ks_cli_pick_arch(arch_given, arch_buf, sizeof(arch_buf), &arch_why);
 	if (all_params)
 		combos = ks_params_count(&cand);
-	if (json)
-		all = json_array();
-	else if (all_params)
+	if (!all && all_params)
 		printf("%s: %zu param combinations meet the constraints (of %zu), op %s, %s (%s)\n\n",
 		       cand.path, ks_params_count_allowed(&cand), combos, op.key, arch, arch_why);
 	for (size_t c = 0; c < combos; c++) {
@@ -253,16 +280,17 @@ int cmd_compile(int argc, char **argv)
 		}
 		ks_build_release(&build);
 	}
+print_json:
 	if (all) {
 		json_t *out = all_params ? json_incref(all) : json_incref(json_array_get(all, 0));
 
-		json_dumpf(out, stdout, JSON_INDENT(2));
-		putchar('\n');
+		ks_cli_json_print(out, JSON_INDENT(2));
 		json_decref(out);
 	}
 cleanup:
 	json_decref(all);
 	free(params);
+	free(source);
 	free(positional);
 	ks_candidate_release(&cand);
 	ks_op_release(&op);

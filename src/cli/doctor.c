@@ -2,10 +2,12 @@
  * doctor.c - `ksearch doctor`: is everything in place, and if not, the fix.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,25 +26,29 @@ enum { EXIT_NO_GPU = 3, EXIT_LLM = 4 };
 
 static const struct ks_help help = {
 	.usage = "ksearch doctor [--archive DIR] [--llm-url URL --llm-model NAME [--llm-provider "
-		 "openai|anthropic] [LLM options]]",
-	.description = "Check what ksearch needs, in the order it needs it: the CUDA toolkit's\n"
-		       "headers, NVRTC (with a trial compilation), the NVIDIA driver, each GPU\n"
-		       "(name, compute capability, memory, SMs), the operators, and the archive\n"
-		       "folder.  Every problem comes with the fix.\n"
-		       "\n"
-		       "With --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL), it\n"
-		       "also sends the endpoint one small request with the settings `evolve` would\n"
-		       "use (the same LLM options and environment), and reports what a user needs\n"
-		       "to know before an 8-hour run: the answer time and token counts; the\n"
-		       "answer budget and the field it goes in; any parameter the endpoint refused\n"
-		       "and what ksearch changed for it (a reasoning model's temperature, an older\n"
-		       "server's max_tokens); whether the model reasons and how many tokens that\n"
-		       "took; cached prompt tokens; whether the answer was cut off at the budget\n"
-		       "(a problem: raise --max-tokens); the extra fields and headers (names only)\n"
-		       "and whether a key is sent.  Or what went wrong and how to fix it.  The key\n"
-		       "comes from KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY, and\n"
-		       "is never printed; without one, no credentials are sent (local servers).\n"
-		       "The check waits at most 2 minutes for the answer.",
+		 "openai|anthropic] [LLM options]] [--json]",
+	.description =
+		"Check what ksearch needs, in the order it needs it: the CUDA toolkit's\n"
+		"headers, NVRTC (with a trial compilation), the NVIDIA driver, each GPU\n"
+		"(name, compute capability, memory, SMs), the operators, and the archive\n"
+		"folder.  Every problem comes with the fix.\n"
+		"\n"
+		"With --llm-url and --llm-model (or KSEARCH_LLM_URL and KSEARCH_LLM_MODEL), it\n"
+		"also sends the endpoint one small request with the settings `evolve` would\n"
+		"use (the same LLM options and environment), and reports what a user needs\n"
+		"to know before an 8-hour run: the answer time and token counts; the\n"
+		"answer budget and the field it goes in; any parameter the endpoint refused\n"
+		"and what ksearch changed for it (a reasoning model's temperature, an older\n"
+		"server's max_tokens); whether the model reasons and how many tokens that\n"
+		"took; cached prompt tokens; whether the answer was cut off at the budget\n"
+		"(a problem: raise --max-tokens); the extra fields and headers (names only)\n"
+		"and whether a key is sent.  Or what went wrong and how to fix it.  The key\n"
+		"comes from KSEARCH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY, and\n"
+		"is never printed; without one, no credentials are sent (local servers).\n"
+		"The check waits at most 2 minutes for the answer.\n"
+		"\n"
+		"--json prints {\"checks\": [{\"check\", \"ok\", \"detail\" | \"problem\", \"fix\"}],\n"
+		"\"problems\", \"exit_code\"}.",
 	.examples = "  ksearch doctor\n"
 		    "  ksearch doctor --archive /data/ksearch-archive\n"
 		    "  ksearch doctor --llm-url http://127.0.0.1:8000/v1 --llm-model qwen3-coder\n"
@@ -55,17 +61,24 @@ static const struct ks_help help = {
 };
 
 static int problems;
+/* --json: the checks go here, printed as one document at the end; NULL for text */
+static json_t *report;
 
 static void ok(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void ok(const char *what, const char *fmt, ...)
 {
 	va_list ap;
+	char *detail;
 
-	printf("  ok    %-10s ", what);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	detail = ks_vasprintf(fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	if (report)
+		json_array_append_new(report,
+				      json_pack("{s:s, s:b, s:s}", "check", what, "ok", 1, "detail", detail));
+	else
+		printf("  ok    %-10s %s\n", what, detail);
+	free(detail);
 }
 
 /* A finding that is not a problem, under the line it belongs to. */
@@ -73,18 +86,34 @@ static void note(const char *what, const char *fmt, ...) __attribute__((format(p
 static void note(const char *what, const char *fmt, ...)
 {
 	va_list ap;
+	char *text;
 
-	printf("        %-10s ", what);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	text = ks_vasprintf(fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	if (report) {
+		/* --json: with the check it belongs to, the last one */
+		json_t *last = json_array_get(report, json_array_size(report) - 1), *notes;
+
+		if (last) {
+			if (!(notes = json_object_get(last, "notes")))
+				json_object_set_new(last, "notes", notes = json_array());
+			json_array_append_new(notes, json_string(text));
+		}
+	} else {
+		printf("        %-10s %s\n", what, text);
+	}
+	free(text);
 }
 
 static void bad(const char *what, const char *problem, const char *fix)
 {
 	problems++;
-	printf("  FAIL  %-10s %s\n        fix: %s\n", what, problem, fix);
+	if (report)
+		json_array_append_new(report, json_pack("{s:s, s:b, s:s, s:s}", "check", what, "ok", 0,
+							"problem", problem, "fix", fix));
+	else
+		printf("  FAIL  %-10s %s\n        fix: %s\n", what, problem, fix);
 }
 
 static const char *cuda_root(void)
@@ -209,26 +238,66 @@ static void check_ops(void)
 	ks_op_dirs_free(dirs, count);
 }
 
+/*
+ * Whether a folder can be made under its nearest existing ancestor: a trial
+ * folder is made there and removed (access(2) says yes to root on a
+ * read-only or virtual file system).  0, or -1 with the reason in problem.
+ */
+static int can_create(const char *dir, char *problem, size_t size)
+{
+	char *ancestor = ks_strdup(dir), *probe = NULL, *slash;
+	struct stat st;
+	int ret = -1;
+
+	for (;;) {
+		while ((slash = strrchr(ancestor, '/')) && slash[1] == '\0' && slash != ancestor)
+			*slash = '\0'; /* trailing slashes */
+		slash = strrchr(ancestor, '/');
+		if (!slash) {
+			snprintf(ancestor, strlen(ancestor) + 1, ".");
+			break;
+		}
+		slash[slash == ancestor ? 1 : 0] = '\0';
+		if (stat(ancestor, &st) == 0 || errno != ENOENT)
+			break;
+	}
+	if (stat(ancestor, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(problem, size, "%s does not exist and cannot be created: %s is not a folder", dir,
+			 ancestor);
+		goto cleanup;
+	}
+	probe = ks_asprintf("%s/.ksearch-doctor-%ld", ancestor, (long)getpid());
+	if (mkdir(probe, 0700) < 0) {
+		snprintf(problem, size, "%s does not exist and cannot be created in %s: %s", dir, ancestor,
+			 strerror(errno));
+		goto cleanup;
+	}
+	rmdir(probe);
+	ret = 0;
+cleanup:
+	free(probe);
+	free(ancestor);
+	return ret;
+}
+
 static void check_archive(const char *dir)
 {
+	char problem[4400];
 	struct stat st;
 
 	if (stat(dir, &st) < 0) {
-		if (errno == ENOENT) {
+		int missing = errno == ENOENT;
+
+		if (!missing)
+			snprintf(problem, sizeof(problem), "%s: %s", dir, strerror(errno));
+		else if (can_create(dir, problem, sizeof(problem)) == 0) {
 			ok("archive", "%s (will be created on the first search)", dir);
 			return;
 		}
-		{
-			char problem[4400];
-
-			snprintf(problem, sizeof(problem), "%s: %s", dir, strerror(errno));
-			bad("archive", problem, "pass --archive DIR with a folder you can write");
-		}
+		bad("archive", problem, "pass --archive DIR with a folder you can write");
 		return;
 	}
 	if (!S_ISDIR(st.st_mode) || access(dir, W_OK)) {
-		char problem[4400];
-
 		snprintf(problem, sizeof(problem), "%s is not a writable folder", dir);
 		bad("archive", problem, "pass --archive DIR with a folder you can write");
 		return;
@@ -268,6 +337,19 @@ static const char *llm_fix(const struct ks_llm_response *r, const struct ks_llm_
 	return "the answer is not an OpenAI/Anthropic reply: check --llm-provider and --llm-url";
 }
 
+/* The fix for settings the client refused: only what is missing or wrong, never what was given right. */
+static const char *llm_settings_fix(const struct ks_llm_config *cfg)
+{
+	if (!cfg->base_url || !*cfg->base_url)
+		return "give --llm-url URL (or set KSEARCH_LLM_URL)";
+	if (strncasecmp(cfg->base_url, "http://", 7) && strncasecmp(cfg->base_url, "https://", 8))
+		return "give --llm-url the endpoint's base URL, up to the API version: "
+		       "https://api.openai.com/v1, or http://127.0.0.1:8000/v1 for a local server";
+	if (!cfg->model || !*cfg->model)
+		return "give --llm-model NAME (or set KSEARCH_LLM_MODEL)";
+	return "correct the setting named above";
+}
+
 /* Where the model's reasoning showed, for a person; NULL for a field (named by the caller). */
 static const char *reasoning_where(const char *where)
 {
@@ -292,11 +374,7 @@ static int check_llm(struct ks_llm_config *cfg)
 	int got = 0, ret = -1;
 
 	if (ks_llm_config_validate(cfg, &err) < 0) {
-		bad("llm", err.msg,
-		    !cfg->base_url || !cfg->model
-			    ? "give --llm-url and --llm-model (or KSEARCH_LLM_URL and "
-			      "KSEARCH_LLM_MODEL)"
-			    : "fix the setting named above (see `ksearch doctor --help`)");
+		bad("llm", err.msg, llm_settings_fix(cfg));
 		goto cleanup;
 	}
 	cfg->max_retries = 0;
@@ -375,6 +453,7 @@ int cmd_doctor(int argc, char **argv)
 	const char *archive = "archive";
 	struct ks_cli_llm llm = { 0 };
 	struct ks_llm_config cfg;
+	int json = 0;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "archive", &archive, "DIR", "archive folder to check (default: archive)"),
 		KS_OPT_STRING(0, "llm-url", &llm.url, "URL",
@@ -394,6 +473,7 @@ int cmd_doctor(int argc, char **argv)
 		KS_OPT_LIST(0, "llm-header", &llm.headers, "'NAME: VALUE'",
 			    "a header for every request, repeatable"),
 		KS_OPT_GROUP(0),
+		KS_OPT_BOOL(0, "json", &json, "print the checks as JSON"),
 		KS_OPT_END,
 	};
 	const struct ks_option *needs;
@@ -420,7 +500,9 @@ int cmd_doctor(int argc, char **argv)
 	if (with_llm && (rc = ks_cli_llm_configure("doctor", opts, &llm, &cfg)))
 		goto cleanup;
 	problems = 0;
-	printf("ksearch doctor\n");
+	report = json ? json_array() : NULL;
+	if (!report)
+		printf("ksearch doctor\n");
 	check_toolkit();
 	check_nvrtc();
 	gpu_problems = problems;
@@ -434,14 +516,23 @@ int cmd_doctor(int argc, char **argv)
 		check_llm(&cfg);
 		llm_failed = problems - before;
 	}
-	if (!problems) {
-		printf("\nall good\n");
+	if (!problems)
 		rc = KS_EXIT_OK;
-	} else {
-		printf("\n%d problem%s\n", problems, problems == 1 ? "" : "s");
+	else
 		rc = problems > gpu_problems + llm_failed ? KS_EXIT_FAILED
 		     : llm_failed			  ? EXIT_LLM
 							  : EXIT_NO_GPU;
+	if (report) {
+		json_t *doc =
+			json_pack("{s:o, s:i, s:i}", "checks", report, "problems", problems, "exit_code", rc);
+
+		ks_cli_json_print(doc, JSON_INDENT(2));
+		json_decref(doc);
+		report = NULL;
+	} else if (!problems) {
+		printf("\nall good\n");
+	} else {
+		printf("\n%d problem%s\n", problems, problems == 1 ? "" : "s");
 	}
 cleanup:
 	ks_llm_config_release(&cfg);

@@ -28,6 +28,11 @@
 
 #define DEFAULT_BUDGET 100
 
+enum { EXIT_NO_GPU = 3 };
+
+static const char no_gpu_hint[] = "(the search verifies and times kernels on an NVIDIA GPU; `ksearch doctor` "
+				  "says what is missing; `ksearch compile` works without one)";
+
 static const struct ks_help help = {
 	.usage = "ksearch evolve --op NAME [--budget N] [--time DURATION] [--target FITNESS] [--gpus "
 		 "LIST|all] "
@@ -125,24 +130,19 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
+/*
+ * --gpus: "all" or a list of GPU numbers.  Only the syntax is checked here
+ * (a usage error); which GPUs exist is the driver's to say, and "all"
+ * becomes a list in all_gpus(), with the other GPU errors.
+ */
 static int parse_gpus(const char *text, int **gpus, size_t *n, struct ks_error *err)
 {
 	char *copy, *tok, *save = NULL;
 
 	*gpus = NULL;
 	*n = 0;
-	if (!strcmp(text, "all")) {
-		int count;
-
-		if (ks_cuda_device_count(&count, err) < 0)
-			return -1;
-		if (!count)
-			return ks_fail(err, "--gpus all: the driver sees no GPU");
-		*gpus = ks_calloc((size_t)count, sizeof(**gpus));
-		for (int i = 0; i < count; i++)
-			(*gpus)[(*n)++] = i;
+	if (!strcmp(text, "all"))
 		return 0;
-	}
 	copy = ks_strdup(text);
 	*gpus = ks_calloc(strlen(text) + 1, sizeof(**gpus));
 	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -165,6 +165,21 @@ static int parse_gpus(const char *text, int **gpus, size_t *n, struct ks_error *
 	free(copy);
 	if (!*n)
 		return ks_fail(err, "--gpus %s: no GPU given", text);
+	return 0;
+}
+
+/* --gpus all: every GPU the driver sees; fails (no GPU, exit 3) as starting a worker would. */
+static int all_gpus(int **gpus, size_t *n, struct ks_error *err)
+{
+	int count;
+
+	if (ks_cuda_device_count(&count, err) < 0)
+		return -1;
+	if (!count)
+		return ks_fail(err, "--gpus all: the driver sees no GPU");
+	*gpus = ks_calloc((size_t)count, sizeof(**gpus));
+	for (int i = 0; i < count; i++)
+		(*gpus)[(*n)++] = i;
 	return 0;
 }
 
@@ -499,15 +514,17 @@ int cmd_evolve(int argc, char **argv)
 
 	/* the GPU workers start before the archive opens: no child inherits LMDB */
 	ks_child_program();
+	if (!n_gpus && all_gpus(&gpus, &n_gpus, &err) < 0) {
+		ks_cli_error("evolve", "%s\n%s", err.msg, no_gpu_hint);
+		ret = EXIT_NO_GPU;
+		goto cleanup;
+	}
 	printf("ksearch evolve: operator %s (%s), %zu seed families, starting %zu GPU worker%s...\n", op.key,
 	       op.name, n_families, n_gpus, n_gpus == 1 ? "" : "s");
 	fflush(stdout);
 	if (ks_gpu_backend_open(&gb, &op, gpus, n_gpus, time_cap, &err) < 0) {
-		ks_cli_error("evolve",
-			     "%s\n(the search verifies and times kernels on an NVIDIA GPU; "
-			     "`ksearch doctor` says what is missing; `ksearch compile` works without one)",
-			     err.msg);
-		ret = 3;
+		ks_cli_error("evolve", "%s\n%s", err.msg, no_gpu_hint);
+		ret = EXIT_NO_GPU;
 		goto cleanup;
 	}
 	gb_open = 1;

@@ -10,13 +10,16 @@
 #include "ksearch/op/op.h"
 #include "ksearch/base/util.h"
 
+enum { EXIT_BROKEN_OP = 3 };
+
 static const struct ks_help help = {
 	.usage = "ksearch ops [--op NAME] [--json]",
 	.description = "List the operators ksearch can search: each with its definition name, a\n"
 		       "one-line summary, its benchmark workloads (timed), its check workloads\n"
 		       "(correctness only) and its seed kernels.  Operators are folders holding an\n"
 		       "op.json; they are found in $KSEARCH_OPERATORS, ./operators, and beside the\n"
-		       "ksearch binary.  An operator whose op.json is broken is listed with the error.",
+		       "ksearch binary.  An operator whose op.json is broken is listed with the error\n"
+		       "(--json: {\"op\", \"folder\", \"error\"}).",
 	.examples = "  ksearch ops\n"
 		    "  ksearch ops --op gqa --json\n",
 	.exit_codes = "  3  at least one operator failed to load (its error is printed)\n",
@@ -145,7 +148,11 @@ int cmd_ops(int argc, char **argv)
 
 		if (ks_op_load(dirs[i], &op, &err) < 0) {
 			ks_cli_error("ops", "%s", err.msg);
-			ret = 3;
+			if (all)
+				json_array_append_new(all,
+						      json_pack("{s:s, s:s, s:s}", "op", ks_basename(dirs[i]),
+								"folder", dirs[i], "error", err.msg));
+			ret = EXIT_BROKEN_OP;
 			continue;
 		}
 		if (all)
@@ -156,8 +163,7 @@ int cmd_ops(int argc, char **argv)
 	}
 cleanup:
 	if (all) {
-		json_dumpf(all, stdout, JSON_INDENT(2));
-		putchar('\n');
+		ks_cli_json_print(all, JSON_INDENT(2));
 		json_decref(all);
 	}
 	ks_op_dirs_free(dirs, count);

@@ -14,6 +14,34 @@
 #include "ksearch/evaluate/cuda.h"
 #include "ksearch/base/util.h"
 
+/*
+ * --json on every outcome: whether the command line asked for JSON, the
+ * errors printed so far, and whether the command printed its document.
+ */
+static struct {
+	int wanted, printed;
+	const char *cmd;
+	struct ks_strbuf errors;
+} json_out;
+
+static void note_error(const char *cmd, const char *fmt, va_list ap)
+{
+	if (!json_out.wanted)
+		return;
+	if (!json_out.errors.buf)
+		ks_strbuf_init(&json_out.errors);
+	if (json_out.errors.len)
+		ks_strbuf_adds(&json_out.errors, "\n");
+	else
+		json_out.cmd = cmd;
+	{
+		char *text = ks_vasprintf(fmt, ap);
+
+		ks_strbuf_adds(&json_out.errors, text);
+		free(text);
+	}
+}
+
 void ks_cli_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
@@ -23,6 +51,9 @@ void ks_cli_error(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	va_start(ap, fmt);
+	note_error(cmd, fmt, ap);
+	va_end(ap);
 }
 
 int ks_cli_usage(const char *cmd, const char *fmt, ...)
@@ -34,7 +65,43 @@ int ks_cli_usage(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\n(see `ksearch %s --help`)\n", cmd);
+	va_start(ap, fmt);
+	note_error(cmd, fmt, ap);
+	va_end(ap);
 	return KS_EXIT_USAGE;
+}
+
+void ks_cli_json_print(const json_t *doc, size_t flags)
+{
+	json_dumpf(doc, stdout, flags);
+	putchar('\n');
+	json_out.printed = 1;
+}
+
+void ks_cli_json_printing(void)
+{
+	json_out.printed = 1;
+}
+
+int ks_cli_json_wanted(void)
+{
+	return json_out.wanted;
+}
+
+int ks_cli_finish(const char *cmd, int code)
+{
+	if (json_out.wanted && !json_out.printed && code != KS_EXIT_OK) {
+		json_t *doc = json_pack("{s:s, s:i, s:s}", "command", json_out.cmd ? json_out.cmd : cmd,
+					"exit_code", code, "error",
+					json_out.errors.len ? json_out.errors.buf : "failed (see stderr)");
+
+		ks_cli_json_print(doc, JSON_INDENT(2));
+		json_decref(doc);
+	}
+	fflush(stdout);
+	ks_strbuf_release(&json_out.errors);
+	memset(&json_out, 0, sizeof(json_out));
+	return code;
 }
 
 static int takes_value(const struct ks_option *o)
@@ -313,6 +380,11 @@ int ks_opts_parse(const char *cmd, struct ks_option *opts, const struct ks_help 
 	int only_positional = 0, group = 0;
 
 	check_table(cmd, opts);
+	/* known before parsing, so that a usage error is JSON too */
+	if (find_long(opts, "json", 4) && find_long(opts, "json", 4)->type == KS_OPTION_BOOL)
+		for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+			if (!strcmp(argv[i], "--json"))
+				json_out.wanted = 1;
 	for (struct ks_option *o = opts; o->type != KS_OPTION_END; o++) {
 		if (o->type == KS_OPTION_GROUP)
 			group = o->group;
@@ -327,7 +399,8 @@ int ks_opts_parse(const char *cmd, struct ks_option *opts, const struct ks_help 
 		struct ks_option *o;
 		const char *value = NULL;
 
-		if (only_positional || arg[0] != '-' || !arg[1]) {
+		/* "-1" is a (bad) value, not an option: the command says what it expected */
+		if (only_positional || arg[0] != '-' || !arg[1] || plain_number(arg, 1)) {
 			(*positional)[(*n_positional)++] = arg;
 			continue;
 		}

@@ -12,20 +12,28 @@
 #include "ksearch/compile/nvrtc.h"
 
 static const struct ks_help help = {
-	.usage = "ksearch version",
+	.usage = "ksearch version [--json]",
 	.description = "Print the version of ksearch, of the NVRTC it compiles with, of the\n"
-		       "libraries built into it, and whether an NVIDIA driver was found.",
-	.examples = "  ksearch version\n",
+		       "libraries built into it, and whether an NVIDIA driver was found.  --json\n"
+		       "prints {\"ksearch\", \"nvrtc\", \"driver\", \"libs\"}; a part that is missing\n"
+		       "is null, with the reason beside it (\"nvrtc_error\", \"driver_error\").",
+	.examples = "  ksearch version\n"
+		    "  ksearch version --json | jq -r .nvrtc\n",
 };
 
 int cmd_version(int argc, char **argv)
 {
-	struct ks_option opts[] = { KS_OPT_END };
+	int json = 0;
+	struct ks_option opts[] = {
+		KS_OPT_BOOL(0, "json", &json, "print JSON instead of text"),
+		KS_OPT_END,
+	};
 	const char **positional;
 	size_t n_positional;
 	const struct ks_cuda *cuda;
-	struct ks_error err;
-	int major, minor, driver, rc;
+	struct ks_error nvrtc_err, driver_err;
+	char nvrtc[32] = "", driver[32] = "";
+	int major, minor, version, rc;
 
 	rc = ks_opts_parse("version", opts, &help, argc, argv, &positional, &n_positional);
 	if (rc)
@@ -34,15 +42,33 @@ int cmd_version(int argc, char **argv)
 	if (n_positional)
 		return ks_cli_usage("version", "takes no arguments");
 
+	if (ks_nvrtc_version(&major, &minor, &nvrtc_err) == 0)
+		snprintf(nvrtc, sizeof(nvrtc), "%d.%d", major, minor);
+	if (ks_cuda_load(&cuda, &driver_err) == 0 && ks_cuda_driver_version(&version, &driver_err) == 0)
+		snprintf(driver, sizeof(driver), "%d.%d", version / 1000, version % 1000 / 10);
+	if (json) {
+		json_t *doc = json_pack("{s:s, s:s?, s:s?, s:{s:s, s:s, s:s}}", "ksearch", KS_VERSION,
+					"nvrtc", *nvrtc ? nvrtc : NULL, "driver", *driver ? driver : NULL,
+					"libs", "jansson", JANSSON_VERSION, "lmdb",
+					mdb_version(NULL, NULL, NULL), "curl", curl_version());
+
+		if (!*nvrtc)
+			json_object_set_new(doc, "nvrtc_error", json_string(nvrtc_err.msg));
+		if (!*driver)
+			json_object_set_new(doc, "driver_error", json_string(driver_err.msg));
+		ks_cli_json_print(doc, JSON_INDENT(2));
+		json_decref(doc);
+		return KS_EXIT_OK;
+	}
 	printf("ksearch %s\n", KS_VERSION);
-	if (ks_nvrtc_version(&major, &minor, &err) == 0)
-		printf("nvrtc   %d.%d\n", major, minor);
+	if (*nvrtc)
+		printf("nvrtc   %s\n", nvrtc);
 	else
-		printf("nvrtc   unavailable: %s\n", err.msg);
-	if (ks_cuda_load(&cuda, &err) == 0 && ks_cuda_driver_version(&driver, &err) == 0)
-		printf("driver  CUDA %d.%d (libcuda.so.1 found)\n", driver / 1000, driver % 1000 / 10);
+		printf("nvrtc   unavailable: %s\n", nvrtc_err.msg);
+	if (*driver)
+		printf("driver  CUDA %s (libcuda.so.1 found)\n", driver);
 	else
-		printf("driver  not found: %s\n", err.msg);
+		printf("driver  not found: %s\n", driver_err.msg);
 	printf("libs    jansson %s, lmdb %s, %s\n", JANSSON_VERSION, mdb_version(NULL, NULL, NULL),
 	       curl_version());
 	return KS_EXIT_OK;

@@ -388,19 +388,28 @@ cleanup:
 	return ret;
 }
 
+int ks_candidate_read(const char *path, char **source, struct ks_error *err)
+{
+	size_t size;
+
+	if (ks_read_file_max(path, KS_CANDIDATE_MAX_BYTES, source, &size, err) < 0)
+		return -1;
+	if (strlen(*source) != size) {
+		free(*source);
+		*source = NULL;
+		return ks_fail(err, "%s: contains a NUL byte; a candidate is CUDA C++ text", path);
+	}
+	return 0;
+}
+
 int ks_candidate_load(const char *path, struct ks_candidate *cand, struct ks_error *err)
 {
 	char *source;
-	size_t size;
 	int ret;
 
 	memset(cand, 0, sizeof(*cand));
-	if (ks_read_file(path, &source, &size, err) < 0)
+	if (ks_candidate_read(path, &source, err) < 0)
 		return -1;
-	if (strlen(source) != size) {
-		free(source);
-		return ks_fail(err, "%s: contains a NUL byte; a candidate is CUDA C++ text", path);
-	}
 	ret = ks_candidate_parse(path, source, cand, err);
 	free(source);
 	return ret;

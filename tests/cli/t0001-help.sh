@@ -18,6 +18,16 @@ run 0 "$KSEARCH" compile --help
 out_has "--all-params"
 out_has "ksearch compile operators/gqa/seeds/"
 
+# a subcommand's help, both ways round (issue 14: `help archive ls` was refused)
+for sub in ls show grid stats lineage diff prompts export import verify; do
+	run 0 "$KSEARCH" help archive "$sub"
+	out_has "usage: ksearch archive $sub"
+done
+run 2 "$KSEARCH" help archive lss
+err_has "did you mean 'ls'?"
+run 2 "$KSEARCH" help archive ls extra
+err_has "at most one subcommand"
+
 run 2 "$KSEARCH"
 err_has "usage: ksearch <command>"
 run 2 "$KSEARCH" compiel

@@ -33,4 +33,12 @@ printf '{"name": "x",\n "axes": {"n": {"type": "var"}},,\n}\n' > "$TMP/ops/broke
 run 3 env KSEARCH_OPERATORS="$TMP/ops" "$KSEARCH" ops
 err_has "broken/op.json:2:"
 out_has "gqa  (gqa_paged_decode"
+# --json lists the broken one too, with its error (issue 14: it was left out)
+run 3 env KSEARCH_OPERATORS="$TMP/ops" "$KSEARCH" ops --json
+python3 - "$TMP/out" "$TMP/ops/broken" <<'PY' || fail "ops --json does not list the broken operator"
+import json, sys
+ops = {o["op"]: o for o in json.load(open(sys.argv[1]))}
+assert ops["broken"]["folder"] == sys.argv[2] and "op.json:2:" in ops["broken"]["error"], ops["broken"]
+assert ops["gqa"]["workloads"] and "error" not in ops["gqa"], ops["gqa"]
+PY
 done_ok

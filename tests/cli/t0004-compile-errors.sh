@@ -38,12 +38,13 @@ variant() { # variant NAME FROM TO: a copy of good.cu with FROM replaced by TO
 
 f=$(variant json '"launch": [' '"launch": [,')
 run 3 "$KSEARCH" compile "$f" --op rmsnorm
-err_has "json.cu:3:"
-err_has "malformed JSON in the ksearch block"
+out_has "verdict:     contract_error"
+out_has "json.cu:3:"
+out_has "malformed JSON in the ksearch block"
 
 f=$(variant axis '"grid": [' '"grid": ["num_rowz", ')
 run 3 "$KSEARCH" compile "$f" --op rmsnorm
-err_has "unknown name 'num_rowz'"
+out_has "unknown name 'num_rowz'"
 
 f=$(variant div '"block": ["THREADS"]' '"block": ["THREADS/(THREADS-THREADS)"]')
 run 3 "$KSEARCH" compile "$f" --op rmsnorm
@@ -61,7 +62,7 @@ out_has "names kernel 'rms_fast', but the source defines no such"
 
 f=$(variant arg '"args": [' '"args": ["bogus", ')
 run 3 "$KSEARCH" compile "$f" --op rmsnorm
-err_has "unknown argument 'bogus'"
+out_has "unknown argument 'bogus'"
 
 run 2 "$KSEARCH" compile "$good" --op rmsnorm --param THREADS=100
 err_has "100 is not among THREADS's values [128, 256]"
@@ -87,8 +88,60 @@ run 1 "$KSEARCH" compile "$good" --op nope
 err_has "unknown operator 'nope'"
 run 2 "$KSEARCH" compile "$good"
 err_has "--op NAME is required"
-run 1 "$KSEARCH" compile "$good" --op rmsnorm --arch sm_12
-err_has "sm_12"
+run 2 "$KSEARCH" compile "$good" --op rmsnorm --arch sm_12
+err_has "--arch sm_12: unknown architecture 'sm_12' (known: sm_70"
+run 2 "$KSEARCH" compile "$good" --op rmsnorm --arch foo
+err_has "(see \`ksearch compile --help\`)"
+
+# what is not a candidate file at all is exit 1, whatever it is (issue 14: a folder was 3)
+run 1 "$KSEARCH" compile "$TMP" --op rmsnorm
+err_has "$TMP: is a folder, not a file"
+# unbounded input is refused at the limit, without reading on or running out of memory
+for dev in /dev/zero /dev/urandom; do
+	run 1 timeout 20 "$KSEARCH" compile "$dev" --op rmsnorm
+	err_has "$dev: larger than the limit of 1 MiB"
+done
+head -c 1048577 /dev/zero | tr '\0' ' ' >"$TMP/big.cu"
+run 1 "$KSEARCH" compile "$TMP/big.cu" --op rmsnorm
+err_has "big.cu: larger than the limit of 1 MiB"
+printf 'a\0b' >"$TMP/nul.cu"
+run 1 "$KSEARCH" compile "$TMP/nul.cu" --op rmsnorm
+err_has "contains a NUL byte"
+
+# --json prints JSON on every outcome (issue 14): verdicts as reports, failures as an error object
+json_is() { # json_is PYTHON: the last run's stdout parses as JSON j, and PYTHON's asserts hold
+	checks=$((checks + 1))
+	python3 -c "import json, sys; j = json.load(open(sys.argv[1])); $1" "$TMP/out" \
+		|| fail "stdout is not the JSON expected ($1)"
+}
+: >"$TMP/empty.cu"
+run 3 "$KSEARCH" compile "$TMP/empty.cu" --op rmsnorm --json
+json_is 'assert j["verdict"] == "contract_error" and "no `/* ksearch" in j["evidence"] and j["file"].endswith("empty.cu"), j'
+for v in json axis arg div; do
+	run 3 "$KSEARCH" compile "$TMP/$v.cu" --op rmsnorm --json
+	json_is 'assert j["verdict"] == "contract_error" and j["evidence"], j'
+done
+run 3 "$KSEARCH" compile "$TMP/json.cu" --op rmsnorm --json --all-params
+json_is 'assert isinstance(j, list) and j[0]["verdict"] == "contract_error", j'
+run 3 "$KSEARCH" compile "$TMP/nvrtc.cu" --op rmsnorm --json
+json_is 'assert j["verdict"] == "compile_error" and "undefined_name" in j["evidence"], j'
+run 1 "$KSEARCH" compile "$TMP/missing.cu" --op rmsnorm --json
+json_is 'assert j["exit_code"] == 1 and "No such file" in j["error"] and j["command"] == "compile", j'
+run 1 "$KSEARCH" compile /dev/zero --op rmsnorm --json
+json_is 'assert j["exit_code"] == 1 and "1 MiB" in j["error"], j'
+run 1 "$KSEARCH" compile "$good" --op nope --json
+json_is 'assert j["exit_code"] == 1 and "unknown operator" in j["error"], j'
+run 2 "$KSEARCH" compile "$good" --op rmsnorm --json --arch foo
+json_is 'assert j["exit_code"] == 2 and "--arch foo" in j["error"], j'
+run 2 "$KSEARCH" compile "$good" --op rmsnorm --json --bogus
+json_is 'assert j["exit_code"] == 2 and "unknown option" in j["error"], j'
+run 2 "$KSEARCH" compile "$good" --op rmsnorm --json --param THREADS=100
+json_is 'assert j["exit_code"] == 2 and "THREADS" in j["error"], j'
+run 2 "$KSEARCH" compile --json
+json_is 'assert j["exit_code"] == 2, j'
+# after "--", --json is a file name, not the flag
+run 1 "$KSEARCH" compile --op rmsnorm -- --json
+[ ! -s "$TMP/out" ] || fail "a file named --json turned JSON on"
 
 # a missing CUDA toolkit: NVRTC cannot find the headers
 run 1 env CUDA_PATH=/nonexistent/cuda "$KSEARCH" compile "$good" --op rmsnorm

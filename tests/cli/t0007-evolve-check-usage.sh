@@ -67,7 +67,32 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 	err_has "no NVIDIA driver"
 	err_has "ksearch doctor"
 	[ ! -e "$TMP/ar" ] || fail "evolve created an archive without a GPU"
+	# no GPU is exit 3 however the GPUs are named (issue 14: --gpus all was a usage error)
+	for gpus in all 0 0,1; do
+		run 3 "$KSEARCH" evolve --op gqa --archive "$TMP/ar" --gpus "$gpus"
+		err_has "no NVIDIA driver"
+	done
 	run 1 "$KSEARCH" check operators/gqa/seeds/split_kv.cu --op gqa
 	err_has "needs an NVIDIA GPU"
+	# a file that is not there is named before anything about the GPU (issue 14)
+	run 1 "$KSEARCH" check /nonexistent.cu --op gqa
+	err_has "/nonexistent.cu: No such file or directory"
+	! grep -q driver "$TMP/err" || fail "check spoke of the driver before the missing file"
+	run 1 "$KSEARCH" check "$TMP" --op gqa
+	err_has "is a folder, not a file"
+	# static verdicts without a GPU; what compiled ok is said to be unchecked, and the run fails
+	printf '/* ksearch\n{ "launch": [ ] }\n*/\n' >"$TMP/nolaunch.cu"
+	run 1 "$KSEARCH" check "$TMP/nolaunch.cu" operators/gqa/seeds/split_kv.cu --op gqa
+	out_has "verdict: contract_error"
+	out_has "compiled ok for sm_90a; not verified or timed"
+	err_has "1 candidate compiled ok for sm_90a but could not be verified or timed"
+	run 3 "$KSEARCH" check "$TMP/nolaunch.cu" --op gqa
+	out_has "verdict: contract_error"
+	run 1 "$KSEARCH" check operators/gqa/seeds/split_kv.cu --op gqa --json
+	python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["verdict"] is None and "driver" in r["not_run"] and r["descriptors"], r' "$TMP/out" \
+		|| fail "check --json without a GPU"
+	run 1 "$KSEARCH" check /nonexistent.cu --op gqa --json
+	python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["exit_code"] == 1 and "nonexistent" in r["error"], r' "$TMP/out" \
+		|| fail "check --json on a missing file"
 fi
 done_ok

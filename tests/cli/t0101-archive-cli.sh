@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ksearch archive`: import the small fixture (tests/fixtures/archive-small.json:
-# ten gqa candidates with a lineage, failures and an out-of-grid one), then
-# every subcommand and its errors.
+# ten gqa candidates with a lineage, failures and an out-of-grid one; the
+# sources are the real split_kv and group_cta seeds and two LLM edits of
+# split_kv, the timings synthetic), then every subcommand and its errors.
 . "$(dirname "$0")/lib.sh"
 FIXTURE=tests/fixtures/archive-small.json
 A="$TMP/archive"
@@ -77,6 +78,8 @@ err_has "no candidate #999 in $A/gqa/nvidia-h200 (its ids go from 1 to 10)"
 run 2 ka show abc --archive "$A"
 err_has "'abc' is not a candidate id"
 run 2 ka show --archive "$A"
+run 2 ka show -1 --archive "$A"
+err_has "'-1' is not a candidate id"
 
 # grid
 run 0 ka grid --archive "$A" --color never
@@ -116,6 +119,21 @@ h = s["history"]
 assert h[-1]["best"] == 2.6 and all(a["qd_score"] <= b["qd_score"] for a, b in zip(h, h[1:])), h
 PY
 
+# --json prints JSON on every outcome, errors included (issue 14)
+json_error() { # json_error CODE ARGS...: exit CODE with {"command", "exit_code": CODE, "error"} on stdout
+	local code=$1
+	shift
+	run "$code" ka "$@" --json
+	python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["exit_code"] == int(sys.argv[2]) and j["error"] and j["command"].startswith("archive"), j' \
+		"$TMP/out" "$code" || fail "archive $* --json: no JSON error"
+}
+json_error 1 show 999 --archive "$A"
+json_error 2 show abc --archive "$A"
+json_error 2 ls --verdict okk --archive "$A"
+json_error 1 stats --archive "$TMP/nothing"
+json_error 1 prompts --show 99 --archive "$A"
+json_error 2 ls --archive "$A" --bogus
+
 # lineage
 run 0 ka lineage 8 --archive "$A"
 out_has "lineage of #8, oldest first (4 steps)"
@@ -130,12 +148,13 @@ err_has "no candidate #999"
 # diff
 run 0 ka diff 3 8 --archive "$A" --color never
 out_has "fitness      1.800 -> 2.600  +0.800 (x1.44)"
-out_has "SPLITS 8 -> 16, WARPS 4 -> 8"
+out_has "SPLITS 8 -> 16, WARPS 4 -> 8, UNROLL 1 -> 2, source changed"
 out_has "smem_bytes 0 -> 16384"
 out_has "-30.8%"
-out_has "@@ -5,6 +5,9 @@"
-out_has "-    out[i] = q[i];"
-out_has "+    __syncthreads();"
+out_has "@@ -1,5 +1,5 @@"
+out_has '-{ "params": {"SPLITS": [1, 2, 4, 8, 16, 32]'
+out_has '+{ "params": {"SPLITS": [4, 8, 16, 32]'
+out_has "+ * LLM rewrite (strategy use-async-copy)"
 run 0 ka diff 1 3 --archive "$A"
 out_has "same text"
 run 2 ka diff 3 --archive "$A"
@@ -182,7 +201,10 @@ err_has "(the archive is unchanged)"
 run 0 ka stats --archive "$A"
 out_has "candidates  10 "
 run 1 ka import "$TMP/bad.json" --archive "$TMP/fresh"
-[ ! -e "$TMP/fresh/gqa/nvidia-h200/data.mdb" ] || fail "a failed import left a new archive behind"
+[ ! -e "$TMP/fresh" ] || fail "a failed import left $(find "$TMP/fresh") behind"
+mkdir -p "$TMP/kept/gqa"
+run 1 ka import "$TMP/bad.json" --archive "$TMP/kept/deeper"
+[ ! -e "$TMP/kept/deeper" ] && [ -d "$TMP/kept/gqa" ] || fail "a failed import did not leave the folders as they were"
 run 1 ka import "$TMP/missing.json" --archive "$A"
 
 # choosing among several archives

@@ -396,6 +396,16 @@ grep -qF 'ksx_pdl1.id = cudaLaunchAttributeProgrammaticStreamSerialization;' "$T
 grep -qF '::gqa_split_partial<<<' "$TMP/pdl/ksearch_gqa.cu" || fail "the first launch should stay a plain launch"
 compile "$TMP/pdl" ksearch_gqa
 
+# the archive the README shows without a GPU exports, every ok candidate of it (issue 14: its
+# sources used names gqa does not have, so export-best refused them)
+run 0 "$KSEARCH" archive import tests/fixtures/archive-small.json --archive "$TMP/small"
+run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/small" -o "$TMP/small-best"
+out_has "exported candidate #8 (split_kv; SPLITS=16 WARPS=8 UNROLL=2 HSPLIT=1)"
+compile "$TMP/small-best" ksearch_gqa
+for id in 1 2 3 6 7 10; do
+	run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/small" --id "$id" -o "$TMP/small-$id"
+done
+
 run 0 "$KSEARCH" export-best --help
 out_has "usage: ksearch export-best --op NAME"
 done_ok

@@ -1454,6 +1454,99 @@ static void test_gpu_slug_and_env_listing(void **state)
 	test_rmtree(root);
 }
 
+/* A reader that pins a snapshot sees the archive as it was, whatever the writer adds meanwhile. */
+static void test_pinned_snapshot_ignores_later_inserts(void **state)
+{
+	char *root = test_tmpdir();
+	struct ks_archive *w = open_new(root, 0), *r;
+	struct ks_archive_metrics m;
+	struct ks_archive_elite *elites;
+	struct ks_archive_qd_point *points;
+	json_t *record;
+	size_t n;
+	struct ks_error err;
+
+	(void)state;
+	insert(w, make_record("ok", 1.0, 1, 0, 1), "src a", NULL);
+	r = open_reader(root);
+	assert_int_equal(ks_archive_pin(r, &err), 0);
+	insert(w, make_record("ok", 2.0, 2, 0, 2), "src b", NULL);
+	insert(w, make_record("wrong", 0, 2, 0, 3), "src c", NULL);
+	assert_int_equal(ks_archive_metrics(r, &m, &err), 0);
+	assert_int_equal(m.candidates, 1);
+	assert_true(m.best_fitness == 1.0);
+	assert_int_equal(ks_archive_elites(r, &elites, &n, &err), 0);
+	assert_int_equal(n, 1);
+	free(elites);
+	assert_int_equal(ks_archive_history(r, 0, &points, &n, &err), 0);
+	assert_int_equal(points[n - 1].evals, 1);
+	free(points);
+	assert_int_equal(ks_archive_get(r, 2, &record, NULL, &err), 0);
+	assert_null(record);
+	/* pinning twice keeps the first snapshot; unpinning reads the present */
+	assert_int_equal(ks_archive_pin(r, &err), 0);
+	assert_int_equal(ks_archive_metrics(r, &m, &err), 0);
+	assert_int_equal(m.candidates, 1);
+	ks_archive_unpin(r);
+	assert_int_equal(ks_archive_metrics(r, &m, &err), 0);
+	assert_int_equal(m.candidates, 3);
+	assert_int_equal(ks_archive_get(r, 2, &record, NULL, &err), 0);
+	assert_non_null(record);
+	json_decref(record);
+	/* closing a pinned archive releases the snapshot */
+	assert_int_equal(ks_archive_pin(r, &err), 0);
+	ks_archive_close(r);
+	ks_archive_close(w);
+	test_rmtree(root);
+}
+
+static void test_verdict_spans_count_every_record_once(void **state)
+{
+	static const char *const verdicts[] = { "ok", "wrong", "ok", "compile_error", "ok", "timeout", "ok" };
+	char *root = test_tmpdir();
+	struct ks_archive *ar = open_new(root, 0);
+	struct ks_archive_verdict_span *spans;
+	uint64_t total[KS_VERDICT_COUNT] = { 0 };
+	size_t n;
+	struct ks_error err;
+
+	(void)state;
+	assert_int_equal(ks_archive_verdict_spans(ar, 4, &spans, &n, &err), 0);
+	assert_int_equal(n, 0);
+	assert_null(spans);
+	for (int i = 0; i < 7; i++) {
+		char source[32];
+
+		snprintf(source, sizeof(source), "src %d", i);
+		insert(ar, make_record(verdicts[i], !strcmp(verdicts[i], "ok") ? 1.0 + i : 0, 1, 0, i),
+		       source, NULL);
+	}
+	/* 7 ids in at most 3 spans: width 3, so [1,3] [4,6] [7,7] */
+	assert_int_equal(ks_archive_verdict_spans(ar, 3, &spans, &n, &err), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(spans[0].first_id, 1);
+	assert_int_equal(spans[0].last_id, 3);
+	assert_int_equal(spans[2].first_id, 7);
+	assert_int_equal(spans[2].last_id, 7);
+	assert_int_equal(spans[0].count[KS_VERDICT_OK], 2);
+	assert_int_equal(spans[0].count[KS_VERDICT_WRONG], 1);
+	assert_int_equal(spans[1].count[KS_VERDICT_COMPILE_ERROR], 1);
+	assert_int_equal(spans[1].count[KS_VERDICT_TIMEOUT], 1);
+	assert_int_equal(spans[2].count[KS_VERDICT_OK], 1);
+	for (size_t i = 0; i < n; i++)
+		for (int v = 0; v < KS_VERDICT_COUNT; v++)
+			total[v] += spans[i].count[v];
+	assert_int_equal(total[KS_VERDICT_OK], 4);
+	free(spans);
+	/* more spans than ids: one id each */
+	assert_int_equal(ks_archive_verdict_spans(ar, 100, &spans, &n, &err), 0);
+	assert_int_equal(n, 7);
+	assert_int_equal(spans[6].count[KS_VERDICT_OK], 1);
+	free(spans);
+	ks_archive_close(ar);
+	test_rmtree(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1479,6 +1572,8 @@ int main(void)
 		cmocka_unit_test(test_bad_prompt_fails_the_import_and_changes_nothing),
 		cmocka_unit_test(test_profile_moves_a_candidate_to_its_measured_cell),
 		cmocka_unit_test(test_gpu_slug_and_env_listing),
+		cmocka_unit_test(test_pinned_snapshot_ignores_later_inserts),
+		cmocka_unit_test(test_verdict_spans_count_every_record_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -245,6 +245,30 @@ static void test_repeats_that_are_allowed(void **state)
 	ks_opts_release(opts);
 }
 
+/* "-1" is an argument the command judges ("not a candidate id"), not an unknown option '-1'. */
+static void test_negative_numbers_are_arguments(void **state)
+{
+	struct vars v = { 0 };
+	struct ks_option opts[] = TABLE(&v);
+	const char **pos;
+	size_t n_pos;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(parse(opts, err, sizeof(err), &pos, &n_pos, "-1", "-f", "-0.5", "--n", "3", NULL),
+			 0);
+	assert_int_equal(n_pos, 2);
+	assert_string_equal(pos[0], "-1");
+	assert_string_equal(pos[1], "-0.5");
+	assert_int_equal(v.flag, 1);
+	assert_int_equal(v.n, 3);
+	free(pos);
+	ks_opts_release(opts);
+	/* an option's value stays the option's, and a dash before letters is still an option */
+	refused("--n -1: expected 1 to 64 things", "--n", "-1", NULL);
+	refused("unknown option '-x1'", "-x1", NULL);
+}
+
 static void test_help_lists_every_row(void **state)
 {
 	struct vars v = { 0 };
@@ -311,6 +335,7 @@ int main(void)
 		cmocka_unit_test(test_out_of_range_is_refused_naming_the_flag),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_repeats_that_are_allowed),
+		cmocka_unit_test(test_negative_numbers_are_arguments),
 		cmocka_unit_test(test_help_lists_every_row),
 		cmocka_unit_test(test_duration_forms),
 	};

@@ -67,8 +67,14 @@ const char *ks_basename(const char *path);
 /* The folder holding the running executable, or NULL. Caller frees. */
 char *ks_exe_dir(void);
 
-/* Read a whole file, NUL-terminated; *size excludes the NUL. */
+/* Read a whole file, NUL-terminated; *size excludes the NUL.  A folder fails as such. */
 int ks_read_file(const char *path, char **data, size_t *size, struct ks_error *err);
+/*
+ * The same, refusing a file of more than max bytes after reading max + 1
+ * of them (so /dev/zero or /dev/urandom fail at once), with the limit
+ * named in the message.
+ */
+int ks_read_file_max(const char *path, size_t max, char **data, size_t *size, struct ks_error *err);
 
 /* [A-Za-z_][A-Za-z0-9_]* */
 int ks_is_identifier(const char *s);

@@ -79,9 +79,23 @@ struct ks_candidate {
 	int bound; /* ks_candidate_bind() succeeded */
 };
 
+/*
+ * The largest candidate file read: kernels are a few to a few hundred KiB
+ * of text (an LLM's answer is capped at 1 MiB too, answer.h).
+ */
+#define KS_CANDIDATE_MAX_BYTES ((size_t)1 << 20)
+
+/*
+ * Read a candidate file's text (caller frees): fails, naming the file,
+ * when it cannot be read, is a folder, is larger than
+ * KS_CANDIDATE_MAX_BYTES (without reading past the limit) or holds a NUL
+ * byte.  A failure here means there is no candidate to judge; one in
+ * ks_candidate_parse() or _bind() is a contract_error.
+ */
+int ks_candidate_read(const char *path, char **source, struct ks_error *err);
 /* Parse the ksearch block of source; path is used in messages. */
 int ks_candidate_parse(const char *path, const char *source, struct ks_candidate *cand, struct ks_error *err);
-/* Read path and parse it. */
+/* ks_candidate_read() and ks_candidate_parse(). */
 int ks_candidate_load(const char *path, struct ks_candidate *cand, struct ks_error *err);
 /* Resolve argument names and check expression names against op. */
 int ks_candidate_bind(struct ks_candidate *cand, const struct ks_op *op, struct ks_error *err);

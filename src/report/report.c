@@ -1,0 +1,590 @@
+/*
+ * report.c - gathering a report: what the page shows, read from one
+ * pinned snapshot of the archive, bounded whatever its size.
+ */
+#include "ksearch/report/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ksearch/base/json.h"
+#include "ksearch/base/util.h"
+
+/* "2026-11-22T01:50:00Z" -> seconds since the epoch; -1 when text is not that. */
+static double parse_time(const char *text)
+{
+	struct tm tm;
+	const char *end;
+
+	if (!text)
+		return -1;
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(text, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!end || (*end && *end != 'Z' && *end != '.'))
+		return -1;
+	return (double)timegm(&tm);
+}
+
+/* A count in a JSON object, 0 when absent or negative. */
+static uint64_t stat_u64(const json_t *stats, const char *name)
+{
+	json_int_t v = json_integer_value(json_object_get(stats, name));
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+static void copy_text(char *buf, size_t size, const char *text)
+{
+	snprintf(buf, size, "%s", text ? text : "");
+}
+
+/* "SPLITS=8 WARPS=4" from a record's params; caller frees. */
+static char *format_params(const json_t *params)
+{
+	struct ks_strbuf sb;
+	const char *key;
+	json_t *value;
+
+	ks_strbuf_init(&sb);
+	json_object_foreach((json_t *)params, key, value)
+	{
+		char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+
+		ks_strbuf_addf(&sb, "%s%s=%s", sb.len ? " " : "", key, text ? text : "?");
+		free(text);
+	}
+	return ks_strbuf_detach(&sb);
+}
+
+static void candidate_from_record(struct ks_report_candidate *c, const json_t *record)
+{
+	const json_t *desc = json_object_get(record, "descriptors"),
+		     *sol = json_object_get(record, "sol_fraction");
+	const json_t *parents = json_object_get(record, "parents");
+	json_int_t parent = json_integer_value(json_array_get(parents, 0));
+
+	memset(c, 0, sizeof(*c));
+	c->id = (uint64_t)json_integer_value(json_object_get(record, "id"));
+	if (ks_verdict_parse(json_string_value(json_object_get(record, "verdict")), &c->verdict) < 0)
+		c->verdict = KS_VERDICT_CRASH; /* the archive refuses unknown verdicts; a damaged record */
+	c->fitness = c->verdict == KS_VERDICT_OK ? json_number_value(json_object_get(record, "fitness")) : 0;
+	c->sol_fraction = json_is_number(sol) && c->verdict == KS_VERDICT_OK ? json_number_value(sol) : -1;
+	c->created = parse_time(json_string_value(json_object_get(record, "created")));
+	copy_text(c->family, sizeof(c->family), json_string_value(json_object_get(record, "family")));
+	copy_text(c->mutation, sizeof(c->mutation), json_string_value(json_object_get(record, "mutation")));
+	c->params = format_params(json_object_get(record, "params"));
+	for (int d = 0; d < KS_DESC_COUNT; d++) {
+		const json_t *v = json_object_get(desc, ks_descriptor_name((enum ks_descriptor)d));
+
+		if (json_is_number(v)) {
+			c->descriptors[d] = json_number_value(v);
+			c->has_descriptor |= 1u << d;
+		}
+	}
+	c->parent = parent > 0 ? (uint64_t)parent : 0;
+	c->detailed = 1;
+}
+
+static void candidate_release(struct ks_report_candidate *c)
+{
+	free(c->params);
+	c->params = NULL;
+}
+
+static void candidates_free(struct ks_report_candidate *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		candidate_release(&list[i]);
+	free(list);
+}
+
+/*
+ * Read one record into *c: 1 when found, 0 when there is no such id, -1
+ * on error.  With llm, *llm is a new reference to its "llm" object (or NULL).
+ */
+static int read_candidate_llm(struct ks_archive *ar, uint64_t id, struct ks_report_candidate *c, json_t **llm,
+			      struct ks_error *err)
+{
+	json_t *record = NULL;
+
+	if (ks_archive_get(ar, id, &record, NULL, err) < 0)
+		return -1;
+	if (!record)
+		return 0;
+	candidate_from_record(c, record);
+	if (llm)
+		*llm = json_incref(json_object_get(record, "llm"));
+	json_decref(record);
+	return 1;
+}
+
+static int read_candidate(struct ks_archive *ar, uint64_t id, struct ks_report_candidate *c,
+			  struct ks_error *err)
+{
+	return read_candidate_llm(ar, id, c, NULL, err);
+}
+
+/* Elites, most of them with their records: the best KS_REPORT_ELITE_DETAILS. */
+static int by_fitness_desc(const void *a, const void *b)
+{
+	const struct ks_archive_elite *x = a, *y = b;
+
+	return x->fitness < y->fitness	 ? 1
+	       : x->fitness > y->fitness ? -1
+					 : (x->cell > y->cell) - (x->cell < y->cell);
+}
+
+static int gather_elites(struct ks_archive *ar, struct ks_report *r, struct ks_error *err)
+{
+	struct ks_archive_elite *elites = NULL, *ranked = NULL;
+	double threshold = -INFINITY;
+	size_t n;
+	int ret = -1;
+
+	if (ks_archive_elites(ar, &elites, &n, err) < 0)
+		return -1;
+	if (n > KS_REPORT_ELITE_DETAILS) {
+		ranked = ks_malloc(n * sizeof(*ranked));
+		memcpy(ranked, elites, n * sizeof(*ranked));
+		KS_QSORT(ranked, n, by_fitness_desc);
+		threshold = ranked[KS_REPORT_ELITE_DETAILS - 1].fitness;
+	}
+	r->elites = ks_calloc(n ? n : 1, sizeof(*r->elites));
+	for (size_t i = 0; i < n; i++) {
+		struct ks_report_elite *e = &r->elites[r->n_elites];
+		int got = 0;
+
+		e->cell = elites[i].cell;
+		ks_archive_cell_coords(ar, e->cell, e->coords);
+		if (elites[i].fitness >= threshold &&
+		    (got = read_candidate(ar, elites[i].id, &e->c, err)) < 0)
+			goto cleanup;
+		if (!got) {
+			e->c.id = elites[i].id;
+			e->c.verdict = KS_VERDICT_OK;
+			e->c.fitness = elites[i].fitness;
+			e->c.sol_fraction = -1;
+			e->c.created = -1;
+			e->c.params = ks_strdup("");
+		}
+		/* the grid's fitness is the placement's truth (a record read later could differ) */
+		e->c.fitness = elites[i].fitness;
+		r->n_elites++;
+	}
+	ret = 0;
+cleanup:
+	free(ranked);
+	free(elites);
+	return ret;
+}
+
+/*
+ * The metrics' history, each point with the time of the candidate that
+ * made it: the evals-th insert, which has id evals when the ids are
+ * dense (a search's are; an import of elites only keeps sparse ids, and
+ * then the times stay unknown).
+ */
+static int gather_history(struct ks_archive *ar, struct ks_report *r, struct ks_error *err)
+{
+	struct ks_archive_qd_point *points;
+	size_t n;
+	int dense = r->metrics.next_id == r->metrics.candidates + 1;
+
+	if (ks_archive_history(ar, KS_REPORT_HISTORY, &points, &n, err) < 0)
+		return -1;
+	r->history = ks_calloc(n ? n : 1, sizeof(*r->history));
+	for (size_t i = 0; i < n; i++) {
+		struct ks_report_point *p = &r->history[i];
+		struct ks_report_candidate c;
+
+		p->evals = points[i].evals;
+		p->best_fitness = points[i].best_fitness;
+		p->coverage = points[i].coverage;
+		p->qd_score = points[i].qd_score;
+		p->cells_filled = points[i].cells_filled;
+		p->time = -1;
+		if (dense && p->evals) {
+			int got = read_candidate(ar, p->evals, &c, err);
+
+			if (got < 0) {
+				free(points);
+				return -1;
+			}
+			if (got) {
+				p->time = c.created;
+				candidate_release(&c);
+			}
+		}
+	}
+	r->n_history = n;
+	free(points);
+	return 0;
+}
+
+static void count_mutation(struct ks_report *r, const struct ks_report_candidate *c, size_t *alloc)
+{
+	const char *name = *c->mutation ? c->mutation : "unknown";
+	size_t i;
+
+	for (i = 0; i < r->n_mutations; i++)
+		if (!strcmp(r->mutations[i].name, name))
+			break;
+	if (i == r->n_mutations) {
+		KS_ALLOC_GROW(r->mutations, r->n_mutations + 1, *alloc);
+		memset(&r->mutations[i], 0, sizeof(r->mutations[i]));
+		copy_text(r->mutations[i].name, sizeof(r->mutations[i].name), name);
+		r->n_mutations++;
+	}
+	r->mutations[i].count++;
+	if (c->verdict == KS_VERDICT_OK)
+		r->mutations[i].ok++;
+}
+
+static int by_count_desc(const void *a, const void *b)
+{
+	const struct ks_report_mutation *x = a, *y = b;
+
+	return x->count < y->count ? 1 : x->count > y->count ? -1 : strcmp(x->name, y->name);
+}
+
+/* KS_REPORT_SAMPLE ids spread evenly from the first to the last (every id when fewer). */
+static int gather_sample(struct ks_archive *ar, struct ks_report *r, struct ks_error *err)
+{
+	uint64_t last = r->metrics.next_id > 1 ? r->metrics.next_id - 1 : 0, previous = 0;
+	size_t want = last < KS_REPORT_SAMPLE ? (size_t)last : KS_REPORT_SAMPLE, alloc = 0;
+
+	r->sample = ks_calloc(want ? want : 1, sizeof(*r->sample));
+	for (size_t k = 0; k < want; k++) {
+		uint64_t id = want < 2 ? last : 1 + (uint64_t)((double)(last - 1) * k / (want - 1) + 0.5);
+		json_t *llm = NULL;
+		int got;
+
+		if (id == previous)
+			continue;
+		previous = id;
+		got = read_candidate_llm(ar, id, &r->sample[r->n_sample], &llm, err);
+		if (got < 0)
+			return -1;
+		if (!got)
+			continue;
+		if (json_is_object(llm)) {
+			r->llm_sample.children++;
+			r->llm_sample.ok += r->sample[r->n_sample].verdict == KS_VERDICT_OK;
+			r->llm_sample.prompt_tokens += stat_u64(llm, "prompt_tokens");
+			r->llm_sample.completion_tokens += stat_u64(llm, "completion_tokens");
+			r->llm_sample.cost_usd += json_number_value(json_object_get(llm, "cost_usd"));
+		}
+		json_decref(llm);
+		count_mutation(r, &r->sample[r->n_sample++], &alloc);
+	}
+	if (r->n_sample && r->sample[0].created >= 0)
+		r->first_time = r->sample[0].created;
+	KS_QSORT(r->mutations, r->n_mutations, by_count_desc);
+	return 0;
+}
+
+static int top_row(const json_t *record, void *report)
+{
+	struct ks_report *r = report;
+
+	candidate_from_record(&r->top[r->n_top++], record);
+	return r->n_top >= KS_REPORT_TOP;
+}
+
+static int gather_top(struct ks_archive *ar, struct ks_report *r, struct ks_error *err)
+{
+	struct ks_archive_query query = { KS_VERDICT_OK, KS_ARCHIVE_SORT_FITNESS, KS_REPORT_TOP };
+
+	r->top = ks_calloc(KS_REPORT_TOP, sizeof(*r->top));
+	return ks_archive_foreach(ar, &query, top_row, r, err);
+}
+
+/* Back from the best along parents[0], then turned oldest first. */
+static int gather_lineage(struct ks_archive *ar, struct ks_report *r, const json_t *best,
+			  struct ks_error *err)
+{
+	uint64_t id = r->metrics.best_id;
+
+	r->lineage = ks_calloc(KS_REPORT_LINEAGE, sizeof(*r->lineage));
+	candidate_from_record(&r->lineage[r->n_lineage++], best);
+	id = r->lineage[0].parent;
+	while (id && r->n_lineage < KS_REPORT_LINEAGE) {
+		int got, seen = 0;
+
+		for (size_t i = 0; i < r->n_lineage; i++)
+			seen |= r->lineage[i].id == id;
+		if (seen)
+			break; /* a cycle: damaged data, not a search */
+		got = read_candidate(ar, id, &r->lineage[r->n_lineage], err);
+		if (got < 0)
+			return -1;
+		if (!got)
+			break;
+		id = r->lineage[r->n_lineage++].parent;
+	}
+	for (size_t i = 0, j = r->n_lineage - 1; i < j; i++, j--) {
+		struct ks_report_candidate t = r->lineage[i];
+
+		r->lineage[i] = r->lineage[j];
+		r->lineage[j] = t;
+	}
+	return 0;
+}
+
+static double number_or_nan(const json_t *value)
+{
+	return json_is_number(value) ? json_number_value(value) : NAN;
+}
+
+/* The best candidate's workloads, with the per-workload bests beside them. */
+static int gather_workloads(struct ks_archive *ar, struct ks_report *r, const json_t *best,
+			    struct ks_error *err)
+{
+	const json_t *list = json_object_get(best, "workloads");
+	json_t *bests = NULL, *w;
+	size_t i;
+
+	if (ks_archive_workload_bests(ar, &bests, err) < 0)
+		return -1;
+	if (json_object_size(bests))
+		r->dispatch_fitness = ks_archive_dispatch_fitness(bests);
+	r->workloads = ks_calloc(json_array_size(list) + 1, sizeof(*r->workloads));
+	json_array_foreach(list, i, w)
+	{
+		struct ks_report_workload *wl = &r->workloads[r->n_workloads];
+		const char *id = json_string_value(json_object_get(w, "id"));
+		const json_t *b;
+
+		if (!id)
+			continue;
+		copy_text(wl->id, sizeof(wl->id), id);
+		wl->best_us = number_or_nan(json_object_get(w, "median_us"));
+		wl->ref_us = number_or_nan(json_object_get(w, "ref_median_us"));
+		wl->floor_us = number_or_nan(json_object_get(w, "floor_us"));
+		wl->dispatch_us = NAN;
+		if ((b = json_object_get(bests, id))) {
+			wl->dispatch_us = number_or_nan(json_object_get(b, "median_us"));
+			wl->dispatch_id = (uint64_t)json_integer_value(json_object_get(b, "id"));
+		}
+		r->n_workloads++;
+	}
+	json_decref(bests);
+	return 0;
+}
+
+/* The names compare-torch.py writes, as the page says them. */
+static void anchor_name(const char *key, size_t key_len, char *buf, size_t size)
+{
+	static const struct {
+		const char *key, *name;
+	} known[] = {
+		{ "torch_paged", "PyTorch, paged (the op's reference)" },
+		{ "sdpa_cudnn", "PyTorch SDPA, cuDNN" },
+		{ "sdpa_flash", "PyTorch SDPA, flash" },
+		{ "candidate", "candidate, in the compare run" },
+	};
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strlen(known[i].key) == key_len && !strncmp(key, known[i].key, key_len)) {
+			snprintf(buf, size, "%s", known[i].name);
+			return;
+		}
+	snprintf(buf, size, "%.*s", (int)key_len, key);
+}
+
+/*
+ * tools/compare-torch.py's JSON: {"gpu", "copy_gbps", "rows": [{"id",
+ * "floor_us", "<name>_us": number or null ...}]}.  Every "<name>_us" but
+ * the floor is an anchor of its workload.
+ */
+static int gather_compare(struct ks_report *r, const struct ks_report_options *opts, struct ks_error *err)
+{
+	const json_t *rows = json_object_get(opts->compare, "rows"), *row;
+	const char *file = opts->compare_file ? opts->compare_file : "--compare";
+	size_t i;
+
+	if (!json_is_object(opts->compare) || !json_is_array(rows))
+		return ks_fail(err,
+			       "%s: expected tools/compare-torch.py's JSON, an object with \"rows\": [...]",
+			       file);
+	r->compare_file = ks_strdup(file);
+	if (json_is_string(json_object_get(opts->compare, "gpu")))
+		r->compare_gpu = ks_strdup(json_string_value(json_object_get(opts->compare, "gpu")));
+	json_array_foreach(rows, i, row)
+	{
+		const char *id = json_string_value(json_object_get(row, "id")), *key;
+		struct ks_report_workload *wl = NULL;
+		json_t *value;
+
+		if (!json_is_object(row) || !id)
+			return ks_fail(err, "%s: rows[%zu]: expected an object with a string \"id\"", file,
+				       i);
+		for (size_t k = 0; k < r->n_workloads; k++)
+			if (!strcmp(r->workloads[k].id, id))
+				wl = &r->workloads[k];
+		json_object_foreach((json_t *)row, key, value)
+		{
+			size_t len = strlen(key);
+
+			if (len < 4 || strcmp(key + len - 3, "_us") || !strcmp(key, "floor_us") ||
+			    json_is_null(value))
+				continue;
+			if (!json_is_number(value) || !isfinite(json_number_value(value)) ||
+			    json_number_value(value) <= 0)
+				return ks_fail(
+					err,
+					"%s: rows[%zu] (%s): %s: expected a time in microseconds, got %s",
+					file, i, id, key, ks_json_type_word(value));
+			if (!wl || wl->n_anchors == KS_REPORT_MAX_ANCHORS)
+				continue;
+			anchor_name(key, len - 3, wl->anchors[wl->n_anchors].name,
+				    sizeof(wl->anchors[0].name));
+			wl->anchors[wl->n_anchors++].us = json_number_value(value);
+		}
+		if (wl && isnan(wl->floor_us))
+			wl->floor_us = number_or_nan(json_object_get(row, "floor_us"));
+	}
+	for (size_t k = 0; k < r->n_workloads; k++)
+		r->compare_matched += r->workloads[k].n_anchors > 0;
+	return 0;
+}
+
+static int by_reward_desc(const void *a, const void *b)
+{
+	const struct ks_report_strategy *x = a, *y = b;
+
+	return x->reward < y->reward ? 1 : x->reward > y->reward ? -1 : (x->id > y->id) - (x->id < y->id);
+}
+
+static int gather_llm(struct ks_archive *ar, struct ks_report *r, struct ks_error *err)
+{
+	json_t *prompts = NULL, *p, *usage = NULL;
+	void *data = NULL;
+	size_t size = 0, i;
+
+	if (ks_archive_prompts(ar, &prompts, err) < 0)
+		return -1;
+	r->strategies = ks_calloc(json_array_size(prompts) + 1, sizeof(*r->strategies));
+	json_array_foreach(prompts, i, p)
+	{
+		struct ks_report_strategy *s = &r->strategies[r->n_strategies++];
+		const json_t *stats = json_object_get(p, "stats");
+
+		s->id = (uint64_t)json_integer_value(json_object_get(p, "id"));
+		s->name = ks_strdup(json_string_value(json_object_get(p, "name")) ?: "?");
+		copy_text(s->origin, sizeof(s->origin), json_string_value(json_object_get(p, "origin")));
+		s->active = !json_is_false(json_object_get(p, "active"));
+		s->uses = stat_u64(stats, "uses");
+		s->children = stat_u64(stats, "children");
+		s->ok = stat_u64(stats, "ok");
+		s->improvements = stat_u64(stats, "improvements");
+		s->best_fitness = json_number_value(json_object_get(stats, "best_fitness"));
+		s->reward = s->uses ? (s->improvements + 0.25 * s->ok) / s->uses : 0;
+	}
+	json_decref(prompts);
+	KS_QSORT(r->strategies, r->n_strategies, by_reward_desc);
+	if (ks_archive_state_get(ar, "llm/usage", &data, &size, err) < 0)
+		return -1;
+	if (data)
+		usage = json_loadb(data, size, 0, NULL);
+	free(data);
+	if (json_is_object(usage)) {
+		r->has_llm_usage = 1;
+		r->llm_requests = stat_u64(usage, "requests");
+		r->llm_failed = stat_u64(usage, "failed");
+		r->prompt_tokens = stat_u64(usage, "prompt_tokens");
+		r->completion_tokens = stat_u64(usage, "completion_tokens");
+		r->cost_usd = json_number_value(json_object_get(usage, "cost_usd"));
+	}
+	json_decref(usage);
+	return 0;
+}
+
+static int gather(struct ks_archive *ar, const struct ks_report_options *opts, struct ks_report *r,
+		  struct ks_error *err)
+{
+	const struct ks_grid_axis *axes;
+	json_t *best = NULL;
+	time_t now = time(NULL);
+	int ret = -1;
+
+	r->op = ks_strdup(ks_archive_op(ar));
+	r->gpu = ks_strdup(ks_archive_gpu(ar));
+	r->path = ks_strdup(ks_archive_path(ar));
+	strftime(r->generated, sizeof(r->generated), "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+	r->first_time = -1;
+	axes = ks_archive_grid(ar, &r->n_axes);
+	r->axes = ks_calloc(r->n_axes ? r->n_axes : 1, sizeof(*r->axes));
+	for (size_t i = 0; i < r->n_axes; i++) {
+		r->axes[i].descriptor = axes[i].descriptor;
+		r->axes[i].n_edges = axes[i].n_edges;
+		r->axes[i].edges = ks_malloc(axes[i].n_edges * sizeof(double));
+		memcpy(r->axes[i].edges, axes[i].edges, axes[i].n_edges * sizeof(double));
+	}
+	if (ks_archive_metrics(ar, &r->metrics, err) < 0 || gather_elites(ar, r, err) < 0 ||
+	    gather_history(ar, r, err) < 0 ||
+	    ks_archive_verdict_spans(ar, KS_REPORT_SPANS, &r->spans, &r->n_spans, err) < 0 ||
+	    gather_sample(ar, r, err) < 0 || gather_top(ar, r, err) < 0 || gather_llm(ar, r, err) < 0)
+		goto cleanup;
+	if (r->metrics.best_id) {
+		if (ks_archive_get(ar, r->metrics.best_id, &best, NULL, err) < 0)
+			goto cleanup;
+		if (best && (gather_lineage(ar, r, best, err) < 0 || gather_workloads(ar, r, best, err) < 0))
+			goto cleanup;
+	}
+	if (opts && opts->compare && gather_compare(r, opts, err) < 0)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	json_decref(best);
+	return ret;
+}
+
+int ks_report_gather(struct ks_archive *ar, const struct ks_report_options *opts, struct ks_report **out,
+		     struct ks_error *err)
+{
+	struct ks_report *r = ks_calloc(1, sizeof(*r));
+	int ret;
+
+	*out = NULL;
+	if (ks_archive_pin(ar, err) < 0) {
+		ks_report_free(r);
+		return -1;
+	}
+	ret = gather(ar, opts, r, err);
+	ks_archive_unpin(ar);
+	if (ret < 0) {
+		ks_report_free(r);
+		return -1;
+	}
+	*out = r;
+	return 0;
+}
+
+void ks_report_free(struct ks_report *r)
+{
+	if (!r)
+		return;
+	free(r->op);
+	free(r->gpu);
+	free(r->path);
+	ks_grid_axes_free(r->axes, r->n_axes);
+	for (size_t i = 0; i < r->n_elites; i++)
+		candidate_release(&r->elites[i].c);
+	free(r->elites);
+	free(r->history);
+	free(r->spans);
+	candidates_free(r->sample, r->n_sample);
+	candidates_free(r->top, r->n_top);
+	candidates_free(r->lineage, r->n_lineage);
+	free(r->workloads);
+	free(r->mutations);
+	for (size_t i = 0; i < r->n_strategies; i++)
+		free(r->strategies[i].name);
+	free(r->strategies);
+	free(r->compare_file);
+	free(r->compare_gpu);
+	free(r);
+}
