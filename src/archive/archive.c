@@ -11,7 +11,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -77,53 +76,6 @@ uint64_t ks_archive_fitness_key(double fitness)
 
 	bits = (bits >> 63) ? ~bits : bits | ((uint64_t)1 << 63);
 	return ~bits;
-}
-
-void ks_sha256(const void *data, size_t len, unsigned char out[KS_SHA256_LEN])
-{
-	unsigned int n = 0;
-
-	/* EVP_Digest with SHA-256 only fails when out of memory */
-	if (!EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) || n != KS_SHA256_LEN) {
-		fprintf(stderr, "ksearch: SHA-256 failed (libcrypto)\n");
-		abort();
-	}
-}
-
-void ks_hex(const unsigned char *bytes, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[bytes[i] >> 4];
-		out[2 * i + 1] = digits[bytes[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-int ks_unhex_sha256(const char *text, unsigned char out[KS_SHA256_LEN])
-{
-	if (!text || strlen(text) != KS_SHA256_HEX_LEN)
-		return -1;
-	for (size_t i = 0; i < KS_SHA256_LEN; i++) {
-		int hi = hex_digit(text[2 * i]), lo = hex_digit(text[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return -1;
-		out[i] = (unsigned char)(hi << 4 | lo);
-	}
-	return 0;
 }
 
 void ks_archive_now(char *buf, size_t size)
@@ -1853,9 +1805,47 @@ int ks_archive_state_get(struct ks_archive *ar, const char *key, void **data, si
 	return blob_get(ar, ar->state, key, strlen(key), data, size, err);
 }
 
+int ks_archive_state_each(struct ks_archive *ar, const char *prefix,
+			  int (*visit)(const char *key, const void *data, size_t size, void *ctx), void *ctx,
+			  struct ks_error *err)
+{
+	size_t plen = strlen(prefix);
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val key = { plen, (void *)prefix }, val;
+	int rc, ret = 0;
+
+	if (!plen || plen > 400)
+		return ks_fail(err, "archive keys are 1 to 400 bytes long (got a prefix of %zu)", plen);
+	if (ks_archive_txn_begin(ar, 1, &txn, err) < 0)
+		return -1;
+	rc = mdb_cursor_open(txn, ar->state, &cur);
+	if (rc) {
+		ks_archive_txn_end(ar, txn);
+		return ks_archive_lmdb_fail(err, rc, "reading the run state");
+	}
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		char name[401];
+
+		if (key.mv_size < plen || key.mv_size > 400 || memcmp(key.mv_data, prefix, plen))
+			break;
+		memcpy(name, key.mv_data, key.mv_size);
+		name[key.mv_size] = '\0';
+		if ((ret = visit(name, val.mv_data, val.mv_size, ctx)) != 0)
+			break;
+	}
+	if (rc && rc != MDB_NOTFOUND && ret == 0)
+		ret = ks_archive_lmdb_fail(err, rc, "reading the run state");
+	mdb_cursor_close(cur);
+	ks_archive_txn_end(ar, txn);
+	return ret < 0 ? -1 : 0;
+}
+
 int ks_archive_cache_put(struct ks_archive *ar, const char *key, const void *data, size_t size,
 			 struct ks_error *err)
 {
+
 	return blob_put(ar, ar->cache, key, strlen(key), data, size, err);
 }
 

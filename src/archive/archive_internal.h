@@ -11,12 +11,10 @@
 #include <lmdb.h>
 
 #include "ksearch/archive/archive.h"
+#include "ksearch/base/sha256.h"
 
 /* A write step returns this when the map is full: grow it and run the step again. */
 #define KS_ARCHIVE_GROW 1
-
-#define KS_SHA256_LEN 32
-#define KS_SHA256_HEX_LEN 64
 
 struct ks_archive {
 	MDB_env *env;
@@ -67,11 +65,6 @@ uint64_t ks_be64_get(const unsigned char *in);
 
 /* The fitness index's sort key: ascending keys are descending fitness. */
 uint64_t ks_archive_fitness_key(double fitness);
-
-void ks_sha256(const void *data, size_t len, unsigned char out[KS_SHA256_LEN]);
-void ks_hex(const unsigned char *bytes, size_t n, char *out); /* out: 2n + 1 */
-/* 64 hex digits -> 32 bytes; -1 when text is not that. */
-int ks_unhex_sha256(const char *text, unsigned char out[KS_SHA256_LEN]);
 
 /* Fail with "<what>: <LMDB's message>", in words for the common codes. */
 int ks_archive_lmdb_fail(struct ks_error *err, int rc, const char *what);

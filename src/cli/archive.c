@@ -588,6 +588,11 @@ static void show_record(struct ks_archive *ar, const json_t *record, const char 
 	printf("%-12s%s\n", "params", sb.len ? sb.buf : "(none)");
 	ks_strbuf_release(&sb);
 	printf("%-12s%s\n", "mutation", ks_record_str(record, "mutation", "-"));
+	if (json_is_integer(json_object_get(record, "duplicate_of")))
+		printf("%-12s#%lld: the same binary (cubin, launch plan, scratch), so its result; not run "
+		       "again\n",
+		       "duplicate", (long long)json_integer_value(json_object_get(record, "duplicate_of")));
+
 	show_parents(ar, record);
 	if (json_is_integer(json_object_get(record, "prompt_id")))
 		printf("%-12s%lld\n", "prompt",

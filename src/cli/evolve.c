@@ -214,6 +214,11 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 	if (sum->wall_s > 0 && sum->evaluated)
 		printf(" (%.0f per GPU-hour)", 3600.0 * (double)sum->evaluated / sum->wall_s / (double)lanes);
 	printf("\n");
+	if (sum->duplicates)
+		printf("duplicates: %llu candidates built to a binary already evaluated (same cubin, launch "
+		       "plan and scratch): recorded with its result, not run again\n",
+		       (unsigned long long)sum->duplicates);
+
 	if (sum->evaluated)
 		printf("time: compile %.0f s (summed over processes), GPU evaluation %.0f s, GPUs busy "
 		       "%.0f%% of the wall time\n",

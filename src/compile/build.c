@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ksearch/compile/compiler.h"
+#include "ksearch/base/sha256.h"
 #include "ksearch/base/util.h"
 
 /* Resolve the plan for every workload: a contract must hold for all of them. */
@@ -252,6 +253,80 @@ static void compute_descriptors(struct ks_build *out)
 	d[KS_DESC_DRAM_FRACTION] = 0;
 }
 
+/* ---- the binary's fingerprint ---- */
+
+struct mentions {
+	const char *name;
+	int found;
+};
+
+static void mention_visit(const char *name, void *ctx)
+{
+	struct mentions *m = ctx;
+
+	if (!strcmp(name, m->name))
+		m->found = 1;
+}
+
+/* Whether a launch or scratch expression of cand refers to the param called name. */
+static int plan_mentions(const struct ks_candidate *cand, const char *name)
+{
+	struct mentions m = { name, 0 };
+	struct ks_error ignored;
+
+	for (size_t i = 0; i < cand->n_launches && !m.found; i++) {
+		const struct ks_launch *l = &cand->launches[i];
+
+		for (size_t d = 0; d < l->grid_rank; d++)
+			ks_expr_names(l->grid[d], mention_visit, &m, &ignored);
+		for (size_t d = 0; d < l->block_rank; d++)
+			ks_expr_names(l->block[d], mention_visit, &m, &ignored);
+		ks_expr_names(l->smem, mention_visit, &m, &ignored);
+	}
+	for (size_t i = 0; i < cand->n_scratch && !m.found; i++)
+		ks_expr_names(cand->scratch[i].size, mention_visit, &m, &ignored);
+	return m.found;
+}
+
+/*
+ * What the evaluator runs, and nothing else: the architecture, the cubin,
+ * the launch plan and scratch as written, and the params those refer to.
+ * Params that only reach the code are in the cubin already; a param that
+ * changes nothing the GPU sees (a comment, dead code) leaves it alone.
+ */
+static void fingerprint(const struct ks_candidate *cand, const int64_t *params, const char *arch,
+			struct ks_build *out)
+{
+	struct ks_strbuf sb;
+
+	ks_strbuf_init(&sb);
+	ks_strbuf_addf(&sb, "ksearch binary 1\narch %s\ncubin %zu\n", arch, out->compiled.cubin_size);
+	ks_strbuf_add(&sb, (const char *)out->compiled.cubin, out->compiled.cubin_size);
+	for (size_t i = 0; i < cand->n_launches; i++) {
+		const struct ks_launch *l = &cand->launches[i];
+
+		ks_strbuf_addf(&sb, "\nlaunch %s pdl %d grid", l->kernel, l->pdl);
+		for (size_t d = 0; d < l->grid_rank; d++)
+			ks_strbuf_addf(&sb, " [%s]", l->grid[d]);
+		ks_strbuf_adds(&sb, " block");
+		for (size_t d = 0; d < l->block_rank; d++)
+			ks_strbuf_addf(&sb, " [%s]", l->block[d]);
+		ks_strbuf_addf(&sb, " smem [%s] args", l->smem);
+		for (size_t a = 0; a < l->n_args; a++)
+			ks_strbuf_addf(&sb, " %s:%d:%d", l->args[a].name, (int)l->args[a].kind,
+				       l->args[a].index);
+	}
+	for (size_t i = 0; i < cand->n_scratch; i++)
+		ks_strbuf_addf(&sb, "\nscratch %s %s [%s] zeroed %d", cand->scratch[i].name,
+			       ks_dtype_name(cand->scratch[i].dtype), cand->scratch[i].size,
+			       cand->scratch[i].zeroed);
+	for (size_t i = 0; i < cand->n_params; i++)
+		if (plan_mentions(cand, cand->params[i].name))
+			ks_strbuf_addf(&sb, "\nparam %s=%lld", cand->params[i].name, (long long)params[i]);
+	ks_sha256(sb.buf, sb.len, out->binary);
+	ks_strbuf_release(&sb);
+}
+
 int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params, const char *arch,
 	     unsigned flags, struct ks_build *out, struct ks_error *err)
 {
@@ -352,6 +427,7 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 		}
 	}
 	compute_descriptors(out);
+	fingerprint(cand, params, arch, out);
 	out->verdict = KS_VERDICT_OK;
 	return 0;
 }

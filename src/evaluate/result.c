@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ksearch/base/json.h"
+#include "ksearch/base/sha256.h"
 #include "ksearch/base/util.h"
 #include "ksearch/compile/arch.h"
 #include "ksearch/compile/ptx.h"
@@ -115,6 +116,7 @@ void ks_result_set_build(struct ks_result *res, const struct ks_build *build)
 		snprintf(k->async_copy, sizeof(k->async_copy), "%s", ks_async_copy_name(r->desc.async_copy));
 		k->widest_load_bytes = r->desc.widest_load_bytes;
 	}
+	ks_hex(build->binary, sizeof(build->binary), res->binary);
 	res->has |= KS_RESULT_BUILT;
 }
 
@@ -247,6 +249,8 @@ void ks_result_to_json_into(const struct ks_result *res, json_t *obj)
 			json_object_set_new(desc, ks_descriptor_name((enum ks_descriptor)d),
 					    json_real(res->descriptors[d]));
 		json_object_set_new(obj, "descriptors", desc);
+		if (res->binary[0])
+			json_object_set_new(obj, "binary", json_string(res->binary));
 		for (size_t i = 0; i < res->n_kernels; i++)
 			json_array_append_new(list, kernel_json(&res->kernels[i]));
 		json_object_set_new(obj, "kernels", list);
@@ -529,6 +533,7 @@ int ks_result_from_json(const json_t *obj, struct ks_result *res, struct ks_erro
 		r.failed |= d.failed;
 		res->has |= KS_RESULT_BUILT;
 	}
+	read_name(&r, obj, "binary", res->binary, sizeof(res->binary));
 	if ((v = field(&r, obj, "kernels", is_array, "a list")))
 		read_kernels(&r, v, res);
 

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "ksearch/archive/record.h"
+#include "ksearch/base/sha256.h"
 #include "ksearch/base/util.h"
 #include "ksearch/search/mutator.h"
 #include "search_profile.h"
@@ -37,6 +38,10 @@ struct job {
 	void *built;
 	struct ks_result result; /* build() fills it, evaluate() completes it */
 	double compile_s, eval_s;
+	long binary;	       /* its entry in s->binaries; -1: none (not built ok) */
+	int duplicate;	       /* its binary is another job's: recorded with that one's result */
+	uint64_t duplicate_of; /* that one's record */
+
 	int failed;
 	int skip; /* resumed proposal whose result the archive holds already */
 	struct ks_error err;
@@ -97,6 +102,19 @@ struct search {
 	uint64_t improvements;
 	size_t mutators_started;
 	struct ks_search_profiler profiler; /* new elites' profiles (search_profile.h) */
+	/*
+	 * Every binary built (build.h's fingerprint) and who holds its result:
+	 * the record's id once inserted, before that the job evaluating it.
+	 * Under lock; binaries of earlier runs come from the archive's state.
+	 */
+	struct binary {
+		unsigned char key[KS_SHA256_LEN];
+		uint64_t id;	 /* its record; 0: not inserted yet */
+		struct job *job; /* the job that evaluates it, while id is 0 */
+	} * binaries;
+	size_t n_binaries, alloc_binaries;
+	uint32_t *binary_slots; /* open addressing: index + 1 into binaries; 0 empty */
+	size_t n_binary_slots;	/* a power of two, at least twice n_binaries */
 };
 
 double ks_search_now(void)
@@ -300,7 +318,99 @@ static struct job *job_new(void)
 	struct job *job = ks_calloc(1, sizeof(*job));
 
 	ks_result_init(&job->result);
+	job->binary = -1;
 	return job;
+}
+
+/* ---- binaries (under s->lock, or before the threads start) ---- */
+
+static uint64_t binary_hash(const unsigned char *key)
+{
+	uint64_t h = 0;
+
+	memcpy(&h, key, sizeof(h)); /* a SHA-256: any 8 bytes are uniform */
+	return h;
+}
+
+static void binary_slots_grow(struct search *s)
+{
+	size_t n = s->n_binary_slots ? 2 * s->n_binary_slots : 1024;
+
+	free(s->binary_slots);
+	s->binary_slots = ks_calloc(n, sizeof(*s->binary_slots));
+	s->n_binary_slots = n;
+	for (size_t i = 0; i < s->n_binaries; i++) {
+		size_t at = binary_hash(s->binaries[i].key) & (n - 1);
+
+		while (s->binary_slots[at])
+			at = (at + 1) & (n - 1);
+		s->binary_slots[at] = (uint32_t)i + 1;
+	}
+}
+
+/* The entry of key: found (*added 0) or a new one with id 0 and no job (*added 1). */
+static size_t binary_entry(struct search *s, const unsigned char *key, int *added)
+{
+	size_t at;
+
+	if (2 * (s->n_binaries + 1) > s->n_binary_slots)
+		binary_slots_grow(s);
+	at = binary_hash(key) & (s->n_binary_slots - 1);
+	for (; s->binary_slots[at]; at = (at + 1) & (s->n_binary_slots - 1)) {
+		size_t i = s->binary_slots[at] - 1;
+
+		if (!memcmp(s->binaries[i].key, key, KS_SHA256_LEN)) {
+			*added = 0;
+			return i;
+		}
+	}
+	KS_ALLOC_GROW(s->binaries, s->n_binaries + 1, s->alloc_binaries);
+	memset(&s->binaries[s->n_binaries], 0, sizeof(s->binaries[0]));
+	memcpy(s->binaries[s->n_binaries].key, key, KS_SHA256_LEN);
+	s->binary_slots[at] = (uint32_t)s->n_binaries + 1;
+	*added = 1;
+	return s->n_binaries++;
+}
+
+#define BINARY_STATE "search/binary/"
+
+static int load_binary(const char *key, const void *data, size_t size, void *ctx)
+{
+	struct search *s = ctx;
+	unsigned char bytes[KS_SHA256_LEN];
+	int added;
+
+	/* an entry that does not read is skipped: at worst its binary is evaluated again */
+	if (size == 8 && !ks_unhex_sha256(key + strlen(BINARY_STATE), bytes)) {
+		uint64_t id = 0;
+
+		for (size_t i = 0; i < 8; i++)
+			id = id << 8 | ((const unsigned char *)data)[i];
+		size_t at = binary_entry(s, bytes, &added); /* it may move s->binaries */
+
+		s->binaries[at].id = id;
+	}
+	return 0;
+}
+
+/*
+ * A build that passed: is its binary new (it goes on to a lane) or one the
+ * search has seen (it is recorded with that one's result)?  Under lock.
+ */
+static int binary_seen(struct search *s, struct job *job)
+{
+	unsigned char key[KS_SHA256_LEN];
+	int added;
+
+	if (ks_unhex_sha256(job->result.binary, key) < 0)
+		return 0; /* a backend without fingerprints: every build is evaluated */
+	job->binary = (long)binary_entry(s, key, &added);
+	if (added) {
+		s->binaries[job->binary].job = job;
+		return 0;
+	}
+	job->duplicate = 1;
+	return 1;
 }
 
 static void job_free(struct job *job)
@@ -347,11 +457,13 @@ static void *build_thread(void *arg)
 
 	for (;;) {
 		struct job *job;
+		void *duplicate = NULL;
 		double t0;
 		int rc;
 
 		pthread_mutex_lock(&s->lock);
 		while (!s->shutdown && !s->build_q.count)
+
 			pthread_cond_wait(&s->cond, &s->lock);
 		job = queue_pop(&s->build_q);
 		pthread_mutex_unlock(&s->lock);
@@ -372,6 +484,11 @@ static void *build_thread(void *arg)
 		if (rc < 0) {
 			job->failed = 1;
 			job->stage = JOB_DONE;
+		} else if (job->built && binary_seen(s, job)) {
+			/* the same binary as another job's: that one's evaluation is this one's */
+			duplicate = job->built;
+			job->built = NULL;
+			job->stage = JOB_DONE;
 		} else if (job->built) {
 			job->stage = JOB_EVAL;
 			queue_push(&s->eval_q, job);
@@ -380,6 +497,8 @@ static void *build_thread(void *arg)
 		}
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
+		if (duplicate && s->backend->discard)
+			s->backend->discard(s->backend->ctx, duplicate);
 	}
 }
 
@@ -782,7 +901,9 @@ static int load_proposal(struct search *s, uint64_t seq, struct job *job, int *f
 		return ks_fail(err, "archive: saved proposal %llu is malformed", (unsigned long long)seq);
 	}
 	memset(job, 0, sizeof(*job));
+	job->binary = -1;
 	job->seq = seq;
+
 	job->p.family = SIZE_MAX;
 	for (size_t f = 0; f < s->n_fams; f++)
 		if (!strcmp(s->fams[f].fam->name, family))
@@ -860,7 +981,7 @@ static void status_line(struct search *s, int final)
 	struct ks_error err;
 	double elapsed = ks_search_now() - s->t_start;
 	const struct ks_search_summary *sum = s->summary;
-	char fails[256] = "", extra[320] = "";
+	char fails[256] = "", extra[320] = "", dups[48] = "";
 	size_t used = 0, extra_used = 0;
 
 	for (size_t i = 0; i < cfg->n_mutators; i++) {
@@ -873,17 +994,20 @@ static void status_line(struct search *s, int final)
 	}
 	if (!cfg->out || ks_archive_metrics(s->ar, &m, &err) < 0)
 		return;
+	if (sum->duplicates)
+		snprintf(dups, sizeof(dups), " + %llu duplicates", (unsigned long long)sum->duplicates);
+
 	for (int v = 1; v < KS_VERDICT_COUNT; v++)
 		if (sum->by_verdict[v])
 			used += (size_t)snprintf(fails + used, sizeof(fails) - used, " %s %llu",
 						 ks_verdict_name((enum ks_verdict)v),
 						 (unsigned long long)sum->by_verdict[v]);
 	fprintf(cfg->out,
-		"%s%s[%6.0fs] evals %llu (%.0f/min)  best %.3fx (id %llu)  coverage %llu/%llu  "
+		"%s%s[%6.0fs] evals %llu (%.0f/min)%s  best %.3fx (id %llu)  coverage %llu/%llu  "
 		"QD %.2f  failures:%s%s%s",
 		cfg->status_tty && !final ? "\r\033[K" : "", cfg->status_tty ? "" : "ksearch evolve ",
 		elapsed, (unsigned long long)sum->evaluated,
-		elapsed > 0 ? 60.0 * (double)sum->evaluated / elapsed : 0.0, m.best_fitness,
+		elapsed > 0 ? 60.0 * (double)sum->evaluated / elapsed : 0.0, dups, m.best_fitness,
 		(unsigned long long)m.best_id, (unsigned long long)m.cells_filled,
 		(unsigned long long)m.cells, m.qd_score, used ? fails : " none", extra,
 		cfg->status_tty && !final ? "" : "\n");
@@ -914,10 +1038,59 @@ static json_t *record_of(struct job *job)
 		json_object_set_new(record, "prompt_id", json_integer((json_int_t)job->p.strategy));
 	if (job->p.llm)
 		json_object_set_new(record, "llm", json_incref(job->p.llm));
+	if (job->duplicate)
+		json_object_set_new(record, "duplicate_of", json_integer((json_int_t)job->duplicate_of));
 	job->result.timing.compile_s = job->compile_s;
 	job->result.timing.eval_s = job->eval_s;
 	ks_result_to_json_into(&job->result, record);
 	return record;
+}
+
+/* A duplicate's result: the record of the first job with its binary, as measured then. */
+static int take_original_result(struct search *s, struct job *job, struct ks_error *err)
+{
+	json_t *orig = NULL;
+	struct ks_result copy;
+
+	pthread_mutex_lock(&s->lock);
+	job->duplicate_of = s->binaries[job->binary].id;
+	pthread_mutex_unlock(&s->lock);
+	if (ks_archive_get(s->ar, job->duplicate_of, &orig, NULL, err) < 0) {
+		ks_error_prefix(err, "the record of #%llu, whose binary proposal %llu shares",
+				(unsigned long long)job->duplicate_of, (unsigned long long)job->seq);
+		return -1;
+	}
+	ks_result_init(&copy);
+	if (ks_result_from_json(orig, &copy, err) < 0) {
+		json_decref(orig);
+		ks_error_prefix(err, "record #%llu", (unsigned long long)job->duplicate_of);
+		return -1;
+	}
+	json_decref(orig);
+	memset(&copy.timing, 0, sizeof(copy.timing)); /* this one took no GPU time */
+	ks_result_release(&job->result);
+	job->result = copy;
+	job->eval_s = 0;
+	return 0;
+}
+
+/* The first record of a binary: later duplicates, in this run or the next, take its result. */
+static int remember_binary(struct search *s, struct job *job, uint64_t id, struct ks_error *err)
+{
+	char key[sizeof(BINARY_STATE) + KS_SHA256_HEX_LEN];
+	unsigned char value[8];
+	struct binary *b;
+
+	pthread_mutex_lock(&s->lock);
+	b = &s->binaries[job->binary];
+	b->id = id;
+	b->job = NULL;
+	snprintf(key, sizeof(key), "%s", BINARY_STATE);
+	ks_hex(b->key, KS_SHA256_LEN, key + strlen(BINARY_STATE));
+	pthread_mutex_unlock(&s->lock);
+	for (int i = 0; i < 8; i++)
+		value[i] = (unsigned char)(id >> (56 - 8 * i));
+	return ks_archive_state_put(s->ar, key, value, sizeof(value), err);
 }
 
 static int insert_result(struct search *s, struct job *job, struct ks_error *err)
@@ -925,10 +1098,15 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 	const struct ks_family *f = job->fam;
 	const struct ks_result *result = &job->result;
 	struct ks_archive_insert_result res;
-	json_t *record = record_of(job);
+	json_t *record;
 	int ret;
 
+	if (job->duplicate && take_original_result(s, job, err) < 0)
+		return -1;
+	record = record_of(job);
 	ret = ks_archive_insert(s->ar, record, f->cand.source, &res, err);
+	if (ret == 0 && job->binary >= 0 && !job->duplicate)
+		ret = remember_binary(s, job, res.id, err);
 	if (ret == 0) {
 		remember_family(s, res.id, (int)job->p.family);
 		if (res.outcome == KS_ARCHIVE_NEW_CELL || res.outcome == KS_ARCHIVE_IMPROVED) {
@@ -937,7 +1115,10 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 			s->improvements++;
 			ks_search_profiler_elite(&s->profiler, f, job->p.params, res.id);
 		}
-		s->summary->evaluated++;
+		if (job->duplicate)
+			s->summary->duplicates++;
+		else
+			s->summary->evaluated++;
 		s->summary->by_verdict[result->verdict]++;
 		s->summary->compile_s += job->compile_s;
 		s->summary->eval_s += job->eval_s;
@@ -1070,14 +1251,57 @@ static int top_up(struct search *s, const char **reason, struct ks_error *err)
 }
 
 /* The next result in proposal order, taken from the ring when it is done; NULL if not yet. */
+/*
+ * Whether a job that is done may be inserted (under lock).  A duplicate
+ * waits for its binary's result.  When that is being measured by a later
+ * job, the earlier one (this) takes the measurement and becomes the
+ * original; the later one will be the duplicate.  Either way the first
+ * of a binary's jobs in proposal order holds its result, whatever order
+ * the builds finished in.
+ */
+static int duplicate_ready(struct search *s, struct job *job)
+{
+	struct binary *b;
+	struct job *orig;
+
+	if (!job->duplicate)
+		return 1;
+	b = &s->binaries[job->binary];
+	if (b->id)
+		return 1;
+	orig = b->job;
+	if (orig->stage != JOB_DONE)
+		return 0;
+	if (orig->failed) {
+		job->failed = 1;
+		job->err = orig->err;
+		return 1;
+	}
+	{
+		double compile_s = job->result.timing.compile_s;
+
+		ks_result_release(&job->result);
+		job->result = orig->result;
+		job->result.timing.compile_s = compile_s;
+		ks_result_init(&orig->result);
+	}
+	job->eval_s = orig->eval_s;
+	orig->eval_s = 0;
+	job->duplicate = 0;
+	orig->duplicate = 1;
+	b->job = job;
+	return 1;
+}
+
 static struct job *take_done(struct search *s)
 {
+
 	struct job *job = NULL;
 
 	pthread_mutex_lock(&s->lock);
 	if (s->next_insert < s->dispatch_end) {
 		job = s->ring[s->next_insert % s->depth];
-		if (job && job->seq == s->next_insert && job->stage == JOB_DONE)
+		if (job && job->seq == s->next_insert && job->stage == JOB_DONE && duplicate_ready(s, job))
 			s->ring[s->next_insert % s->depth] = NULL;
 		else
 			job = NULL;
@@ -1215,7 +1439,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	}
 
 	if (ks_archive_metrics(ar, &m0, err) < 0 || load_counter(&s, "search/inserted", &inserted, err) < 0 ||
-	    load_families(&s, err) < 0)
+	    load_families(&s, err) < 0 || ks_archive_state_each(ar, BINARY_STATE, load_binary, &s, err) < 0)
 		goto cleanup;
 	/* a mutator whose start fails is stopped too: it may hold part of its state */
 	while (s.mutators_started < cfg->n_mutators) {
@@ -1376,6 +1600,8 @@ cleanup:
 	free(s.build_q.items);
 	free(s.eval_q.items);
 	free(s.fam_cache);
+	free(s.binaries);
+	free(s.binary_slots);
 	pthread_mutex_destroy(&s.lock);
 	pthread_cond_destroy(&s.cond);
 	return ret;

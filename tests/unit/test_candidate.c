@@ -4,6 +4,7 @@
  */
 #include "testlib.h"
 
+#include "ksearch/base/sha256.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/op/op.h"
@@ -276,6 +277,63 @@ static void test_plan_errors_name_launch_and_workload(void **state)
 	}
 }
 
+/*
+ * The binary's fingerprint: equal for what runs alike (a param nothing
+ * uses, a comment), different for what does not (a param in the code, one
+ * only in the launch plan, the architecture).
+ */
+static void test_binary_fingerprint_is_what_the_gpu_runs(void **state)
+{
+	struct fixture *f = *state;
+	char *with_params =
+		test_replace(good, "\"params\": {\"THREADS\": [128, 256], \"UNROLL\": [1, 2, 4]},",
+			     "\"params\": {\"THREADS\": [128, 256], \"UNROLL\": [1, 2, 4], "
+			     "\"DEAD\": [1, 2], \"G\": [1, 2]},");
+	char *src = test_replace(with_params, "[\"cdiv(rows*hidden, THREADS*UNROLL)\"]",
+				 "[\"cdiv(rows*hidden, THREADS*UNROLL) * G\"]");
+	char *commented =
+		test_replace(src, "// scales rows\n", "// scales rows, with a longer comment\n\n\n");
+	struct {
+		const char *text;
+		int64_t params[4]; /* THREADS UNROLL DEAD G */
+		const char *arch;
+	} builds[] = {
+		{ src, { 128, 1, 1, 1 }, "sm_90a" },	   /* 0 */
+		{ src, { 128, 1, 2, 1 }, "sm_90a" },	   /* 1: DEAD changes nothing: = 0 */
+		{ commented, { 128, 1, 1, 1 }, "sm_90a" }, /* 2: nor does a comment: = 0 */
+		{ src, { 128, 2, 1, 1 }, "sm_90a" },	   /* 3: UNROLL is in the code */
+		{ src, { 128, 1, 1, 2 }, "sm_90a" },	   /* 4: G only in the grid: same cubin, other plan */
+		{ src, { 128, 1, 1, 1 }, "sm_80" },	   /* 5: another architecture */
+	};
+	unsigned char keys[6][32];
+	unsigned char cubin_hash[6][32];
+	struct ks_error err;
+
+	for (size_t i = 0; i < 6; i++) {
+		struct ks_candidate c;
+		struct ks_build b;
+
+		assert_int_equal(ks_candidate_parse("cand.cu", builds[i].text, &c, &err), 0);
+		assert_int_equal(ks_candidate_bind(&c, &f->op, &err), 0);
+		if (ks_build(&c, &f->op, builds[i].params, builds[i].arch, 0, &b, &err) < 0 ||
+		    b.verdict != KS_VERDICT_OK)
+			fail_msg("build %zu: %s", i, err.msg);
+		memcpy(keys[i], b.binary, 32);
+		ks_sha256(b.compiled.cubin, b.compiled.cubin_size, cubin_hash[i]);
+		ks_build_release(&b);
+		ks_candidate_release(&c);
+	}
+	assert_memory_equal(keys[0], keys[1], 32);
+	assert_memory_equal(keys[0], keys[2], 32);
+	assert_memory_not_equal(keys[0], keys[3], 32);
+	assert_memory_equal(cubin_hash[0], cubin_hash[4], 32); /* the cubin alone would merge them */
+	assert_memory_not_equal(keys[0], keys[4], 32);
+	assert_memory_not_equal(keys[0], keys[5], 32);
+	free(commented);
+	free(src);
+	free(with_params);
+}
+
 static void build_source(struct fixture *f, const char *src, struct ks_build *b, struct ks_error *err)
 {
 	struct ks_candidate c;
@@ -362,6 +420,8 @@ int main(void)
 		cmocka_unit_test(test_plan_errors_name_launch_and_workload),
 		cmocka_unit_test(test_build_reports_resources_and_descriptors),
 		cmocka_unit_test(test_build_refuses_and_reports),
+		cmocka_unit_test(test_binary_fingerprint_is_what_the_gpu_runs),
+
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

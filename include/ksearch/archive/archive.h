@@ -337,6 +337,15 @@ int ks_archive_state_put(struct ks_archive *ar, const char *key, const void *dat
 /* *data is NULL (and *size 0) when the key is absent; caller frees *data. */
 int ks_archive_state_get(struct ks_archive *ar, const char *key, void **data, size_t *size,
 			 struct ks_error *err);
+/*
+ * visit(key, data, size, ctx) for every state entry whose key starts with
+ * prefix, in key order, on one snapshot; data is valid during the call.
+ * A visit that returns non-zero stops the walk (-1 is returned when it
+ * was negative: the visitor's error, which it puts in err itself).
+ */
+int ks_archive_state_each(struct ks_archive *ar, const char *prefix,
+			  int (*visit)(const char *key, const void *data, size_t size, void *ctx), void *ctx,
+			  struct ks_error *err);
 
 /*
  * Prompts by id: the strategy prompts (strategy.h has their fields), one

@@ -58,6 +58,13 @@ struct ks_build {
 	 */
 	char **variables;
 	size_t n_variables;
+	/*
+	 * What the GPU would run, as a SHA-256 (valid when verdict is ok): the
+	 * architecture, the cubin, the launch plan and scratch as written and
+	 * the params they refer to.  Two builds with equal fingerprints behave
+	 * alike on every workload, so the search evaluates one of them.
+	 */
+	unsigned char binary[32];
 };
 
 enum ks_build_flags {

@@ -94,6 +94,8 @@ struct ks_result {
 	unsigned has;	/* enum ks_result_part */
 	/* KS_RESULT_BUILT */
 	double descriptors[KS_DESC_COUNT];
+	char binary[65]; /* the build's fingerprint (build.h) in hex; "" unknown (not written) */
+
 	struct ks_result_kernel *kernels;
 	size_t n_kernels;
 	/* KS_RESULT_EVALUATED */

@@ -26,6 +26,11 @@
  * its space and no time limit ends even when the model never sends a
  * usable kernel.
  *
+ * Candidates that build to the same binary (build.h's fingerprint) are
+ * evaluated once: the first in proposal order holds the measurement, the
+ * others are recorded with its result and "duplicate_of", in this run and
+ * in later ones on the archive (state "search/binary/<hex>").
+ *
  * New elites (results that fill or improve a cell) are profiled with the
  * backend's profile(), on a lane between two evaluations and within a
  * share of the GPU time (search_profile.c); the profiles land in their
@@ -150,8 +155,8 @@ struct ks_search_config {
 };
 
 struct ks_search_summary {
-	uint64_t evaluated; /* in this run */
-	uint64_t duplicates_skipped;
+	uint64_t evaluated;  /* in this run */
+	uint64_t duplicates; /* built to a binary already evaluated: recorded with its result, not run */
 	uint64_t by_verdict[KS_VERDICT_COUNT];
 	double wall_s;
 	double compile_s, eval_s; /* summed over candidates */
