@@ -1,13 +1,13 @@
 /* ksearch
-{ "params": {"CHUNK": [64, 128, 256, 512, 1024, 2048], "TILE": [32, 64], "STAGES": [2, 3, 4], "HPW": [1, 2, 4],
+{ "params": {"CHUNK": [32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [32, 64], "STAGES": [2, 3, 4], "HPW": [1, 2, 4],
              "MINB": [1, 2], "PART": [0, 1]},
-  "constraints": ["CHUNK % TILE == 0", "MINB*(36864 + STAGES*TILE*1168 + CHUNK*4 + 1024) <= 233472",
+  "constraints": ["CHUNK % TILE == 0", "MINB*(36864 + STAGES*TILE*1168 + 8192 + 1024) <= 233472",
                   "MINB*512/HPW <= 1024", "MINB*HPW <= 4"],
-  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, CHUNK) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
-              "part_lse": ["float32", "(cdiv(num_kv_indices, CHUNK) + batch_size)*num_qo_heads"]},
+  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
+              "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads"]},
   "launch": [
-    {"kernel": "mla_fma_partial", "grid": ["cdiv(num_kv_indices, CHUNK) + batch_size"], "block": ["512/HPW"],
-     "smem": "36864 + STAGES*TILE*1168 + CHUNK*4",
+    {"kernel": "mla_fma_partial", "grid": ["cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size"], "block": ["512/HPW"],
+     "smem": "36864 + STAGES*TILE*1168 + 8192",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
     {"kernel": "mla_fma_merge", "grid": ["cdiv(batch_size*num_qo_heads, 8)"], "block": ["256"],
@@ -58,6 +58,11 @@
 #ifndef PART
 #define PART 0
 #endif
+#ifndef CTAS
+#define CTAS 132
+#endif
+#define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
+#define CHUNK_TILE TILE
 
 #define NUM_QO_HEADS 16
 #define DIM_CKV 512
@@ -74,13 +79,13 @@
 constexpr int TPL = TILE / 32;                        /* score tokens per lane */
 constexpr int QF_BYTES = NUM_QO_HEADS * DIM_QK * 4;   /* 36864 */
 constexpr int RING_BYTES = STAGES * TILE * ROW_BYTES;
-constexpr int SMEM_BYTES = QF_BYTES + RING_BYTES + CHUNK * 4;
+constexpr int SMEM_BYTES = QF_BYTES + RING_BYTES + 8192;
 
 static_assert(TILE == 32 || TILE == 64, "TILE is 32 or 64");
 static_assert(HPW == 1 || HPW == 2 || HPW == 4, "HPW is 1, 2 or 4");
 static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
 static_assert(STAGES >= 2, "at least double buffering");
-static_assert(SMEM_BYTES == 36864 + STAGES * TILE * 1168 + CHUNK * 4, "keep the smem expression in the header in sync");
+static_assert(SMEM_BYTES == 36864 + STAGES * TILE * 1168 + 8192, "keep the smem expression in the header in sync");
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
@@ -109,8 +114,17 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4 &v, float (&f)[8])
     }
 }
 
-/* first chunk slot of a request: floor(indptr / CHUNK) + b (strictly increasing in b) */
-__device__ __forceinline__ int slot_begin(int indptr_b, int b) { return indptr_b / CHUNK + b; }
+/* Tokens per chunk slot: CHUNK at least, more when that makes over CTAS slots, a whole number of
+   tiles, at most IDX_MAX (the page indices of a chunk sit in shared memory). Every launch
+   expression of the header computes the same. First slot of request b: floor(indptr / chunk) + b,
+   strictly increasing in b. */
+__device__ __forceinline__ int chunk_tokens(int num_kv_indices)
+{
+    const int per_cta = (num_kv_indices + CTAS - 1) / CTAS;
+    return min(IDX_MAX, max(CHUNK, CHUNK_TILE * ((per_cta + CHUNK_TILE - 1) / CHUNK_TILE)));
+}
+
+__device__ __forceinline__ int slot_begin(int indptr_b, int b, int chunk) { return indptr_b / chunk + b; }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mla_fma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *__restrict__ q_pe,
@@ -122,17 +136,18 @@ mla_fma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     extern __shared__ __align__(128) unsigned char smem_raw[];
     float *const s_qf = reinterpret_cast<float *>(smem_raw);        /* [16][576] fp32 */
     unsigned char *const s_ring = smem_raw + QF_BYTES;               /* [STAGES][TILE][ROW_BYTES] */
-    int *const s_idx = reinterpret_cast<int *>(s_ring + RING_BYTES); /* [CHUNK] */
+    int *const s_idx = reinterpret_cast<int *>(s_ring + RING_BYTES); /* [IDX_MAX] */
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5;
     const int lane = tid & 31;
     const int slot = blockIdx.x;
+    const int chunk = chunk_tokens(num_kv_indices);
 
     int cnt = 0;
     for (int base = 0; base < batch_size; base += THREADS) {
         const int bb = base + tid;
-        const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb) <= slot;
+        const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb, chunk) <= slot;
         cnt += __syncthreads_count(pred);
     }
     const int b = cnt - 1;
@@ -140,16 +155,16 @@ mla_fma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
         return;
     const int start = __ldg(kv_indptr + b);
     const int len = __ldg(kv_indptr + b + 1) - start;
-    const int n_chunks = len > 0 ? (len + CHUNK - 1) / CHUNK : 0;
-    const int j = slot - slot_begin(start, b);
+    const int n_chunks = len > 0 ? (len + chunk - 1) / chunk : 0;
+    const int j = slot - slot_begin(start, b, chunk);
     if (j >= n_chunks)
         return;
-    const int t_begin = start + j * CHUNK;
-    const int clen = min(CHUNK, len - j * CHUNK);
+    const int t_begin = start + j * chunk;
+    const int clen = min(chunk, len - j * chunk);
     const int n_tiles = (clen + TILE - 1) / TILE;
     const bool direct = n_chunks == 1;
 
-    for (int k = tid; k < CHUNK; k += THREADS) {
+    for (int k = tid; k < chunk; k += THREADS) {
         int pg = -1;
         if (k < clen && t_begin + k < num_kv_indices)
             pg = __ldg(kv_indices + t_begin + k);
@@ -344,13 +359,14 @@ mla_fma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_
     const int b = row / NUM_QO_HEADS;
     const int head = row % NUM_QO_HEADS;
 
+    const int chunk = chunk_tokens(num_kv_indices);
     const int start = __ldg(kv_indptr + b);
     const int len = __ldg(kv_indptr + b + 1) - start;
-    int n = len > 0 ? (len + CHUNK - 1) / CHUNK : 0;
+    int n = len > 0 ? (len + chunk - 1) / chunk : 0;
     if (n == 1)
         return; /* written by mla_fma_partial */
-    const int s0 = slot_begin(start, b);
-    const int n_slots = (num_kv_indices + CHUNK - 1) / CHUNK + batch_size; /* the partial grid */
+    const int s0 = slot_begin(start, b, chunk);
+    const int n_slots = (num_kv_indices + chunk - 1) / chunk + batch_size; /* the partial grid */
     if (n > 0 && (s0 < 0 || s0 + n > n_slots))
         n = 0; /* inconsistent kv_indptr: never read past the scratch */
 

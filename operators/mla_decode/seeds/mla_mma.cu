@@ -1,13 +1,13 @@
 /* ksearch
-{ "params": {"CHUNK": [64, 128, 256, 512, 1024, 2048], "TILE": [16, 32, 64], "STAGES": [2, 3, 4],
+{ "params": {"CHUNK": [16, 32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4],
              "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1]},
   "constraints": ["CHUNK % TILE == 0",
-                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + CHUNK*4 + 1024) <= 233472"],
-  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, CHUNK) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
-              "part_lse": ["float32", "(cdiv(num_kv_indices, CHUNK) + batch_size)*num_qo_heads"]},
+                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + 8192 + 1024) <= 233472"],
+  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
+              "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads"]},
   "launch": [
-    {"kernel": "mla_mma_partial", "grid": ["cdiv(num_kv_indices, CHUNK) + batch_size"], "block": ["WARPS*32"],
-     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + CHUNK*4",
+    {"kernel": "mla_mma_partial", "grid": ["cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size"], "block": ["WARPS*32"],
+     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + 8192",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
     {"kernel": "mla_mma_merge", "grid": ["cdiv(batch_size*num_qo_heads, 8)"], "block": ["256"],
@@ -67,6 +67,11 @@
 #ifndef PART
 #define PART 0
 #endif
+#ifndef CTAS
+#define CTAS 132
+#endif
+#define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
+#define CHUNK_TILE TILE
 
 #define NUM_QO_HEADS 16
 #define DIM_CKV 512
@@ -92,7 +97,7 @@ constexpr int Q_BYTES = NUM_QO_HEADS * ROW_BYTES;              /* 18688 */
 constexpr int RING_BYTES = STAGES * TILE * ROW_BYTES;
 constexpr int S_BYTES = KS * NUM_QO_HEADS * TILE * 4;
 constexpr int P_BYTES = NUM_QO_HEADS * P_STRIDE;
-constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + P_BYTES + 192 + CHUNK * 4;
+constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + P_BYTES + 192 + 8192;
 
 static_assert(TILE == 16 || TILE == 32 || TILE == 64, "TILE is 16, 32 or 64 tokens");
 static_assert(WARPS == 4 || WARPS == 8, "WARPS is 4 or 8");
@@ -101,7 +106,7 @@ static_assert(STAGES >= 2, "at least double buffering");
 static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
 static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64, "keep the smem expression in sync");
 static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 +
-                                (TILE + 8) * 32 + 192 + CHUNK * 4,
+                                (TILE + 8) * 32 + 192 + 8192,
               "keep the smem expression in the header in sync");
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
@@ -145,8 +150,17 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* first chunk slot of a request: floor(indptr / CHUNK) + b (strictly increasing in b) */
-__device__ __forceinline__ int slot_begin(int indptr_b, int b) { return indptr_b / CHUNK + b; }
+/* Tokens per chunk slot: CHUNK at least, more when that makes over CTAS slots, a whole number of
+   tiles, at most IDX_MAX (the page indices of a chunk sit in shared memory). Every launch
+   expression of the header computes the same. First slot of request b: floor(indptr / chunk) + b,
+   strictly increasing in b. */
+__device__ __forceinline__ int chunk_tokens(int num_kv_indices)
+{
+    const int per_cta = (num_kv_indices + CTAS - 1) / CTAS;
+    return min(IDX_MAX, max(CHUNK, CHUNK_TILE * ((per_cta + CHUNK_TILE - 1) / CHUNK_TILE)));
+}
+
+__device__ __forceinline__ int slot_begin(int indptr_b, int b, int chunk) { return indptr_b / chunk + b; }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *__restrict__ q_pe,
@@ -162,18 +176,19 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     unsigned char *const s_p = s_ring + RING_BYTES + S_BYTES;                             /* [16][P_STRIDE] bf16 */
     float *const s_corr = reinterpret_cast<float *>(s_p + P_BYTES);                      /* [16] */
     float *const s_ml = s_corr + NUM_QO_HEADS;                                            /* [16][2] */
-    int *const s_idx = reinterpret_cast<int *>(s_p + P_BYTES + 192);                      /* [CHUNK] */
+    int *const s_idx = reinterpret_cast<int *>(s_p + P_BYTES + 192);                      /* [IDX_MAX] */
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5;
     const int lane = tid & 31;
     const int slot = blockIdx.x;
+    const int chunk = chunk_tokens(num_kv_indices);
 
     /* ---- which request owns this slot: b = #{b < B : f(b) <= slot} - 1 (block-uniform) ---- */
     int cnt = 0;
     for (int base = 0; base < batch_size; base += THREADS) {
         const int bb = base + tid;
-        const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb) <= slot;
+        const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb, chunk) <= slot;
         cnt += __syncthreads_count(pred);
     }
     const int b = cnt - 1;
@@ -181,17 +196,17 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
         return; /* only if kv_indptr[0] > 0: slots below request 0's */
     const int start = __ldg(kv_indptr + b);
     const int len = __ldg(kv_indptr + b + 1) - start;
-    const int n_chunks = len > 0 ? (len + CHUNK - 1) / CHUNK : 0;
-    const int j = slot - slot_begin(start, b);
+    const int n_chunks = len > 0 ? (len + chunk - 1) / chunk : 0;
+    const int j = slot - slot_begin(start, b, chunk);
     if (j >= n_chunks)
         return; /* idle slot between requests / past the last one */
-    const int t_begin = start + j * CHUNK;
-    const int clen = min(CHUNK, len - j * CHUNK); /* 1..CHUNK tokens */
+    const int t_begin = start + j * chunk;
+    const int clen = min(chunk, len - j * chunk); /* 1..chunk tokens */
     const int n_tiles = (clen + TILE - 1) / TILE;
     const bool direct = n_chunks == 1;
 
     /* ---- page indices (-1 past the end or out of range) and Q to shared memory ---- */
-    for (int k = tid; k < CHUNK; k += THREADS) {
+    for (int k = tid; k < chunk; k += THREADS) {
         int pg = -1;
         if (k < clen && t_begin + k < num_kv_indices)
             pg = __ldg(kv_indices + t_begin + k);
@@ -211,7 +226,7 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
             const unsigned dst0 = ring + (unsigned)((u % STAGES) * TILE * ROW_BYTES);
             for (int i = tid; i < TILE * ROW_PIECES; i += THREADS) {
                 const int tr = i / ROW_PIECES, p = i % ROW_PIECES;
-                const int pg = s_idx[u * TILE + tr]; /* u*TILE + tr < CHUNK */
+                const int pg = s_idx[u * TILE + tr]; /* u*TILE + tr < chunk */
                 const bool valid = pg >= 0;
                 const __nv_bfloat16 *src = p < 64 ? ckv_cache + (valid ? (size_t)pg * DIM_CKV + p * 8 : (size_t)0)
                                                   : kpe_cache + (valid ? (size_t)pg * DIM_KPE + (p - 64) * 8 : (size_t)0);
@@ -259,15 +274,25 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
 #pragma unroll
         for (int n = 0; n < NPW; n++) {
             const int nt = s_nt0 + n;
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off;
-#pragma unroll 6
-            for (int kk = s_ks * KPW; kk < (s_ks + 1) * KPW; kk++) {
+            /* two accumulator chains (even and odd k-steps) halve the mma dependency latency */
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
+            const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
+#pragma unroll 3
+            for (int k = 0; k < KPW; k += 2) {
                 unsigned a[4], b0, b1;
-                ldmatrix_x4(a, q_addr + (unsigned)(kk * 32));
-                ldmatrix_x2(b0, b1, kb + (unsigned)(kk * 32));
+                ldmatrix_x4(a, qa + (unsigned)(k * 32));
+                ldmatrix_x2(b0, b1, kb + (unsigned)(k * 32));
                 mma_bf16(acc, a, b0, b1);
+                if (k + 1 < KPW) {
+                    ldmatrix_x4(a, qa + (unsigned)((k + 1) * 32));
+                    ldmatrix_x2(b0, b1, kb + (unsigned)((k + 1) * 32));
+                    mma_bf16(acc1, a, b0, b1);
+                }
             }
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[e] += acc1[e];
             float *const sp = s_s + s_ks * NUM_QO_HEADS * TILE;
             *reinterpret_cast<float2 *>(sp + r * TILE + nt * 8 + 2 * c) = make_float2(acc[0], acc[1]);
             *reinterpret_cast<float2 *>(sp + (r + 8) * TILE + nt * 8 + 2 * c) = make_float2(acc[2], acc[3]);
@@ -398,13 +423,14 @@ mla_mma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_
     const int b = row / NUM_QO_HEADS;
     const int head = row % NUM_QO_HEADS;
 
+    const int chunk = chunk_tokens(num_kv_indices);
     const int start = __ldg(kv_indptr + b);
     const int len = __ldg(kv_indptr + b + 1) - start;
-    int n = len > 0 ? (len + CHUNK - 1) / CHUNK : 0;
+    int n = len > 0 ? (len + chunk - 1) / chunk : 0;
     if (n == 1)
         return; /* written by mla_mma_partial */
-    const int s0 = slot_begin(start, b);
-    const int n_slots = (num_kv_indices + CHUNK - 1) / CHUNK + batch_size; /* the partial grid */
+    const int s0 = slot_begin(start, b, chunk);
+    const int n_slots = (num_kv_indices + chunk - 1) / chunk + batch_size; /* the partial grid */
     if (n > 0 && (s0 < 0 || s0 + n > n_slots))
         n = 0; /* inconsistent kv_indptr: never read past the scratch */
 

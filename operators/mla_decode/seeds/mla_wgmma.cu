@@ -1,12 +1,12 @@
 /* ksearch
-{ "params": {"CHUNK": [64, 128, 256, 512, 1024, 2048], "WG": [1, 2], "KB": [2, 3, 4, 6, 9], "PVB": [1, 2],
+{ "params": {"CHUNK": [64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "WG": [1, 2], "KB": [2, 3, 4, 6, 9], "PVB": [1, 2],
              "HINT": [0, 1], "PART": [0, 1]},
   "constraints": ["(36 / WG) % KB == 0", "(8 / WG) % PVB == 0"],
-  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, CHUNK) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
-              "part_lse": ["float32", "(cdiv(num_kv_indices, CHUNK) + batch_size)*num_qo_heads"]},
+  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, 64*cdiv(cdiv(num_kv_indices, CTAS), 64)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
+              "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, 64*cdiv(cdiv(num_kv_indices, CTAS), 64)))) + batch_size)*num_qo_heads"]},
   "launch": [
-    {"kernel": "mla_wgmma_partial", "grid": ["cdiv(num_kv_indices, CHUNK) + batch_size"], "block": ["WG*128"],
-     "smem": "170192 + WG*4096 + CHUNK*4",
+    {"kernel": "mla_wgmma_partial", "grid": ["cdiv(num_kv_indices, min(2048, max(CHUNK, 64*cdiv(cdiv(num_kv_indices, CTAS), 64)))) + batch_size"], "block": ["WG*128"],
+     "smem": "170192 + WG*4096 + 8192",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
     {"kernel": "mla_wgmma_merge", "grid": ["cdiv(batch_size*num_qo_heads, 8)"], "block": ["256"],
@@ -48,12 +48,17 @@
  *   HINT  - bulk copies with an L2 evict_first policy (the KV cache is read once)
  *   PART  - partials in fp32 (0) or bf16 (1)
  * Shared memory: 18432 (Q) + 2*74752 (ring) + WG*4096 (scores) + 2048 (P) + 192 + 16
- * (mbarriers, stats) + CHUNK*4 (page indices) = 170192 + WG*4096 + CHUNK*4.
+ * (mbarriers, stats) + 8192 (page indices) = 170192 + WG*4096 + 8192.
  */
 #include <cuda_bf16.h>
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "mla_wgmma needs sm_90 or newer, built as sm_90a (wgmma.mma_async, cp.async.bulk, mbarrier transaction counts)"
+#endif
+/* nvcc -arch=sm_90a also compiles a plain compute_90 PTX, which has no wgmma: there the
+   wgmma helpers trap (that PTX never runs on an sm_90a device, which takes the SASS) */
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "mla_wgmma needs sm_90a (wgmma.mma_async, cp.async.bulk, mbarrier transaction counts)"
+#define MLA_NO_WGMMA 1
 #endif
 
 #ifndef CHUNK
@@ -74,6 +79,11 @@
 #ifndef PART
 #define PART 0
 #endif
+#ifndef CTAS
+#define CTAS 132
+#endif
+#define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
+#define CHUNK_TILE 64
 
 #define NUM_QO_HEADS 16
 #define DIM_CKV 512
@@ -100,12 +110,12 @@ constexpr int RING_BYTES = STAGES * TILE * ROW_BYTES;       /* 149504 */
 constexpr int S_BYTES = WG * NUM_QO_HEADS * TILE * 4;       /* WG*4096 */
 constexpr int P_BYTES = NUM_QO_HEADS * TILE * 2;            /* 2048 */
 constexpr int STAT_BYTES = 192 + 16;                        /* corr, m/l, 2 mbarriers */
-constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + P_BYTES + STAT_BYTES + CHUNK * 4;
+constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + P_BYTES + STAT_BYTES + 8192;
 
 static_assert(WG == 1 || WG == 2, "WG is 1 or 2");
 static_assert(KPG % KB == 0 && MTG % PVB == 0, "batches divide the work");
 static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
-static_assert(SMEM_BYTES == 170192 + WG * 4096 + CHUNK * 4, "keep the smem expression in the header in sync");
+static_assert(SMEM_BYTES == 170192 + WG * 4096 + 8192, "keep the smem expression in the header in sync");
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory");
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
@@ -131,6 +141,12 @@ __device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr, unsigned
            ((unsigned long long)(sbo >> 4) << 32);
 }
 
+#ifdef MLA_NO_WGMMA
+__device__ __forceinline__ void wgmma_fence() { asm volatile("trap;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {}
+__device__ __forceinline__ void wgmma_wait0() {}
+__device__ __forceinline__ void wgmma_m64n16(float (&)[8], const unsigned (&)[4], unsigned long long, int) {}
+#else
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
@@ -145,6 +161,7 @@ __device__ __forceinline__ void wgmma_m64n16(float (&d)[8], const unsigned (&a)[
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate)
                  : "memory");
 }
+#endif
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
 {
@@ -181,7 +198,17 @@ __device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigne
                      : "memory");
 }
 
-__device__ __forceinline__ int slot_begin(int indptr_b, int b) { return indptr_b / CHUNK + b; }
+/* Tokens per chunk slot: CHUNK at least, more when that makes over CTAS slots, a whole number of
+   tiles, at most IDX_MAX (the page indices of a chunk sit in shared memory). Every launch
+   expression of the header computes the same. First slot of request b: floor(indptr / chunk) + b,
+   strictly increasing in b. */
+__device__ __forceinline__ int chunk_tokens(int num_kv_indices)
+{
+    const int per_cta = (num_kv_indices + CTAS - 1) / CTAS;
+    return min(IDX_MAX, max(CHUNK, CHUNK_TILE * ((per_cta + CHUNK_TILE - 1) / CHUNK_TILE)));
+}
+
+__device__ __forceinline__ int slot_begin(int indptr_b, int b, int chunk) { return indptr_b / chunk + b; }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *__restrict__ q_pe,
@@ -198,7 +225,7 @@ mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 
     float *const s_corr = reinterpret_cast<float *>(s_p + P_BYTES);            /* [16] */
     float *const s_ml = s_corr + NUM_QO_HEADS;                                  /* [16][2] */
     unsigned long long *const s_bar = reinterpret_cast<unsigned long long *>(s_p + P_BYTES + 192); /* [2] */
-    int *const s_idx = reinterpret_cast<int *>(s_p + P_BYTES + STAT_BYTES);    /* [CHUNK] */
+    int *const s_idx = reinterpret_cast<int *>(s_p + P_BYTES + STAT_BYTES);    /* [IDX_MAX] */
 
     const int tid = threadIdx.x;
     const int warp = tid >> 5;
@@ -206,11 +233,12 @@ mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 
     const int wg = warp >> 2; /* warpgroup */
     const int wq = warp & 3;  /* warp within it: rows 16*wq.. of every m64 tile */
     const int slot = blockIdx.x;
+    const int chunk = chunk_tokens(num_kv_indices);
 
     int cnt = 0;
     for (int base = 0; base < batch_size; base += THREADS) {
         const int bb = base + tid;
-        const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb) <= slot;
+        const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb, chunk) <= slot;
         cnt += __syncthreads_count(pred);
     }
     const int b = cnt - 1;
@@ -218,16 +246,16 @@ mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 
         return;
     const int start = __ldg(kv_indptr + b);
     const int len = __ldg(kv_indptr + b + 1) - start;
-    const int n_chunks = len > 0 ? (len + CHUNK - 1) / CHUNK : 0;
-    const int j = slot - slot_begin(start, b);
+    const int n_chunks = len > 0 ? (len + chunk - 1) / chunk : 0;
+    const int j = slot - slot_begin(start, b, chunk);
     if (j >= n_chunks)
         return;
-    const int t_begin = start + j * CHUNK;
-    const int clen = min(CHUNK, len - j * CHUNK);
+    const int t_begin = start + j * chunk;
+    const int clen = min(chunk, len - j * chunk);
     const int n_tiles = (clen + TILE - 1) / TILE;
     const bool direct = n_chunks == 1;
 
-    for (int k = tid; k < CHUNK; k += THREADS) {
+    for (int k = tid; k < chunk; k += THREADS) {
         int pg = -1;
         if (k < clen && t_begin + k < num_kv_indices)
             pg = __ldg(kv_indices + t_begin + k);
@@ -470,13 +498,14 @@ mla_wgmma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ par
     const int b = row / NUM_QO_HEADS;
     const int head = row % NUM_QO_HEADS;
 
+    const int chunk = chunk_tokens(num_kv_indices);
     const int start = __ldg(kv_indptr + b);
     const int len = __ldg(kv_indptr + b + 1) - start;
-    int n = len > 0 ? (len + CHUNK - 1) / CHUNK : 0;
+    int n = len > 0 ? (len + chunk - 1) / chunk : 0;
     if (n == 1)
         return; /* written by mla_wgmma_partial */
-    const int s0 = slot_begin(start, b);
-    const int n_slots = (num_kv_indices + CHUNK - 1) / CHUNK + batch_size; /* the partial grid */
+    const int s0 = slot_begin(start, b, chunk);
+    const int n_slots = (num_kv_indices + chunk - 1) / chunk + batch_size; /* the partial grid */
     if (n > 0 && (s0 < 0 || s0 + n > n_slots))
         n = 0; /* inconsistent kv_indptr: never read past the scratch */
 
