@@ -225,8 +225,10 @@ def parse_candidate(path, op):
         if not isinstance(l, dict) or not IDENT.match(str(l.get("kernel", ""))):
             raise CandidateError(f"launch {i}: 'kernel' must be a C identifier")
         for k in l:
-            if k not in ("kernel", "grid", "block", "smem", "args"):
-                raise CandidateError(f"launch {i}: unknown field '{k}' (fields: kernel, grid, block, smem, args)")
+            if k not in ("kernel", "grid", "block", "smem", "args", "pdl"):
+                raise CandidateError(f"launch {i}: unknown field '{k}' (fields: kernel, grid, block, smem, args, pdl)")
+        if not isinstance(l.get("pdl", False), bool):
+            raise CandidateError(f"launch {i} ({l['kernel']}): 'pdl' must be true or false")
         for key in ("grid", "block"):
             if not isinstance(l.get(key), list) or not 1 <= len(l[key]) <= 3:
                 raise CandidateError(f"launch {i} ({l['kernel']}): '{key}' must be a list of 1 to 3 expressions")

@@ -10,7 +10,7 @@
      "smem": "36864 + STAGES*TILE*1168 + 8192",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
-    {"kernel": "mla_fma_merge", "grid": ["cdiv(batch_size*num_qo_heads, 8)"], "block": ["256"],
+    {"kernel": "mla_fma_merge", "grid": ["batch_size*num_qo_heads"], "block": ["128"], "pdl": true,
      "args": ["kv_indptr", "part_o", "part_lse", "output", "lse", "batch_size", "num_kv_indices"]} ] }
 */
 /*
@@ -89,6 +89,22 @@ static_assert(SMEM_BYTES == 36864 + STAGES * TILE * 1168 + 8192, "keep the smem 
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
+/* programmatic dependent launch (sm_90): the merge launch may start while the partial grid
+   runs, and waits for it before it reads a partial */
+__device__ __forceinline__ void pdl_launch_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 __device__ __forceinline__ void cp_async16(unsigned dst, const void *gmem_src, bool valid)
@@ -138,6 +154,7 @@ mla_fma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     unsigned char *const s_ring = smem_raw + QF_BYTES;               /* [STAGES][TILE][ROW_BYTES] */
     int *const s_idx = reinterpret_cast<int *>(s_ring + RING_BYTES); /* [IDX_MAX] */
 
+    pdl_launch_dependents(); /* the merge grid may be scheduled once every CTA of this one runs */
     const int tid = threadIdx.x;
     const int warp = tid >> 5;
     const int lane = tid & 31;
@@ -344,17 +361,21 @@ mla_fma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     }
 }
 
-/* One warp per (request, head), lane owns dims 8*lane.. and 256 + 8*lane..; merges the
-   request's chunk slots. Requests of one chunk were finished by the partial kernel;
-   requests of no token get output 0 and lse -inf. */
-extern "C" __global__ void __launch_bounds__(256)
+/* One CTA of 4 warps per (request, head): warp w takes the request's chunk slots w, w+4, ...
+   (four slots per step, so a lane has 8 to 16 loads in flight rather than one), lane owns dims
+   8*lane.. and 256 + 8*lane..; the 4 warps' sums meet in shared memory. Requests of one chunk
+   were finished by the partial kernel; requests of no token get output 0 and lse -inf. */
+extern "C" __global__ void __launch_bounds__(128)
 mla_fma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_o,
               const float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output, float *__restrict__ lse,
               int batch_size, int num_kv_indices)
 {
-    const int row = blockIdx.x * 8 + (threadIdx.x >> 5); /* b*16 + head */
+    __shared__ float s_acc[4][DIM_CKV];
+    __shared__ float s_l[4];
+    const int row = blockIdx.x; /* b*16 + head */
     if (row >= batch_size * NUM_QO_HEADS)
         return;
+    const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
     const int b = row / NUM_QO_HEADS;
     const int head = row % NUM_QO_HEADS;
@@ -369,6 +390,7 @@ mla_fma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_
     const int n_slots = (num_kv_indices + chunk - 1) / chunk + batch_size; /* the partial grid */
     if (n > 0 && (s0 < 0 || s0 + n > n_slots))
         n = 0; /* inconsistent kv_indptr: never read past the scratch */
+    pdl_wait(); /* the partial grid has finished and its stores are visible */
 
     float mx = neg_inf();
     for (int s = lane; s < n; s += 32)
@@ -382,24 +404,36 @@ mla_fma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_
 #pragma unroll
     for (int i = 0; i < 16; i++)
         acc[i] = 0.0f;
-    for (int sb = 0; sb < n; sb += 32) { /* warp-uniform */
-        const int s = sb + lane;
-        const float ls = (s < n) ? __ldg(part_lse + (size_t)(s0 + s) * NUM_QO_HEADS + head) : neg_inf();
-        const float w = (ls == neg_inf()) ? 0.0f : exp2f(ls - mx);
-        L += w;
-        const int cnt = min(32, n - sb);
-        for (int k = 0; k < cnt; k++) {
-            const float ws = __shfl_sync(FULL_MASK, w, k);
-            if (ws == 0.0f) /* warp-uniform */
-                continue;
-            const size_t prow = ((size_t)(s0 + sb + k) * NUM_QO_HEADS + head) * DIM_CKV;
+    for (int s = warp; s < n; s += 4 * 4) { /* warp-uniform */
+        float ws[4];
+        uint4 raw[4][4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int sk = s + 4 * k;
+            const float ls = sk < n ? __ldg(part_lse + (size_t)(s0 + sk) * NUM_QO_HEADS + head) : neg_inf();
+            ws[k] = (ls == neg_inf()) ? 0.0f : exp2f(ls - mx);
+            const size_t prow = ((size_t)(s0 + (sk < n ? sk : s)) * NUM_QO_HEADS + head) * DIM_CKV;
 #pragma unroll
             for (int half = 0; half < 2; half++) {
                 const int d = half * 256 + lane * 8;
+                if (PART) {
+                    raw[k][2 * half] = __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const __nv_bfloat16 *>(part_o) + prow + d));
+                } else {
+                    raw[k][2 * half] = __ldg(reinterpret_cast<const uint4 *>(part_o + prow + d));
+                    raw[k][2 * half + 1] = __ldg(reinterpret_cast<const uint4 *>(part_o + prow + d + 4));
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            L += ws[k];
+            if (ws[k] == 0.0f)
+                continue;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
                 float x[8];
                 if (PART) {
-                    const uint4 v = __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const __nv_bfloat16 *>(part_o) + prow + d));
-                    const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&v);
+                    const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&raw[k][2 * half]);
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const float2 f = __bfloat1622float2(h2[e]);
@@ -407,31 +441,40 @@ mla_fma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_
                         x[2 * e + 1] = f.y;
                     }
                 } else {
-                    const float4 v0 = __ldg(reinterpret_cast<const float4 *>(part_o + prow + d));
-                    const float4 v1 = __ldg(reinterpret_cast<const float4 *>(part_o + prow + d + 4));
-                    x[0] = v0.x, x[1] = v0.y, x[2] = v0.z, x[3] = v0.w;
-                    x[4] = v1.x, x[5] = v1.y, x[6] = v1.z, x[7] = v1.w;
+                    const float *f0 = reinterpret_cast<const float *>(&raw[k][2 * half]);
+                    const float *f1 = reinterpret_cast<const float *>(&raw[k][2 * half + 1]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        x[e] = f0[e];
+                        x[4 + e] = f1[e];
+                    }
                 }
 #pragma unroll
                 for (int e = 0; e < 8; e++)
-                    acc[half * 8 + e] = fmaf(ws, x[e], acc[half * 8 + e]);
+                    acc[half * 8 + e] = fmaf(ws[k], x[e], acc[half * 8 + e]);
             }
         }
     }
 #pragma unroll
-    for (int off = 16; off >= 1; off /= 2)
-        L += __shfl_xor_sync(FULL_MASK, L, off);
-
-    const float inv = (L > 0.0f) ? 1.0f / L : 0.0f;
+    for (int half = 0; half < 2; half++)
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        uint4 v;
-        __nv_bfloat162 *h2 = reinterpret_cast<__nv_bfloat162 *>(&v);
+        for (int e = 0; e < 8; e++)
+            s_acc[warp][half * 256 + lane * 8 + e] = acc[half * 8 + e];
+    if (lane == 0)
+        s_l[warp] = L; /* the same in every lane */
+    __syncthreads();
+
+    const float Lt = s_l[0] + s_l[1] + s_l[2] + s_l[3];
+    const float inv = (Lt > 0.0f) ? 1.0f / Lt : 0.0f;
+    for (int d = threadIdx.x * 4; d < DIM_CKV; d += 128 * 4) {
+        float o[4];
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            h2[e] = __floats2bfloat162_rn(acc[half * 8 + 2 * e] * inv, acc[half * 8 + 2 * e + 1] * inv);
-        *reinterpret_cast<uint4 *>(output + (size_t)row * DIM_CKV + half * 256 + lane * 8) = v;
+            o[e] = (s_acc[0][d + e] + s_acc[1][d + e] + s_acc[2][d + e] + s_acc[3][d + e]) * inv;
+        __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(output + (size_t)row * DIM_CKV + d);
+        out[0] = __floats2bfloat162_rn(o[0], o[1]);
+        out[1] = __floats2bfloat162_rn(o[2], o[3]);
     }
-    if (lane == 0)
-        lse[row] = (L > 0.0f) ? mx + log2f(L) : neg_inf();
+    if (threadIdx.x == 0)
+        lse[row] = (Lt > 0.0f) ? mx + log2f(Lt) : neg_inf();
 }
