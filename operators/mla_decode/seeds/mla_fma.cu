@@ -1,8 +1,7 @@
 /* ksearch
 { "params": {"CHUNK": [32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [32, 64], "STAGES": [2, 3, 4], "HPW": [1, 2, 4],
-             "MINB": [1, 2], "PART": [0, 1]},
-  "constraints": ["CHUNK % TILE == 0", "MINB*(36864 + STAGES*TILE*1168 + 8192 + 1024) <= 233472",
-                  "MINB*512/HPW <= 1024", "MINB*HPW <= 4"],
+             "PART": [0, 1]},
+  "constraints": ["CHUNK % TILE == 0", "36864 + STAGES*TILE*1168 + 8192 <= 232448"],
   "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
               "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads"]},
   "launch": [
@@ -35,7 +34,6 @@
  *   TILE   - tokens per ring stage (32 or 64: one or two per lane in the score)
  *   STAGES - ring depth
  *   HPW    - heads per warp (1, 2, 4: 16, 8, 4 warps); accumulators 16*HPW per lane
- *   MINB   - CTAs per SM asked of ptxas (__launch_bounds__)
  *   PART   - partials in fp32 (0) or bf16 (1)
  */
 #include <cuda_bf16.h>

@@ -1,7 +1,7 @@
 /* ksearch
 { "params": {"CHUNK": [16, 32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4],
-             "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1]},
-  "constraints": ["CHUNK % TILE == 0",
+             "WARPS": [4, 8], "MINB": [1, 2, 3], "PART": [0, 1]},
+  "constraints": ["CHUNK % TILE == 0", "MINB*WARPS <= 16",
                   "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + 8192 + 1024) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
               "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads"]},
@@ -44,7 +44,8 @@
  *   TILE   - tokens per ring stage (16, 32, 64)
  *   STAGES - ring depth: STAGES-1 tiles in flight while one is computed
  *   WARPS  - 4 or 8 (the score splits the k-steps, the PV splits the output dims)
- *   MINB   - CTAs per SM asked of ptxas (__launch_bounds__), and allowed by shared memory
+ *   MINB   - CTAs per SM asked of ptxas (__launch_bounds__), and allowed by shared memory:
+ *            several CTAs overlap one's barriers with another's loads and math
  *   PART   - partials in fp32 (0) or bf16 (1)
  */
 #include <cuda_bf16.h>

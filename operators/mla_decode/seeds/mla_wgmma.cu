@@ -1,12 +1,13 @@
 /* ksearch
-{ "params": {"CHUNK": [64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "WG": [1, 2], "KB": [2, 3, 4, 6, 9], "PVB": [1, 2],
-             "HINT": [0, 1], "PART": [0, 1]},
-  "constraints": ["(36 / WG) % KB == 0", "(8 / WG) % PVB == 0"],
-  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, 64*cdiv(cdiv(num_kv_indices, CTAS), 64)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
-              "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, 64*cdiv(cdiv(num_kv_indices, CTAS), 64)))) + batch_size)*num_qo_heads"]},
+{ "params": {"CHUNK": [64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [64, 32], "STAGES": [2, 3, 4],
+             "WG": [1, 2], "KB": [2, 3, 4, 6, 9], "PVB": [1, 2], "MINB": [1, 2], "HINT": [0, 1], "PART": [0, 1]},
+  "constraints": ["(36 / WG) % KB == 0", "(8 / WG) % PVB == 0", "CHUNK % TILE == 0",
+                  "MINB*(28896 + STAGES*TILE*1168 + WG*4096 + 1024) <= 233472", "MINB*WG <= 2"],
+  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
+              "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads"]},
   "launch": [
-    {"kernel": "mla_wgmma_partial", "grid": ["cdiv(num_kv_indices, min(2048, max(CHUNK, 64*cdiv(cdiv(num_kv_indices, CTAS), 64)))) + batch_size"], "block": ["WG*128"],
-     "smem": "170192 + WG*4096 + 8192",
+    {"kernel": "mla_wgmma_partial", "grid": ["cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size"], "block": ["WG*128"],
+     "smem": "28896 + STAGES*TILE*1168 + WG*4096",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
     {"kernel": "mla_wgmma_merge", "grid": ["batch_size*num_qo_heads"], "block": ["128"], "pdl": true,
@@ -28,9 +29,11 @@
  * Work split, partials and merge: as mla_mma (flattened token-balanced chunk slots of
  * CHUNK tokens; a request of one chunk is written in place, longer ones merge).
  *
- * Per CTA: WG warpgroups. A tile is 64 tokens; each token a row of ckv (1024 B, one bulk
- * copy) then kpe (128 B, another), padded to 1168 B so ldmatrix rows fall in distinct
- * banks. Two ring stages (74.75 KiB each): one tile is copied while the other is computed.
+ * Per CTA: WG warpgroups. A tile is TILE tokens (64: one m64 tile of the score; 32: rows
+ * 32-63 repeat rows 0-31 and are masked, half the score work wasted, half the ring); each
+ * token a row of ckv (1024 B, one bulk copy) then kpe (128 B, another), padded to 1168 B
+ * so ldmatrix rows fall in distinct banks. STAGES ring stages: STAGES-1 tiles are copied
+ * while one is computed.
  * Warp 0 issues a tile's copies: lane 0 arms the stage's mbarrier with the byte count,
  * then each lane copies two tokens' rows. Tokens past the chunk copy the chunk's first
  * row instead (finite data, masked to p = 0).
@@ -41,14 +44,18 @@
  * m-tiles per wgmma batch).
  *
  * Params:
- *   CHUNK - tokens per CTA (a multiple of the 64-token tile, or 64 itself)
+ *   CHUNK - fewest tokens per CTA (a multiple of TILE); CTAS - slots wanted: the chunk
+ *           grows to cdiv(N, CTAS) tokens when that is more
+ *   TILE  - tokens per ring stage (64, or 32 with half of each score wgmma wasted)
+ *   STAGES- ring depth
+ *   MINB  - CTAs per SM asked of ptxas (__launch_bounds__), allowed by shared memory
  *   WG    - warpgroups per CTA (1 or 2)
  *   KB    - score k-steps per wgmma batch (A fragments held in registers at once)
  *   PVB   - PV m-tiles per wgmma batch
  *   HINT  - bulk copies with an L2 evict_first policy (the KV cache is read once)
  *   PART  - partials in fp32 (0) or bf16 (1)
- * Shared memory: 18432 (Q) + 2*74752 (ring) + WG*4096 (scores) + 2048 (P) + 192 + 16
- * (mbarriers, stats) + 8192 (page indices) = 170192 + WG*4096 + 8192.
+ * Shared memory: 18432 (Q) + STAGES*TILE*1168 (ring) + WG*4096 (scores) + 2048 (P) + 224
+ * (stats, mbarriers) + 8192 (page indices) = 28896 + STAGES*TILE*1168 + WG*4096.
  */
 #include <cuda_bf16.h>
 
@@ -70,6 +77,15 @@
 #ifndef KB
 #define KB 2
 #endif
+#ifndef TILE
+#define TILE 64
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef MINB
+#define MINB 1
+#endif
 #ifndef PVB
 #define PVB 1
 #endif
@@ -83,7 +99,7 @@
 #define CTAS 132
 #endif
 #define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
-#define CHUNK_TILE 64
+#define CHUNK_TILE TILE
 
 #define NUM_QO_HEADS 16
 #define DIM_CKV 512
@@ -91,8 +107,6 @@
 #define DIM_QK (DIM_CKV + DIM_KPE) /* 576 */
 #define ROW_PIECES (DIM_QK / 8)     /* 72 */
 #define ROW_BYTES 1168
-#define TILE 64
-#define STAGES 2
 #define WARPS (4 * WG)
 #define THREADS (WARPS * 32)
 #define FULL_MASK 0xffffffffu
@@ -103,19 +117,22 @@ constexpr int KSTEPS = DIM_QK / 16;        /* 36 */
 constexpr int KPG = KSTEPS / WG;           /* score k-steps per warpgroup */
 constexpr int HPW = NUM_QO_HEADS / WARPS;  /* softmax heads per warp */
 constexpr int MTG = (DIM_CKV / 64) / WG;   /* PV m-tiles per warpgroup */
+constexpr int MROWS = 64;                  /* rows of a score wgmma (tokens; repeated when TILE = 32) */
 constexpr int Q_SBO = (DIM_QK / 8) * 128;  /* 9216: next 8 heads of Q */
-constexpr int P_SBO = (TILE / 8) * 128;    /* 1024: next 8 heads of P */
+constexpr int P_SBO = (MROWS / 8) * 128;   /* 1024: next 8 heads of P */
 constexpr int Q_BYTES = NUM_QO_HEADS * DIM_QK * 2;          /* 18432 */
 constexpr int RING_BYTES = STAGES * TILE * ROW_BYTES;       /* 149504 */
-constexpr int S_BYTES = WG * NUM_QO_HEADS * TILE * 4;       /* WG*4096 */
-constexpr int P_BYTES = NUM_QO_HEADS * TILE * 2;            /* 2048 */
-constexpr int STAT_BYTES = 192 + 16;                        /* corr, m/l, 2 mbarriers */
+constexpr int S_BYTES = WG * NUM_QO_HEADS * MROWS * 4;      /* WG*4096 */
+constexpr int P_BYTES = NUM_QO_HEADS * MROWS * 2;           /* 2048 */
+constexpr int STAT_BYTES = 192 + 32;                        /* corr, m/l, up to 4 mbarriers */
 constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + P_BYTES + STAT_BYTES + 8192;
 
 static_assert(WG == 1 || WG == 2, "WG is 1 or 2");
 static_assert(KPG % KB == 0 && MTG % PVB == 0, "batches divide the work");
+static_assert(TILE == 64 || TILE == 32, "TILE is 64 or 32");
+static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 ring stages (4 mbarriers)");
 static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
-static_assert(SMEM_BYTES == 170192 + WG * 4096 + 8192, "keep the smem expression in the header in sync");
+static_assert(SMEM_BYTES == 28896 + STAGES * TILE * 1168 + WG * 4096, "keep the smem expression in the header in sync");
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory");
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
@@ -226,7 +243,7 @@ __device__ __forceinline__ int chunk_tokens(int num_kv_indices)
 
 __device__ __forceinline__ int slot_begin(int indptr_b, int b, int chunk) { return indptr_b / chunk + b; }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *__restrict__ q_pe,
                   const __nv_bfloat16 *__restrict__ ckv_cache, const __nv_bfloat16 *__restrict__ kpe_cache,
                   const int *__restrict__ kv_indptr, const int *__restrict__ kv_indices, float sm_scale,
@@ -235,12 +252,12 @@ mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 
 {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char *const s_q = smem_raw;                                        /* Q, core-matrix layout */
-    unsigned char *const s_ring = s_q + Q_BYTES;                                /* [2][64][ROW_BYTES] */
+    unsigned char *const s_ring = s_q + Q_BYTES;                                /* [STAGES][TILE][ROW_BYTES] */
     float *const s_s = reinterpret_cast<float *>(s_ring + RING_BYTES);          /* [WG][16][64] */
     unsigned char *const s_p = s_ring + RING_BYTES + S_BYTES;                   /* P, core-matrix layout */
     float *const s_corr = reinterpret_cast<float *>(s_p + P_BYTES);            /* [16] */
     float *const s_ml = s_corr + NUM_QO_HEADS;                                  /* [16][2] */
-    unsigned long long *const s_bar = reinterpret_cast<unsigned long long *>(s_p + P_BYTES + 192); /* [2] */
+    unsigned long long *const s_bar = reinterpret_cast<unsigned long long *>(s_p + P_BYTES + 192); /* [STAGES] */
     int *const s_idx = reinterpret_cast<int *>(s_p + P_BYTES + STAT_BYTES);    /* [IDX_MAX] */
 
     pdl_launch_dependents(); /* the merge grid may be scheduled once every CTA of this one runs */
@@ -287,8 +304,8 @@ mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 
     }
     const unsigned bar0 = smem_addr(s_bar);
     if (tid == 0) {
-        mbar_init(bar0, 1);
-        mbar_init(bar0 + 8, 1);
+        for (int st = 0; st < STAGES; st++)
+            mbar_init(bar0 + 8 * st, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* Q, written by st.shared, read by wgmma */
@@ -315,14 +332,14 @@ mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 
             }
         }
     };
-    issue_tile(0);
-    issue_tile(1);
+    for (int u = 0; u < STAGES; u++)
+        issue_tile(u);
 
     const float qk_scale = sm_scale * LOG2E;
     const int r = lane >> 2;
     const int c = lane & 3;
     /* A (K rows) for the score: row 16*wq + (lane & 15), piece + lane/16 */
-    const unsigned ka_off = (unsigned)((16 * wq + (lane & 15)) * ROW_BYTES + (lane >> 4) * 16);
+    const unsigned ka_off = (unsigned)(((16 * wq + (lane & 15)) % TILE) * ROW_BYTES + (lane >> 4) * 16);
     /* A (V^T, .trans) for PV: token (lane & 7) + 8*((lane >> 4) & 1), dim piece 2*wq + ((lane >> 3) & 1) */
     const unsigned va_off = (unsigned)(((lane & 7) + 8 * ((lane >> 4) & 1)) * ROW_BYTES + (2 * wq + ((lane >> 3) & 1)) * 16);
     const unsigned q_base = smem_addr(s_q) + (unsigned)(wg * KPG * 256);
@@ -364,20 +381,20 @@ mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 
             wgmma_wait0();
         }
         {
-            float *const sp = s_s + wg * NUM_QO_HEADS * TILE;
+            float *const sp = s_s + wg * NUM_QO_HEADS * MROWS;
             const int t0 = 16 * wq + r;
 #pragma unroll
             for (int jn = 0; jn < 2; jn++) {
                 const int h = 8 * jn + 2 * c;
-                sp[h * TILE + t0] = s[4 * jn];
-                sp[(h + 1) * TILE + t0] = s[4 * jn + 1];
-                sp[h * TILE + t0 + 8] = s[4 * jn + 2];
-                sp[(h + 1) * TILE + t0 + 8] = s[4 * jn + 3];
+                sp[h * MROWS + t0] = s[4 * jn];
+                sp[(h + 1) * MROWS + t0] = s[4 * jn + 1];
+                sp[h * MROWS + t0 + 8] = s[4 * jn + 2];
+                sp[(h + 1) * MROWS + t0 + 8] = s[4 * jn + 3];
             }
         }
         __syncthreads(); /* scores complete; every warp is done with tile u-1 */
         if (u > 0)
-            issue_tile(u + 1); /* refills the slot of tile u-1 (tile 1 went with tile 0) */
+            issue_tile(u + STAGES - 1); /* refills the slot of tile u-1 (the prologue issued up to STAGES-1) */
 
         /* 2. online softmax: warp owns heads warp + WARPS*i, lane owns tokens lane, lane + 32 */
 #pragma unroll
@@ -389,11 +406,11 @@ mla_wgmma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 
             for (int e = 0; e < 2; e++) {
                 const int t = lane + 32 * e;
                 sv[e] = neg_inf();
-                if (u * TILE + t < clen) {
+                if (t < TILE && u * TILE + t < clen) {
                     float v = 0.0f;
 #pragma unroll
                     for (int k = 0; k < WG; k++)
-                        v += s_s[(k * NUM_QO_HEADS + h) * TILE + t];
+                        v += s_s[(k * NUM_QO_HEADS + h) * MROWS + t];
                     sv[e] = v * qk_scale;
                 }
                 mx = fmaxf(mx, sv[e]);
