@@ -38,6 +38,10 @@
  */
 #include <cuda_bf16.h>
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "mla_fma needs sm_90 or newer (griddepcontrol; its constraints allow up to 227 KiB of shared memory per block)"
+#endif
+
 #ifndef CHUNK
 #define CHUNK 64
 #endif
@@ -87,21 +91,11 @@ static_assert(SMEM_BYTES == 36864 + STAGES * TILE * 1168 + 8192, "keep the smem 
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
-/* programmatic dependent launch (sm_90): the merge launch may start while the partial grid
-   runs, and waits for it before it reads a partial */
-__device__ __forceinline__ void pdl_launch_dependents()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
+/* programmatic dependent launch: the merge launch may start while the partial grid runs,
+   and waits for it before it reads a partial */
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
-__device__ __forceinline__ void pdl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 __device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
