@@ -14,8 +14,9 @@
 */
 /*
  * Family "mla_fma": CUDA cores only (fp32 FMA), split-KV over flattened chunk slots with
- * a merge launch, as mla_mma (request b owns slots floor(kv_indptr[b]/CHUNK) + b onward;
- * a request of one chunk is written in place, longer ones leave partials, fp32 or bf16).
+ * a merge launch, as mla_mma (request b owns slots floor(kv_indptr[b]/chunk) + b onward,
+ * chunk = min(2048, max(CHUNK, TILE*cdiv(cdiv(N, CTAS), TILE))); a request of one chunk
+ * is written in place, longer ones leave partials, fp32 or bf16, merged by a PDL launch).
  *
  * Per CTA: 16/HPW warps; warp w owns heads w*HPW .. w*HPW + HPW-1 for the whole chunk,
  * so no warp ever merges with another. Q is in shared memory as fp32 (read as broadcasts);
@@ -30,7 +31,7 @@
  * FMA issue, not DRAM, bounds it: 34.8 kflop per 1152-byte token is about 30 flop/byte.
  *
  * Params:
- *   CHUNK  - tokens per CTA
+ *   CHUNK  - fewest tokens per CTA; CTAS - slots wanted (the chunk grows to cdiv(N, CTAS))
  *   TILE   - tokens per ring stage (32 or 64: one or two per lane in the score)
  *   STAGES - ring depth
  *   HPW    - heads per warp (1, 2, 4: 16, 8, 4 warps); accumulators 16*HPW per lane

@@ -17,13 +17,14 @@
  * Family "mla_mma": tensor cores through mma.sync m16n8k16 (bf16 in, fp32 accumulate),
  * with the 16 query heads on M, so no row of an mma is padding.
  *
- * Work split ("flattened" split-KV, balanced by tokens): request b owns the chunk slots
- *   [f(b), f(b) + cdiv(len_b, CHUNK)),  f(b) = floor(kv_indptr[b] / CHUNK) + b,
- * which never overlap and all lie below cdiv(num_kv_indices, CHUNK) + batch_size (the
- * grid). A CTA finds its request with one coalesced read of kv_indptr and
- * __syncthreads_count; idle slots exit at once. A request of one chunk is written in
- * place; longer ones leave (o_s / l_s, lse_s) per slot, fp32 or bf16 (PART), which the
- * merge launch combines. Requests of no token get output 0 and lse -inf.
+ * Work split ("flattened" split-KV, balanced by tokens): with chunk = min(2048, max(CHUNK,
+ * TILE*cdiv(cdiv(N, CTAS), TILE))) tokens per slot, request b owns the chunk slots
+ *   [f(b), f(b) + cdiv(len_b, chunk)),  f(b) = floor(kv_indptr[b] / chunk) + b,
+ * which never overlap and all lie below cdiv(N, chunk) + batch_size (the grid). A CTA
+ * finds its request with one coalesced read of kv_indptr and __syncthreads_count; idle
+ * slots exit at once. A request of one chunk is written in place; longer ones leave
+ * (o_s / l_s, lse_s) per slot, fp32 or bf16 (PART), which the merge launch (PDL: it
+ * starts while this grid runs) combines. Requests of no token get output 0 and lse -inf.
  *
  * Per CTA: Q (16 heads x 576 dims: q_nope then q_pe) in shared memory; the chunk's page
  * indices in shared memory; a STAGES-deep ring of TILE-token tiles, each token a row of
@@ -40,7 +41,9 @@
  *      with another: every output element has one owner.
  *
  * Params:
- *   CHUNK  - tokens per CTA: GPU fill and balance vs. partial traffic
+ *   CHUNK  - fewest tokens per CTA; CTAS - slots wanted (the chunk grows to cdiv(N, CTAS)
+ *            tokens when that is more; 1048576: a fixed chunk): GPU fill and balance vs.
+ *            partial traffic and the merge
  *   TILE   - tokens per ring stage (16, 32, 64)
  *   STAGES - ring depth: STAGES-1 tiles in flight while one is computed
  *   WARPS  - 4 or 8 (the score splits the k-steps, the PV splits the output dims)

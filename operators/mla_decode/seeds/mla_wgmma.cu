@@ -27,7 +27,8 @@
  * 8*(K/8)*16 bytes apart), so no swizzle has to match a copy engine.
  *
  * Work split, partials and merge: as mla_mma (flattened token-balanced chunk slots of
- * CHUNK tokens; a request of one chunk is written in place, longer ones merge).
+ * min(2048, max(CHUNK, TILE*cdiv(cdiv(N, CTAS), TILE))) tokens; a request of one chunk is
+ * written in place, longer ones leave partials that a PDL launch merges).
  *
  * Per CTA: WG warpgroups. A tile is TILE tokens (64: one m64 tile of the score; 32: rows
  * 32-63 repeat rows 0-31 and are masked, half the score work wasted, half the ring); each
