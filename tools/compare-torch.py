@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time PyTorch's attention next to a ksearch candidate, on gqa's workloads.
+"""Time PyTorch's attention next to a ksearch candidate, on gqa's or mla_decode's workloads.
 
 For each benchmark workload of operators/gqa (B requests, N KV tokens):
   - PyTorch on the paged layout: the op.json reference (a gather of the
@@ -12,8 +12,13 @@ and prints them side by side with the HBM floor (min_bytes over the
 measured copy bandwidth).  Times are medians of CUDA-event timings with the
 L2 flushed before each repetition.
 
-usage: tools/compare-torch.py [--ksearch build/ksearch] [--candidate FILE.cu --param K=V ...]
-                              [--reps 50] [--json OUT.json]
+With --op mla_decode: the op.json reference on the paged layout with the
+workload's own request lengths, and SDPA on the dense layout (q [B, 16, 1,
+576], one shared K [B, 1, N/B, 576] and V [B, 1, N/B, 512], enable_gqa) with
+the backends that take a value dim other than the key's (efficient, math).
+
+usage: tools/compare-torch.py [--op gqa|mla_decode] [--ksearch build/ksearch]
+                              [--candidate FILE.cu --param K=V ...] [--reps 50] [--json OUT.json]
 """
 import argparse
 import json
@@ -76,7 +81,8 @@ def copy_bandwidth(torch):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ksearch", default=os.path.join(ROOT, "build", "ksearch"))
-    ap.add_argument("--candidate", help="a gqa candidate to time with ksearch check in the same run")
+    ap.add_argument("--op", default="gqa", choices=["gqa", "mla_decode"], help="the operator (default gqa)")
+    ap.add_argument("--candidate", help="a candidate of the op to time with ksearch check in the same run")
     ap.add_argument("--param", action="append", default=[], help="K=V for the candidate")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--json", help="write the table as JSON here")
@@ -86,9 +92,9 @@ def main():
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    op = json.load(open(os.path.join(ROOT, "operators", "gqa", "op.json")))
+    op = json.load(open(os.path.join(ROOT, "operators", args.op, "op.json")))
     scope = {}
-    exec(op["reference"], scope)  # defines run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale)
+    exec(op["reference"], scope)  # defines run(...) with the op's inputs in order
     reference = scope["run"]
     gbps = copy_bandwidth(torch)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -96,7 +102,7 @@ def main():
 
     candidate = {}
     if args.candidate:
-        cmd = [args.ksearch, "check", args.candidate, "--op", "gqa", "--json"]
+        cmd = [args.ksearch, "check", args.candidate, "--op", args.op, "--json"]
         for p in args.param:
             cmd += ["--param", p]
         out = subprocess.run(cmd, capture_output=True, text=True)
@@ -108,6 +114,10 @@ def main():
 
     rows = []
     for wl in op["ksearch"]["workloads"]:
+        if args.op == "mla_decode":
+            rows.append(mla_row(torch, F, SDPBackend, sdpa_kernel, op, wl, reference, gbps, flush, gen, args,
+                                candidate))
+            continue
         ax = eval_axes(op, wl)
         B, N, HQ, HKV, D = ax["batch_size"], ax["num_kv_indices"], ax["num_qo_heads"], ax["num_kv_heads"], ax["head_dim"]
         env = dict(ax)
@@ -143,9 +153,10 @@ def main():
                      "candidate_us": candidate.get(wl["id"])})
 
     print(f"GPU: {torch.cuda.get_device_name()}, copy bandwidth {gbps:.0f} GB/s, torch {torch.__version__}")
-    hdr = f"{'workload':14} {'HBM floor':>10} {'torch paged':>12} {'SDPA cuDNN':>11} {'SDPA flash':>11}"
+    dense_names = ("SDPA effic.", "SDPA math") if args.op == "mla_decode" else ("SDPA cuDNN", "SDPA flash")
+    hdr = f"{'workload':14} {'HBM floor':>10} {'torch paged':>12} {dense_names[0]:>11} {dense_names[1]:>11}"
     if candidate:
-        hdr += f" {'candidate':>10} {'vs cuDNN':>9} {'SOL':>5}"
+        hdr += f" {'candidate':>10} {'vs ' + dense_names[0].split()[-1]:>9} {'vs paged':>9} {'SOL':>5}"
     print(hdr)
     fmt = lambda v: f"{v:.2f}" if v else "-"
     for r in rows:
@@ -155,10 +166,49 @@ def main():
             ratio = r["sdpa_cudnn_us"] / c if c and r["sdpa_cudnn_us"] else None
             ratio_text = "%.2fx" % ratio if ratio else "-"
             sol_text = "%.0f%%" % (100 * r["floor_us"] / c) if c else "-"
-            line += f" {fmt(c):>10} {ratio_text:>9} {sol_text:>5}"
+            paged_text = "%.1fx" % (r["torch_paged_us"] / c) if c and r["torch_paged_us"] else "-"
+            line += f" {fmt(c):>10} {ratio_text:>9} {paged_text:>9} {sol_text:>5}"
         print(line)
     if args.json:
-        json.dump({"gpu": torch.cuda.get_device_name(), "copy_gbps": gbps, "rows": rows}, open(args.json, "w"), indent=2)
+        json.dump({"gpu": torch.cuda.get_device_name(), "copy_gbps": gbps, "op": args.op,
+                   "dense_columns": {"sdpa_cudnn_us": dense_names[0], "sdpa_flash_us": dense_names[1]}, "rows": rows},
+                  open(args.json, "w"), indent=2)
+
+
+def mla_row(torch, F, SDPBackend, sdpa_kernel, op, wl, reference, gbps, flush, gen, args, candidate):
+    """One mla_decode workload: the op.json reference on the paged layout, SDPA on a dense one."""
+    ax = eval_axes(op, wl)
+    B, N, H = ax["batch_size"], ax["num_kv_indices"], ax["num_qo_heads"]
+    DC, DP, pages = ax["head_dim_ckv"], ax["head_dim_kpe"], ax["num_pages"]
+    floor_us = eval(op["ksearch"]["min_bytes"], {"__builtins__": {}}, dict(ax)) / (gbps * 1e3)
+    scale = float(op["ksearch"]["generators"]["sm_scale"]["value"])
+    lens = wl.get("generators", {}).get("kv_indptr", {}).get("lengths") or [N // B + (1 if i < N % B else 0) for i in range(B)]
+    q_nope = torch.randn(B, H, DC, dtype=torch.bfloat16, device="cuda", generator=gen)
+    q_pe = torch.randn(B, H, DP, dtype=torch.bfloat16, device="cuda", generator=gen)
+    ckv = torch.randn(pages, 1, DC, dtype=torch.bfloat16, device="cuda", generator=gen)
+    kpe = torch.randn(pages, 1, DP, dtype=torch.bfloat16, device="cuda", generator=gen)
+    indptr = torch.tensor([0] + list(itertools_accumulate(lens)), dtype=torch.int32, device="cuda")
+    indices = torch.randperm(pages, device="cuda", generator=gen)[:N].to(torch.int32)
+    t_ref = time_cuda(torch, lambda: reference(q_nope, q_pe, ckv, kpe, indptr, indices, scale),
+                      max(5, args.reps // 10), flush)
+    L = max(1, N // B)
+    qd = torch.cat([q_nope, q_pe], dim=-1).view(B, H, 1, DC + DP)
+    kd = torch.randn(B, 1, L, DC + DP, dtype=torch.bfloat16, device="cuda", generator=gen)
+    vd = kd[..., :DC]
+    dense = {}
+    for name, backend in (("effic", SDPBackend.EFFICIENT_ATTENTION), ("math", SDPBackend.MATH)):
+        try:
+            with sdpa_kernel([backend]):
+                fn = lambda: F.scaled_dot_product_attention(qd, kd, vd, scale=scale, enable_gqa=True)
+                fn()
+                dense[name] = time_cuda(torch, fn, args.reps, flush)
+        except Exception as e:  # a backend may not support this shape or GPU
+            dense[name] = None
+            print(f"{wl['id']}: {name} backend unavailable: {str(e).splitlines()[0][:120]}", file=sys.stderr)
+    return {"id": wl["id"], "B": B, "N": N, "floor_us": floor_us, "torch_paged_us": t_ref[0],
+            "sdpa_cudnn_us": dense["effic"][0] if dense["effic"] else None,
+            "sdpa_flash_us": dense["math"][0] if dense["math"] else None,
+            "candidate_us": candidate.get(wl["id"])}
 
 
 def itertools_accumulate(values):

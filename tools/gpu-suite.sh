@@ -24,7 +24,7 @@ build/ksearch doctor
 if [ "$mode" = smoke ] || [ "$mode" = all ]; then
 	step "gpukit"
 	build/tests/test_gpukit 2>&1 | tee "$LOG_DIR/gpukit.log" | tail -40
-	for op in rmsnorm softmax gqa; do
+	for op in rmsnorm softmax gqa mla_decode; do
 		step "seeds of $op"
 		build/ksearch check operators/$op/reference.cu operators/$op/seeds/*.cu --op "$op" 2>&1 |
 			tee "$LOG_DIR/check-$op.log"

@@ -40,6 +40,7 @@ class CandidateError(Exception):
 
 # ---------------------------------------------------------------- expressions
 _EXPR_CHARS = re.compile(r"^[A-Za-z0-9_+\-*/%(),\s]*$")
+_COND_CHARS = re.compile(r"^[A-Za-z0-9_+\-*/%(),\s<>=!&|]*$")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_])[0-9][A-Za-z0-9_]*")
 
 
@@ -48,8 +49,9 @@ def _tdiv(a, b):  # C division: truncate toward zero
     return q if (a >= 0) == (b > 0) else -q
 
 
-def eval_expr(src, env):
-    """Integer expression over env: + - * / % (C truncation), unary -, cdiv, min, max."""
+def eval_expr(src, env, condition=False):
+    """Integer expression over env: + - * / % (C truncation), unary -, cdiv, min, max.
+    With condition (a candidate's constraints): also C's comparisons, !, && and || (1 or 0)."""
     if isinstance(src, int) and not isinstance(src, bool):
         return src
     if not isinstance(src, str) or not src.strip():
@@ -58,15 +60,21 @@ def eval_expr(src, env):
     def fail(msg):
         raise ValueError(f'in "{src}": {msg}')
 
-    if not _EXPR_CHARS.match(src):
-        fail("only integers, names, + - * / %, parentheses, commas and cdiv/min/max are allowed")
+    if not (_COND_CHARS if condition else _EXPR_CHARS).match(src):
+        fail("only integers, names, + - * / %, parentheses, commas and cdiv/min/max are allowed"
+             + (", and comparisons, !, && and ||" if condition else ""))
     for tok in _NUMBER.findall(src):
         if not tok.isdigit():
             fail(f"bad integer literal '{tok}'")
+    text = src.strip()
+    if condition:  # C's boolean operators in Python's syntax
+        text = re.sub(r"!(?!=)", " not ", text.replace("&&", " and ").replace("||", " or "))
     try:
-        tree = ast.parse(src.strip(), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         fail(f"syntax error ({e.msg})")
+    cmp_ops = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+               ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 
     def chk(v):
         if not INT64_MIN <= v <= INT64_MAX:
@@ -74,6 +82,18 @@ def eval_expr(src, env):
         return v
 
     def ev(n):
+        if condition and isinstance(n, ast.BoolOp):  # short-circuit, as C
+            for v in n.values:
+                x = ev(v)
+                if isinstance(n.op, ast.And) and not x:
+                    return 0
+                if isinstance(n.op, ast.Or) and x:
+                    return 1
+            return 1 if isinstance(n.op, ast.And) else 0
+        if condition and isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return 0 if ev(n.operand) else 1
+        if condition and isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in cmp_ops:
+            return 1 if cmp_ops[type(n.ops[0])](ev(n.left), ev(n.comparators[0])) else 0
         if isinstance(n, ast.Constant) and type(n.value) is int:
             return chk(n.value)
         if isinstance(n, ast.Name):
@@ -176,9 +196,12 @@ def parse_candidate(path, op):
     if not isinstance(block, dict):
         raise CandidateError("ksearch block must be a JSON object")
     for k in block:
-        if k not in ("params", "scratch", "launch"):
-            raise CandidateError(f"ksearch block: unknown field '{k}' (fields: params, scratch, launch)")
+        if k not in ("params", "constraints", "scratch", "launch"):
+            raise CandidateError(f"ksearch block: unknown field '{k}' (fields: params, constraints, scratch, launch)")
     params = block.get("params", {}) or {}
+    constraints = block.get("constraints", []) or []
+    if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
+        raise CandidateError("'constraints' must be a list of expressions")
     scratch = block.get("scratch", {}) or {}
     launch = block.get("launch")
     if not isinstance(params, dict) or not isinstance(scratch, dict):
@@ -202,8 +225,10 @@ def parse_candidate(path, op):
         if not isinstance(l, dict) or not IDENT.match(str(l.get("kernel", ""))):
             raise CandidateError(f"launch {i}: 'kernel' must be a C identifier")
         for k in l:
-            if k not in ("kernel", "grid", "block", "smem", "args"):
-                raise CandidateError(f"launch {i}: unknown field '{k}' (fields: kernel, grid, block, smem, args)")
+            if k not in ("kernel", "grid", "block", "smem", "args", "pdl"):
+                raise CandidateError(f"launch {i}: unknown field '{k}' (fields: kernel, grid, block, smem, args, pdl)")
+        if not isinstance(l.get("pdl", False), bool):
+            raise CandidateError(f"launch {i} ({l['kernel']}): 'pdl' must be true or false")
         for key in ("grid", "block"):
             if not isinstance(l.get(key), list) or not 1 <= len(l[key]) <= 3:
                 raise CandidateError(f"launch {i} ({l['kernel']}): '{key}' must be a list of 1 to 3 expressions")
@@ -214,19 +239,40 @@ def parse_candidate(path, op):
                 raise CandidateError(f"launch {i} ({l['kernel']}): arg '{a}' is not an op tensor, scalar, axis or scratch buffer")
         if not re.search(r"\b%s\s*\(" % re.escape(l["kernel"]), src[pos:]):
             print(f"warning: kernel '{l['kernel']}' not found in the source", file=sys.stderr)
-    return src, params, scratch, launch
+    for c in constraints:
+        try:
+            eval_expr(c, {k: v[0] for k, v in params.items()}, condition=True)
+        except ValueError as e:
+            if "division" not in str(e) and "modulo" not in str(e) and "cdiv by" not in str(e):
+                raise CandidateError(f"constraint: {e}")
+    return src, params, constraints, scratch, launch
 
 
-def param_sets(params, overrides, all_params):
-    """The first value of each param, or (all_params) every combination; --param pins values."""
+def allowed(combo, constraints):
+    """Does a param combination meet every constraint? (One that cannot be decided does not.)"""
+    try:
+        return all(eval_expr(c, combo, condition=True) for c in constraints)
+    except ValueError:
+        return False
+
+
+def param_sets(params, constraints, overrides, all_params):
+    """The default params (the first values, or else the first combination, first param varying
+    slowest, that meets the constraints), or (all_params) every allowed combination; --param
+    pins values. A pinned combination that breaks a constraint is a usage error, as in ksearch."""
     names = list(params)
     for k, v in overrides.items():
         if k not in params:
             raise UsageError(f"--param {k}: the candidate has no such param (has: {', '.join(names) or 'none'})")
         if v not in params[k]:
             print(f"warning: {k}={v} is outside the candidate's list {params[k]}", file=sys.stderr)
-    lists = [[overrides[n]] if n in overrides else (params[n] if all_params else params[n][:1]) for n in names]
-    return [dict(zip(names, c)) for c in itertools.product(*lists)]
+    lists = [[overrides[n]] if n in overrides else params[n] for n in names]
+    combos = [dict(zip(names, c)) for c in itertools.product(*lists)]
+    ok = [c for c in combos if allowed(c, constraints)]
+    if not ok:
+        raise UsageError("no param combination meets the candidate's constraints"
+                         + (" with the --param values given" if overrides else ""))
+    return ok if all_params else ok[:1]
 
 
 def workload_env(op, wl):
@@ -572,11 +618,11 @@ def main(argv=None):
         except (KeyError, SyntaxError, TypeError) as e:
             raise UsageError(f"op.json reference: {e}")
         try:
-            src, params, scratch, launch = parse_candidate(args.candidate, op)
+            src, params, constraints, scratch, launch = parse_candidate(args.candidate, op)
         except CandidateError as e:
             print(f"{args.candidate}: CONTRACT ERROR: {e}")
             return 1
-        combos = param_sets(params, overrides, args.all_params)
+        combos = param_sets(params, constraints, overrides, args.all_params)
         wls = op["ksearch"]["check_workloads"] + op["ksearch"]["workloads"]
         unknown = set(args.workload or []) - {w.get("id") for w in wls}
         if unknown:

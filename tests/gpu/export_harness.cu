@@ -2,18 +2,19 @@
  * export_harness.cu - runs a kernel exported by `ksearch export-best` the
  * way a user would: through its header and launcher only, with the CUDA
  * runtime, and checks it against the operator's reference kernel on the
- * check workloads.  Nothing of ksearch is linked.  Covers gqa and rmsnorm.
+ * check workloads.  Nothing of ksearch is linked.  Covers gqa, mla_decode and rmsnorm.
  *
  * Build (tests/gpu/t0210-export-run.sh does it), with the export named
  * ks_export in EXPORT_DIR:
  *   nvcc -std=c++17 -arch=sm_90a -DKS_OP_GQA -I operators/gqa -I EXPORT_DIR \
  *        tests/gpu/export_harness.cu EXPORT_DIR/ks_export.cu -o harness
- * (-DKS_OP_RMSNORM and -I operators/rmsnorm for rmsnorm; the -I of the
- * operator's folder is where "reference.cu" comes from.)
+ * (-DKS_OP_MLA_DECODE and -I operators/mla_decode for mla_decode, -DKS_OP_RMSNORM
+ * and -I operators/rmsnorm for rmsnorm; the -I of the operator's folder is where
+ * "reference.cu" comes from.)
  *
  * Run: harness WORKLOADS, a file of lines
  *   tol OUTPUT ATOL RTOL                       one per output of the op
- *   gqa:     ID batch_size num_kv_indices num_pages [LENGTH ...]
+ *   gqa, mla_decode: ID batch_size num_kv_indices num_pages [LENGTH ...]
  *   rmsnorm: ID num_rows X_MEAN X_STD            (X_STD 0: every x is X_MEAN)
  * For each workload and two input sets: the reference runs into its own
  * buffers; the export runs into outputs and a workspace filled with NaN
@@ -36,10 +37,12 @@
 
 #if defined(KS_OP_GQA)
 #include "reference.cu" /* gqa_decode_reference */
+#elif defined(KS_OP_MLA_DECODE)
+#include "reference.cu" /* mla_decode_reference */
 #elif defined(KS_OP_RMSNORM)
 #include "reference.cu" /* rmsnorm_reference */
 #else
-#error "build with -DKS_OP_GQA or -DKS_OP_RMSNORM"
+#error "build with -DKS_OP_GQA, -DKS_OP_MLA_DECODE or -DKS_OP_RMSNORM"
 #endif
 
 #define CHECK(call)                                                                                \
@@ -297,6 +300,150 @@ static void run_workload(const struct workload *w, uint64_t seed)
 		if (b)
 			CHECK(cudaFree(b));
 	free(q), free(k), free(v), free(indptr), free(indices), free(pool);
+	free(out), free(ref_out), free(lse), free(ref_lse);
+}
+
+#elif defined(KS_OP_MLA_DECODE)
+
+static const int HQ = 16, DC = 512, DP = 64;
+
+struct workload {
+	char id[64];
+	int batch, tokens, pages;
+	int lengths[256];
+	int n_lengths;
+};
+
+static int parse_workload(const char *line, struct workload *w)
+{
+	int used = 0, n;
+
+	memset(w, 0, sizeof(*w));
+	if (sscanf(line, "%63s %d %d %d%n", w->id, &w->batch, &w->tokens, &w->pages, &used) != 4)
+		return -1;
+	line += used;
+	while (w->n_lengths < 256 && sscanf(line, "%d%n", &w->lengths[w->n_lengths], &n) == 1) {
+		w->n_lengths++;
+		line += n;
+	}
+	return 0;
+}
+
+
+/* kv_indptr (lengths given, else 1 each plus the rest of the tokens at random) and
+   kv_indices (pages drawn without replacement from the pool, in random order) */
+static void draw_pages(const struct workload *w, struct rng *rng, int32_t *indptr, int32_t *indices)
+{
+	const int B = w->batch, N = w->tokens, P = w->pages;
+	int *len = (int *)calloc(B, sizeof(int));
+	int32_t *pool = (int32_t *)malloc((size_t)P * 4);
+
+	for (int b = 0; b < B; b++)
+		len[b] = w->n_lengths ? w->lengths[b] : 1;
+	for (int t = w->n_lengths ? N : B; t < N; t++)
+		len[rng->below(B)]++;
+	indptr[0] = 0;
+	for (int b = 0; b < B; b++)
+		indptr[b + 1] = indptr[b] + len[b];
+	for (int p = 0; p < P; p++)
+		pool[p] = p;
+	for (int t = 0; t < N; t++) {
+		int j = t + (int)rng->below(P - t);
+		int32_t tmp = pool[t];
+
+		pool[t] = pool[j];
+		pool[j] = tmp;
+		indices[t] = pool[t];
+	}
+	free(len);
+	free(pool);
+}
+
+static void run_workload(const struct workload *w, uint64_t seed)
+{
+	char what[128];
+	struct rng rng = { seed };
+	const int B = w->batch, N = w->tokens, P = w->pages;
+	const size_t nqn = (size_t)B * HQ * DC, nqp = (size_t)B * HQ * DP, nlse = (size_t)B * HQ;
+	const size_t nckv = (size_t)P * DC, nkpe = (size_t)P * DP;
+	__nv_bfloat16 *qn = (__nv_bfloat16 *)malloc(nqn * 2), *qp = (__nv_bfloat16 *)malloc(nqp * 2);
+	__nv_bfloat16 *ckv = (__nv_bfloat16 *)malloc(nckv * 2), *kpe = (__nv_bfloat16 *)malloc(nkpe * 2);
+	int32_t *indptr = (int32_t *)malloc((B + 1) * 4), *indices = (int32_t *)malloc((size_t)N * 4 + 4);
+	__nv_bfloat16 *out = (__nv_bfloat16 *)malloc(nqn * 2), *ref_out = (__nv_bfloat16 *)malloc(nqn * 2);
+	float *lse = (float *)malloc(nlse * 4), *ref_lse = (float *)malloc(nlse * 4);
+	const float sm_scale = 0.07216878364870323f;
+
+	snprintf(what, sizeof(what), "%s (seed %llu)", w->id, (unsigned long long)seed);
+	for (size_t i = 0; i < nqn; i++)
+		qn[i] = __float2bfloat16((float)rng.normal(0, 1));
+	for (size_t i = 0; i < nqp; i++)
+		qp[i] = __float2bfloat16((float)rng.normal(0, 1));
+	for (size_t i = 0; i < nckv; i++)
+		ckv[i] = __float2bfloat16((float)rng.normal(0, 1));
+	for (size_t i = 0; i < nkpe; i++)
+		kpe[i] = __float2bfloat16((float)rng.normal(0, 1));
+	draw_pages(w, &rng, indptr, indices);
+
+	void *d_qn = upload(qn, nqn * 2), *d_qp = upload(qp, nqp * 2);
+	void *d_ckv = upload(ckv, nckv * 2), *d_kpe = upload(kpe, nkpe * 2);
+	void *d_indptr = upload(indptr, (B + 1) * 4), *d_indices = upload(indices, (size_t)N * 4);
+
+	/* the reference, first and into its own buffers */
+	void *r_out = poisoned(nqn * 2), *r_lse = poisoned(nlse * 4);
+	mla_decode_reference<<<B * HQ, 128>>>((const __nv_bfloat16 *)d_qn, (const __nv_bfloat16 *)d_qp,
+					      (const __nv_bfloat16 *)d_ckv, (const __nv_bfloat16 *)d_kpe,
+					      (const int *)d_indptr, (const int *)d_indices, sm_scale,
+					      (__nv_bfloat16 *)r_out, (float *)r_lse, B);
+	CHECK(cudaGetLastError());
+	CHECK(cudaDeviceSynchronize());
+	download(ref_out, r_out, nqn * 2);
+	download(ref_lse, r_lse, nlse * 4);
+	CHECK(cudaFree(r_out));
+	CHECK(cudaFree(r_lse));
+
+	/* the export, as a user calls it */
+	const size_t ws_bytes = ks_export_workspace_bytes(B, P, B + 1, N);
+	void *ws = workspace_for(ws_bytes);
+	void *d_out = poisoned(nqn * 2), *d_lse = poisoned(nlse * 4);
+	cudaStream_t stream;
+
+	CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+	CHECK(cudaDeviceSynchronize()); /* the uploads and poisoning, on the legacy stream */
+	if (ws_bytes) {
+		cudaError_t e = ks_export_launch((const __nv_bfloat16 *)d_qn, (const __nv_bfloat16 *)d_qp,
+						 (const __nv_bfloat16 *)d_ckv, (const __nv_bfloat16 *)d_kpe,
+						 (const int32_t *)d_indptr, (const int32_t *)d_indices, sm_scale,
+						 (__nv_bfloat16 *)d_out, (float *)d_lse, B, P, B + 1, N, ws,
+						 ws_bytes - 1, stream);
+		if (e != cudaErrorInvalidValue) {
+			printf("FAIL %s: a workspace one byte short gave %s, not cudaErrorInvalidValue\n", what,
+			       cudaGetErrorName(e));
+			exit(1);
+		}
+	}
+	CHECK(ks_export_launch((const __nv_bfloat16 *)d_qn, (const __nv_bfloat16 *)d_qp, (const __nv_bfloat16 *)d_ckv,
+			       (const __nv_bfloat16 *)d_kpe, (const int32_t *)d_indptr, (const int32_t *)d_indices,
+			       sm_scale, (__nv_bfloat16 *)d_out, (float *)d_lse, B, P, B + 1, N, ws, ws_bytes, stream));
+	CHECK(cudaStreamSynchronize(stream));
+	CHECK(cudaGetLastError());
+	download(out, d_out, nqn * 2);
+	download(lse, d_lse, nlse * 4);
+	printf("%s: batch_size=%d num_kv_indices=%d num_pages=%d, workspace %zu bytes\n", what, B, N, P, ws_bytes);
+	compare(what, "output", out, ref_out, nqn);
+	compare(what, "lse", lse, ref_lse, nlse);
+	check_unchanged(what, "q_nope", qn, d_qn, nqn * 2);
+	check_unchanged(what, "q_pe", qp, d_qp, nqp * 2);
+	check_unchanged(what, "ckv_cache", ckv, d_ckv, nckv * 2);
+	check_unchanged(what, "kpe_cache", kpe, d_kpe, nkpe * 2);
+	check_unchanged(what, "kv_indptr", indptr, d_indptr, (B + 1) * 4);
+	check_unchanged(what, "kv_indices", indices, d_indices, (size_t)N * 4);
+
+	CHECK(cudaStreamDestroy(stream));
+	void *bufs[] = { d_qn, d_qp, d_ckv, d_kpe, d_indptr, d_indices, d_out, d_lse, ws };
+	for (void *b : bufs)
+		if (b)
+			CHECK(cudaFree(b));
+	free(qn), free(qp), free(ckv), free(kpe), free(indptr), free(indices);
 	free(out), free(ref_out), free(lse), free(ref_lse);
 }
 

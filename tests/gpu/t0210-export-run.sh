@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An exported kernel runs without ksearch.  For gqa and rmsnorm, every ok
+# An exported kernel runs without ksearch.  For gqa, mla_decode and rmsnorm, every ok
 # candidate of the export fixtures is exported (`ksearch export-best --id`),
 # compiled with nvcc together with tests/gpu/export_harness.cu, which knows
 # only the exported header and the op's reference.cu, and run on the op's
@@ -37,7 +37,7 @@ echo "building for $arch"
 
 A="$TMP/ar"
 n_runs=0
-for op in ${KS_EXPORT_OPS:-gqa rmsnorm}; do
+for op in ${KS_EXPORT_OPS:-gqa mla_decode rmsnorm}; do
 	run 0 "$KSEARCH" archive import "tests/fixtures/export-$op.json" --archive "$A"
 	run 0 "$KSEARCH" ops --op "$op" --json
 	# the check workloads, with the generator overrides the harness follows, and the tolerances
@@ -50,7 +50,7 @@ for name, t in spec["tolerances"].items():
     print("tol", name, t["atol"], t["rtol"])
 for w in spec["check_workloads"]:
     a, gen = axes[w["id"]], w.get("generators", {})
-    if op == "gqa":
+    if op in ("gqa", "mla_decode"):
         lengths = gen.get("kv_indptr", {}).get("lengths", [])
         print(w["id"], a["batch_size"], a["num_kv_indices"], a["num_pages"], *lengths)
     else:

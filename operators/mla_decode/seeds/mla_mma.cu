@@ -1,0 +1,542 @@
+/* ksearch
+{ "params": {"CHUNK": [16, 32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4],
+             "WARPS": [4, 8], "MINB": [1, 2, 3], "PART": [0, 1]},
+  "constraints": ["CHUNK % TILE == 0", "MINB*WARPS <= 16",
+                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + 8192 + 1024) <= 233472"],
+  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
+              "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads"]},
+  "launch": [
+    {"kernel": "mla_mma_partial", "grid": ["cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size"], "block": ["WARPS*32"],
+     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + 8192",
+     "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
+              "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
+    {"kernel": "mla_mma_merge", "grid": ["batch_size*num_qo_heads"], "block": ["128"], "pdl": true,
+     "args": ["kv_indptr", "part_o", "part_lse", "output", "lse", "batch_size", "num_kv_indices"]} ] }
+*/
+/*
+ * Family "mla_mma": tensor cores through mma.sync m16n8k16 (bf16 in, fp32 accumulate),
+ * with the 16 query heads on M, so no row of an mma is padding.
+ *
+ * Work split ("flattened" split-KV, balanced by tokens): with chunk = min(2048, max(CHUNK,
+ * TILE*cdiv(cdiv(N, CTAS), TILE))) tokens per slot, request b owns the chunk slots
+ *   [f(b), f(b) + cdiv(len_b, chunk)),  f(b) = floor(kv_indptr[b] / chunk) + b,
+ * which never overlap and all lie below cdiv(N, chunk) + batch_size (the grid). A CTA
+ * finds its request with one coalesced read of kv_indptr and __syncthreads_count; idle
+ * slots exit at once. A request of one chunk is written in place; longer ones leave
+ * (o_s / l_s, lse_s) per slot, fp32 or bf16 (PART), which the merge launch (PDL: it
+ * starts while this grid runs) combines. Requests of no token get output 0 and lse -inf.
+ *
+ * Per CTA: Q (16 heads x 576 dims: q_nope then q_pe) in shared memory; the chunk's page
+ * indices in shared memory; a STAGES-deep ring of TILE-token tiles, each token a row of
+ * ckv (1024 B) then kpe (128 B), padded to 1168 B so that ldmatrix rows fall in distinct
+ * banks, filled with 16-byte cp.async.cg (zero-fill for tokens past the chunk). Per tile:
+ *   1. S [16 heads x TILE] = Q . K^T: warp w takes n-tile (8 tokens) w % NT and the k-steps
+ *      of part w / NT of the 36 (KS parts; NT n-tiles per warp when TILE/8 > WARPS); A = Q
+ *      by ldmatrix, B = K rows by ldmatrix (a token row is a column of K^T). Partial sums
+ *      to shared memory.
+ *   2. Online softmax in base 2: warp w owns heads w, w + WARPS, ...; their running max m
+ *      and sum l live in its registers; P (bf16) and the rescale factors to shared memory.
+ *   3. O [16 x 512] += P . V: warp w owns dims [w*512/WARPS, (w+1)*512/WARPS); A = P by
+ *      ldmatrix, B = V = the ckv part of the rows by ldmatrix.trans. No warp ever merges
+ *      with another: every output element has one owner.
+ *
+ * Params:
+ *   CHUNK  - fewest tokens per CTA; CTAS - slots wanted (the chunk grows to cdiv(N, CTAS)
+ *            tokens when that is more; 1048576: a fixed chunk): GPU fill and balance vs.
+ *            partial traffic and the merge
+ *   TILE   - tokens per ring stage (16, 32, 64)
+ *   STAGES - ring depth: STAGES-1 tiles in flight while one is computed
+ *   WARPS  - 4 or 8 (the score splits the k-steps, the PV splits the output dims)
+ *   MINB   - CTAs per SM asked of ptxas (__launch_bounds__), and allowed by shared memory:
+ *            several CTAs overlap one's barriers with another's loads and math
+ *   PART   - partials in fp32 (0) or bf16 (1)
+ */
+#include <cuda_bf16.h>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "mla_mma needs sm_90 or newer (griddepcontrol; its constraints allow up to 227 KiB of shared memory per block)"
+#endif
+
+#ifndef CHUNK
+#define CHUNK 64
+#endif
+#ifndef TILE
+#define TILE 16
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef WARPS
+#define WARPS 4
+#endif
+#ifndef MINB
+#define MINB 1
+#endif
+#ifndef PART
+#define PART 0
+#endif
+#ifndef CTAS
+#define CTAS 132
+#endif
+#define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
+#define CHUNK_TILE TILE
+
+#define NUM_QO_HEADS 16
+#define DIM_CKV 512
+#define DIM_KPE 64
+#define DIM_QK (DIM_CKV + DIM_KPE) /* 576 */
+#define ROW_PIECES (DIM_QK / 8)     /* 16-byte pieces of a token row: 72 (64 ckv + 8 kpe) */
+#define ROW_BYTES 1168              /* 1152 + 16 of padding: rows start 73 pieces apart */
+#define THREADS (WARPS * 32)
+#define FULL_MASK 0xffffffffu
+#define NEG_BIG (-1.0e30f) /* "no token yet": finite, so exp2(NEG_BIG - NEG_BIG) = 1, never NaN */
+#define LOG2E 1.4426950408889634f
+
+constexpr int KSTEPS = DIM_QK / 16;                            /* 36 */
+constexpr int NT = TILE / 8;                                   /* n-tiles of the score */
+constexpr int NPW = NT > WARPS ? NT / WARPS : 1;               /* n-tiles per warp */
+constexpr int KS = WARPS > NT ? WARPS / NT : 1;                /* parts of the k-steps */
+constexpr int KPW = KSTEPS / KS;                               /* k-steps per part */
+constexpr int HPW = NUM_QO_HEADS / WARPS;                      /* softmax heads per warp */
+constexpr int DPW = DIM_CKV / WARPS;                           /* output dims per warp */
+constexpr int OT = DPW / 8;                                    /* PV n-tiles per warp */
+constexpr int P_STRIDE = (TILE + 8) * 2;                       /* bytes per P row */
+constexpr int Q_BYTES = NUM_QO_HEADS * ROW_BYTES;              /* 18688 */
+constexpr int RING_BYTES = STAGES * TILE * ROW_BYTES;
+constexpr int S_BYTES = KS * NUM_QO_HEADS * TILE * 4;
+constexpr int P_BYTES = NUM_QO_HEADS * P_STRIDE;
+constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + P_BYTES + 192 + 8192;
+
+static_assert(TILE == 16 || TILE == 32 || TILE == 64, "TILE is 16, 32 or 64 tokens");
+static_assert(WARPS == 4 || WARPS == 8, "WARPS is 4 or 8");
+static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
+static_assert(STAGES >= 2, "at least double buffering");
+static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
+static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64, "keep the smem expression in sync");
+static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 +
+                                (TILE + 8) * 32 + 192 + 8192,
+              "keep the smem expression in the header in sync");
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+
+/* programmatic dependent launch: the merge launch may start while the partial grid runs,
+   and waits for it before it reads a partial */
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *gmem_src, bool valid)
+{
+    const int src_size = valid ? 16 : 0; /* 0: write 16 zero bytes, read nothing */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_size)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x2(unsigned &r0, unsigned &r1, unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
+/* d += a . b, m16n8k16, bf16 inputs, fp32 accumulators */
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Tokens per chunk slot: CHUNK at least, more when that makes over CTAS slots, a whole number of
+   tiles, at most IDX_MAX (the page indices of a chunk sit in shared memory). Every launch
+   expression of the header computes the same. First slot of request b: floor(indptr / chunk) + b,
+   strictly increasing in b. */
+__device__ __forceinline__ int chunk_tokens(int num_kv_indices)
+{
+    const int per_cta = (num_kv_indices + CTAS - 1) / CTAS;
+    return min(IDX_MAX, max(CHUNK, CHUNK_TILE * ((per_cta + CHUNK_TILE - 1) / CHUNK_TILE)));
+}
+
+__device__ __forceinline__ int slot_begin(int indptr_b, int b, int chunk) { return indptr_b / chunk + b; }
+
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
+mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *__restrict__ q_pe,
+                const __nv_bfloat16 *__restrict__ ckv_cache, const __nv_bfloat16 *__restrict__ kpe_cache,
+                const int *__restrict__ kv_indptr, const int *__restrict__ kv_indices, float sm_scale,
+                float *__restrict__ part_o, float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output,
+                float *__restrict__ lse, int batch_size, int num_pages, int num_kv_indices)
+{
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    unsigned char *const s_q = smem_raw;                                                  /* [16][ROW_BYTES] */
+    unsigned char *const s_ring = s_q + Q_BYTES;                                          /* [STAGES][TILE][ROW_BYTES] */
+    float *const s_s = reinterpret_cast<float *>(s_ring + RING_BYTES);                    /* [KS][16][TILE] */
+    unsigned char *const s_p = s_ring + RING_BYTES + S_BYTES;                             /* [16][P_STRIDE] bf16 */
+    float *const s_corr = reinterpret_cast<float *>(s_p + P_BYTES);                      /* [16] */
+    float *const s_ml = s_corr + NUM_QO_HEADS;                                            /* [16][2] */
+    int *const s_idx = reinterpret_cast<int *>(s_p + P_BYTES + 192);                      /* [IDX_MAX] */
+
+    pdl_launch_dependents(); /* the merge grid may be scheduled once every CTA of this one runs */
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int slot = blockIdx.x;
+    const int chunk = chunk_tokens(num_kv_indices);
+
+    /* ---- which request owns this slot: b = #{b < B : f(b) <= slot} - 1 (block-uniform) ---- */
+    int cnt = 0;
+    for (int base = 0; base < batch_size; base += THREADS) {
+        const int bb = base + tid;
+        const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb, chunk) <= slot;
+        cnt += __syncthreads_count(pred);
+    }
+    const int b = cnt - 1;
+    if (b < 0)
+        return; /* only if kv_indptr[0] > 0: slots below request 0's */
+    const int start = __ldg(kv_indptr + b);
+    const int len = __ldg(kv_indptr + b + 1) - start;
+    const int n_chunks = len > 0 ? (len + chunk - 1) / chunk : 0;
+    const int j = slot - slot_begin(start, b, chunk);
+    if (j >= n_chunks)
+        return; /* idle slot between requests / past the last one */
+    const int t_begin = start + j * chunk;
+    const int clen = min(chunk, len - j * chunk); /* 1..chunk tokens */
+    const int n_tiles = (clen + TILE - 1) / TILE;
+    const bool direct = n_chunks == 1;
+
+    /* ---- page indices (-1 past the end or out of range) and Q to shared memory ---- */
+    for (int k = tid; k < chunk; k += THREADS) {
+        int pg = -1;
+        if (k < clen && t_begin + k < num_kv_indices)
+            pg = __ldg(kv_indices + t_begin + k);
+        s_idx[k] = ((unsigned)pg < (unsigned)num_pages) ? pg : -1;
+    }
+    for (int i = tid; i < NUM_QO_HEADS * ROW_PIECES; i += THREADS) {
+        const int h = i / ROW_PIECES, p = i % ROW_PIECES;
+        const uint4 v = p < 64 ? __ldg(reinterpret_cast<const uint4 *>(q_nope + ((size_t)b * NUM_QO_HEADS + h) * DIM_CKV) + p)
+                               : __ldg(reinterpret_cast<const uint4 *>(q_pe + ((size_t)b * NUM_QO_HEADS + h) * DIM_KPE) + (p - 64));
+        *reinterpret_cast<uint4 *>(s_q + h * ROW_BYTES + p * 16) = v;
+    }
+    __syncthreads(); /* s_idx ready */
+
+    const unsigned ring = smem_addr(s_ring);
+    auto issue_tile = [&](int u) {
+        if (u < n_tiles) { /* block-uniform */
+            const unsigned dst0 = ring + (unsigned)((u % STAGES) * TILE * ROW_BYTES);
+            for (int i = tid; i < TILE * ROW_PIECES; i += THREADS) {
+                const int tr = i / ROW_PIECES, p = i % ROW_PIECES;
+                const int pg = s_idx[u * TILE + tr]; /* u*TILE + tr < chunk */
+                const bool valid = pg >= 0;
+                const __nv_bfloat16 *src = p < 64 ? ckv_cache + (valid ? (size_t)pg * DIM_CKV + p * 8 : (size_t)0)
+                                                  : kpe_cache + (valid ? (size_t)pg * DIM_KPE + (p - 64) * 8 : (size_t)0);
+                cp_async16(dst0 + (unsigned)(tr * ROW_BYTES + p * 16), src, valid);
+            }
+        }
+        cp_async_commit(); /* always commit, so group counting stays uniform */
+    };
+#pragma unroll
+    for (int u = 0; u < STAGES - 1; u++)
+        issue_tile(u);
+
+    const float qk_scale = sm_scale * LOG2E;
+    const int r = lane >> 2; /* fragment row */
+    const int c = lane & 3;  /* fragment column pair */
+
+    /* score split of this warp */
+    const int s_nt0 = (warp % (NT / NPW)) * NPW; /* first n-tile */
+    const int s_ks = warp / (NT / NPW);          /* part of the k-steps (< KS) */
+    /* ldmatrix addressing: A (Q) rows lane & 15, piece +lane/16; B (K rows) rows lane & 7, piece +(lane/8)&1 */
+    const unsigned q_addr = smem_addr(s_q) + (unsigned)((lane & 15) * ROW_BYTES + (lane >> 4) * 16);
+    const unsigned kb_off = (unsigned)((lane & 7) * ROW_BYTES + ((lane >> 3) & 1) * 16);
+    /* PV: A (P rows) lane & 15, piece + lane/16; B (V rows, .trans) tokens (lane&7) + 8*((lane>>3)&1), piece + lane/16 */
+    const unsigned p_addr = smem_addr(s_p) + (unsigned)((lane & 15) * P_STRIDE + (lane >> 4) * 16);
+    const unsigned v_off = (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES + (lane >> 4) * 16 + warp * DPW * 2);
+
+    float m_run[HPW], l_run[HPW]; /* softmax state of heads warp + WARPS*i (warp-uniform) */
+#pragma unroll
+    for (int i = 0; i < HPW; i++) {
+        m_run[i] = NEG_BIG;
+        l_run[i] = 0.0f;
+    }
+    float o[OT][4]; /* heads r, r+8; dims warp*DPW + 8*t + 2c, +1 */
+#pragma unroll
+    for (int t = 0; t < OT; t++)
+        o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+
+    for (int u = 0; u < n_tiles; u++) {
+        cp_async_wait<STAGES - 2>(); /* this thread's copies of tile u have landed */
+        __syncthreads();             /* everyone's have; everyone is done with tile u-1 */
+        issue_tile(u + STAGES - 1);  /* refills the slot of tile u-1 */
+        const unsigned tile = ring + (unsigned)((u % STAGES) * TILE * ROW_BYTES);
+
+        /* 1. partial scores */
+#pragma unroll
+        for (int n = 0; n < NPW; n++) {
+            const int nt = s_nt0 + n;
+            /* two accumulator chains (even and odd k-steps) halve the mma dependency latency */
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
+            const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
+#pragma unroll 3
+            for (int k = 0; k < KPW; k += 2) {
+                unsigned a[4], b0, b1;
+                ldmatrix_x4(a, qa + (unsigned)(k * 32));
+                ldmatrix_x2(b0, b1, kb + (unsigned)(k * 32));
+                mma_bf16(acc, a, b0, b1);
+                if (k + 1 < KPW) {
+                    ldmatrix_x4(a, qa + (unsigned)((k + 1) * 32));
+                    ldmatrix_x2(b0, b1, kb + (unsigned)((k + 1) * 32));
+                    mma_bf16(acc1, a, b0, b1);
+                }
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[e] += acc1[e];
+            float *const sp = s_s + s_ks * NUM_QO_HEADS * TILE;
+            *reinterpret_cast<float2 *>(sp + r * TILE + nt * 8 + 2 * c) = make_float2(acc[0], acc[1]);
+            *reinterpret_cast<float2 *>(sp + (r + 8) * TILE + nt * 8 + 2 * c) = make_float2(acc[2], acc[3]);
+        }
+        __syncthreads();
+
+        /* 2. online softmax: warp owns heads warp + WARPS*i, lane owns tokens lane, lane + 32 */
+#pragma unroll
+        for (int i = 0; i < HPW; i++) {
+            const int h = warp + WARPS * i;
+            float s[2];
+            float mx = neg_inf();
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int t = lane + 32 * e;
+                s[e] = neg_inf();
+                if (t < TILE && u * TILE + t < clen) {
+                    float v = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < KS; k++)
+                        v += s_s[(k * NUM_QO_HEADS + h) * TILE + t];
+                    s[e] = v * qk_scale;
+                }
+                mx = fmaxf(mx, s[e]);
+            }
+#pragma unroll
+            for (int off = 16; off >= 1; off /= 2)
+                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, off));
+            const float m_new = fmaxf(m_run[i], mx);
+            const float corr = exp2f(m_run[i] - m_new);
+            float sum = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int t = lane + 32 * e;
+                const float p = exp2f(s[e] - m_new); /* masked: exp2(-inf) = 0 */
+                sum += p;
+                if (t < TILE)
+                    *reinterpret_cast<__nv_bfloat16 *>(s_p + h * P_STRIDE + t * 2) = __float2bfloat16(p);
+            }
+#pragma unroll
+            for (int off = 16; off >= 1; off /= 2)
+                sum += __shfl_xor_sync(FULL_MASK, sum, off);
+            l_run[i] = l_run[i] * corr + sum;
+            m_run[i] = m_new;
+            if (lane == 0)
+                s_corr[h] = corr;
+        }
+        __syncthreads();
+
+        /* 3. O = O * corr + P . V over this warp's dims */
+        {
+            const float c0 = s_corr[r], c1 = s_corr[r + 8];
+#pragma unroll
+            for (int t = 0; t < OT; t++) {
+                o[t][0] *= c0;
+                o[t][1] *= c0;
+                o[t][2] *= c1;
+                o[t][3] *= c1;
+            }
+#pragma unroll
+            for (int kt = 0; kt < TILE / 16; kt++) {
+                unsigned a[4];
+                ldmatrix_x4(a, p_addr + (unsigned)(kt * 32));
+                const unsigned vb = tile + v_off + (unsigned)(kt * 16 * ROW_BYTES);
+#pragma unroll
+                for (int t = 0; t < OT; t += 2) {
+                    unsigned bv[4];
+                    ldmatrix_x4_trans(bv, vb + (unsigned)(t * 16));
+                    mma_bf16(o[t], a, bv[0], bv[1]);
+                    mma_bf16(o[t + 1], a, bv[2], bv[3]);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>(); /* only empty groups can be pending here */
+
+    /* ---- finish: m and l of every head to shared memory, then each warp writes its dims ---- */
+#pragma unroll
+    for (int i = 0; i < HPW; i++)
+        if (lane == 0) {
+            s_ml[2 * (warp + WARPS * i)] = m_run[i];
+            s_ml[2 * (warp + WARPS * i) + 1] = l_run[i];
+        }
+    __syncthreads();
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int h = r + 8 * hh;
+        const float L = s_ml[2 * h + 1];
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        const float ls = L > 0.0f ? s_ml[2 * h] + log2f(L) : neg_inf();
+#pragma unroll
+        for (int t = 0; t < OT; t++) {
+            const int d = warp * DPW + 8 * t + 2 * c;
+            const float x0 = o[t][2 * hh] * inv, x1 = o[t][2 * hh + 1] * inv;
+            if (direct) {
+                *reinterpret_cast<__nv_bfloat162 *>(output + ((size_t)b * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                    __floats2bfloat162_rn(x0, x1);
+            } else if (PART) {
+                *reinterpret_cast<__nv_bfloat162 *>(reinterpret_cast<__nv_bfloat16 *>(part_o) +
+                                                    ((size_t)slot * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                    __floats2bfloat162_rn(x0, x1);
+            } else {
+                *reinterpret_cast<float2 *>(part_o + ((size_t)slot * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                    make_float2(x0, x1);
+            }
+        }
+        if (warp == 0 && c == 0) {
+            if (direct)
+                lse[(size_t)b * NUM_QO_HEADS + h] = ls;
+            else
+                part_lse[(size_t)slot * NUM_QO_HEADS + h] = ls;
+        }
+    }
+}
+
+/* One CTA of 4 warps per (request, head): warp w takes the request's chunk slots w, w+4, ...
+   (four slots per step, so a lane has 8 to 16 loads in flight rather than one), lane owns dims
+   8*lane.. and 256 + 8*lane..; the 4 warps' sums meet in shared memory. Requests of one chunk
+   were finished by the partial kernel; requests of no token get output 0 and lse -inf. */
+extern "C" __global__ void __launch_bounds__(128)
+mla_mma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_o,
+              const float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output, float *__restrict__ lse,
+              int batch_size, int num_kv_indices)
+{
+    __shared__ float s_acc[4][DIM_CKV];
+    __shared__ float s_l[4];
+    const int row = blockIdx.x; /* b*16 + head */
+    if (row >= batch_size * NUM_QO_HEADS)
+        return;
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    const int b = row / NUM_QO_HEADS;
+    const int head = row % NUM_QO_HEADS;
+
+    const int chunk = chunk_tokens(num_kv_indices);
+    const int start = __ldg(kv_indptr + b);
+    const int len = __ldg(kv_indptr + b + 1) - start;
+    int n = len > 0 ? (len + chunk - 1) / chunk : 0;
+    if (n == 1)
+        return; /* written by mla_mma_partial */
+    const int s0 = slot_begin(start, b, chunk);
+    const int n_slots = (num_kv_indices + chunk - 1) / chunk + batch_size; /* the partial grid */
+    if (n > 0 && (s0 < 0 || s0 + n > n_slots))
+        n = 0; /* inconsistent kv_indptr: never read past the scratch */
+    pdl_wait(); /* the partial grid has finished and its stores are visible */
+
+    float mx = neg_inf();
+    for (int s = lane; s < n; s += 32)
+        mx = fmaxf(mx, __ldg(part_lse + (size_t)(s0 + s) * NUM_QO_HEADS + head));
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2)
+        mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, off));
+
+    float L = 0.0f;
+    float acc[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        acc[i] = 0.0f;
+    for (int s = warp; s < n; s += 4 * 4) { /* warp-uniform */
+        float ws[4];
+        uint4 raw[4][4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int sk = s + 4 * k;
+            const float ls = sk < n ? __ldg(part_lse + (size_t)(s0 + sk) * NUM_QO_HEADS + head) : neg_inf();
+            ws[k] = (ls == neg_inf()) ? 0.0f : exp2f(ls - mx);
+            const size_t prow = ((size_t)(s0 + (sk < n ? sk : s)) * NUM_QO_HEADS + head) * DIM_CKV;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int d = half * 256 + lane * 8;
+                if (PART) {
+                    raw[k][2 * half] = __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const __nv_bfloat16 *>(part_o) + prow + d));
+                } else {
+                    raw[k][2 * half] = __ldg(reinterpret_cast<const uint4 *>(part_o + prow + d));
+                    raw[k][2 * half + 1] = __ldg(reinterpret_cast<const uint4 *>(part_o + prow + d + 4));
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            L += ws[k];
+            if (ws[k] == 0.0f)
+                continue;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                float x[8];
+                if (PART) {
+                    const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&raw[k][2 * half]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float2 f = __bfloat1622float2(h2[e]);
+                        x[2 * e] = f.x;
+                        x[2 * e + 1] = f.y;
+                    }
+                } else {
+                    const float *f0 = reinterpret_cast<const float *>(&raw[k][2 * half]);
+                    const float *f1 = reinterpret_cast<const float *>(&raw[k][2 * half + 1]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        x[e] = f0[e];
+                        x[4 + e] = f1[e];
+                    }
+                }
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    acc[half * 8 + e] = fmaf(ws[k], x[e], acc[half * 8 + e]);
+            }
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; half++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            s_acc[warp][half * 256 + lane * 8 + e] = acc[half * 8 + e];
+    if (lane == 0)
+        s_l[warp] = L; /* the same in every lane */
+    __syncthreads();
+
+    const float Lt = s_l[0] + s_l[1] + s_l[2] + s_l[3];
+    const float inv = (Lt > 0.0f) ? 1.0f / Lt : 0.0f;
+    for (int d = threadIdx.x * 4; d < DIM_CKV; d += 128 * 4) {
+        float o[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[e] = (s_acc[0][d + e] + s_acc[1][d + e] + s_acc[2][d + e] + s_acc[3][d + e]) * inv;
+        __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(output + (size_t)row * DIM_CKV + d);
+        out[0] = __floats2bfloat162_rn(o[0], o[1]);
+        out[1] = __floats2bfloat162_rn(o[2], o[3]);
+    }
+    if (threadIdx.x == 0)
+        lse[row] = (Lt > 0.0f) ? mx + log2f(Lt) : neg_inf();
+}
