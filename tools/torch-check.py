@@ -49,9 +49,10 @@ def _tdiv(a, b):  # C division: truncate toward zero
     return q if (a >= 0) == (b > 0) else -q
 
 
-def eval_expr(src, env, condition=False):
-    """Integer expression over env: + - * / % (C truncation), unary -, cdiv, min, max.
-    With condition (a candidate's constraints): also C's comparisons, !, && and || (1 or 0)."""
+def eval_expr(src, env, condition=True):
+    """Integer expression over env: + - * / % (C truncation), unary -, cdiv, min, max, and C's
+    comparisons, !, && and || (1 or 0), as ksearch's grammar allows in every expression (a launch
+    size like "batch_size*(MERGE == 2)" as much as a constraint).  condition=False: arithmetic only."""
     if isinstance(src, int) and not isinstance(src, bool):
         return src
     if not isinstance(src, str) or not src.strip():
@@ -217,8 +218,10 @@ def parse_candidate(path, op):
     for k, v in scratch.items():
         if not IDENT.match(k) or k in tensors or k in axes or k in params:
             raise CandidateError(f"scratch '{k}' is not a C identifier or clashes with a tensor, axis or param")
-        if not (isinstance(v, list) and len(v) == 2 and v[0] in DTYPES):
-            raise CandidateError(f"scratch '{k}' must be [dtype, element-count expression]")
+        if not (isinstance(v, list) and len(v) in (2, 3) and v[0] in DTYPES
+                and (len(v) == 2 or v[2] == "zeroed")):
+            raise CandidateError(f"scratch '{k}' must be [dtype, element-count expression] or "
+                                 "[dtype, element-count expression, \"zeroed\"]")
     if not isinstance(launch, list) or not launch:
         raise CandidateError("'launch' must be a non-empty list")
     for i, l in enumerate(launch):
@@ -445,8 +448,11 @@ class Gpu:
     def plan_args(self, steps, op, env, bufs):
         return [self.args(l, op, env, bufs) for l, _, _, _ in steps]
 
-    def launch(self, kernels, steps, argv):
-        """The plan's launches in order, on torch's current stream (where the timing events go)."""
+    def launch(self, kernels, steps, argv, zero=()):
+        """The plan's launches in order, on torch's current stream (where the timing events go);
+        the "zeroed" scratch buffers in zero are zeroed first, inside the timed sequence, as ksearch does."""
+        for t in zero:
+            t.zero_()
         if self.stream is None:
             ts, cs = self.torch.cuda.current_stream(), self.cupy.cuda.Stream
             self.stream = cs.from_external(ts) if hasattr(cs, "from_external") else \
@@ -486,6 +492,11 @@ def alloc_outputs(gpu, op, shapes, scratch, sizes):
     return bufs
 
 
+def zeroed(scratch, bufs):
+    """The scratch buffers declared "zeroed": all zero bytes on entry to every call; the rest stay poisoned."""
+    return [bufs[k] for k, v in scratch.items() if len(v) == 3]
+
+
 def check_candidate(gpu, op, ref_fn, src, params, scratch, launch, args, base_seed):
     """Correctness on every check workload with two input sets; returns (ok, compiled kernels)."""
     try:
@@ -510,7 +521,7 @@ def check_candidate(gpu, op, ref_fn, src, params, scratch, launch, args, base_se
             bufs = alloc_outputs(gpu, op, shapes, scratch, sizes)
             bufs.update(inputs)
             try:
-                gpu.launch(kernels, steps, gpu.plan_args(steps, op, env, bufs))
+                gpu.launch(kernels, steps, gpu.plan_args(steps, op, env, bufs), zeroed(scratch, bufs))
                 gpu.torch.cuda.synchronize()
             except Exception as e:  # a launch failure or a fault: the CUDA context is lost
                 print(f"  {wl['id']:<18} trial {trial + 1}: CRASH {e}\nFAIL (crash; stopping, the CUDA context is unusable)")
@@ -560,7 +571,9 @@ def time_candidate(gpu, op, ref_fn, kernels, refcu, params, scratch, launch, arg
                 for i in range(3)]
         bufs = alloc_outputs(gpu, op, shapes, scratch, sizes)
         argv = [gpu.plan_args(steps, op, env, dict(bufs, **s)) for s in sets]
-        med, lo, hi = time_events(gpu, lambda i: gpu.launch(kernels, steps, argv[i]), flush, args.reps, args.warmup)
+        zero = zeroed(scratch, bufs)
+        med, lo, hi = time_events(gpu, lambda i: gpu.launch(kernels, steps, argv[i], zero), flush, args.reps,
+                                  args.warmup)
         ref = gpu.reference(op, ref_fn, sets[(args.reps - 1) % 3])  # the last timed run, checked again
         checks = [gpu.compare(n, bufs[n], ref[n], op["ksearch"]["tolerances"][n]) for n in op["outputs"]]
         good = all(c[0] for c in checks)
