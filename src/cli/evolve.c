@@ -221,8 +221,10 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 
 	if (sum->evaluated)
 		printf("time: compile %.0f s (summed over processes), GPU evaluation %.0f s, GPUs busy "
-		       "%.0f%% of the wall time\n",
-		       sum->compile_s, sum->eval_s, 100.0 * sum->gpu_busy_s / (sum->wall_s * (double)lanes));
+		       "%.0f%% of the wall time (evaluating and profiling)\n",
+		       sum->compile_s, sum->eval_s,
+		       100.0 * (sum->gpu_busy_s + sum->profile_s) / (sum->wall_s * (double)lanes));
+
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
 		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM "
 				  "side can bring nothing more (its budget is spent, no kernel has verified "

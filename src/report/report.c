@@ -11,6 +11,7 @@
 
 #include "ksearch/base/json.h"
 #include "ksearch/base/util.h"
+#include "ksearch/evaluate/profile.h"
 
 /* "2026-11-22T01:50:00Z" -> seconds since the epoch; -1 when text is not that. */
 static double parse_time(const char *text)
@@ -84,13 +85,18 @@ static void candidate_from_record(struct ks_report_candidate *c, const json_t *r
 		}
 	}
 	c->parent = parent > 0 ? (uint64_t)parent : 0;
+	c->profile = ks_profile_text(json_object_get(record, "profile"), "");
+	copy_text(c->profile_workload, sizeof(c->profile_workload),
+		  json_string_value(json_object_get(json_object_get(record, "profile"), "workload")));
 	c->detailed = 1;
 }
 
 static void candidate_release(struct ks_report_candidate *c)
 {
 	free(c->params);
+	free(c->profile);
 	c->params = NULL;
+	c->profile = NULL;
 }
 
 static void candidates_free(struct ks_report_candidate *list, size_t n)

@@ -366,6 +366,10 @@ static void elite_title(FILE *out, const struct ks_report *r, const struct ks_re
 		esc(out, line);
 		free(bin);
 	}
+	if (e->c.profile) {
+		escf(out, "\nNsight Compute on %s:\n", e->c.profile_workload);
+		esc(out, e->c.profile);
+	}
 	fprintf(out, "</title>");
 }
 
@@ -813,6 +817,17 @@ static void section_workloads(FILE *out, const struct ks_report *r, const struct
 		fprintf(out, " for %zu of %zu workloads.", r->compare_matched, r->n_workloads);
 	}
 	fprintf(out, "</p>\n");
+	if (best->profile) {
+		/* the hardware's view of the same kernel (ksearch profile, or the search's profiler) */
+		fprintf(out, "<p class=\"profile\">Hardware counters (Nsight Compute, on ");
+		esc(out, best->profile_workload);
+		fprintf(out, "):</p>\n<pre>");
+		esc(out, best->profile);
+		fprintf(out, "</pre>\n");
+	} else {
+		note(out, "not profiled: `ksearch profile --op %s --id %llu` measures its hardware counters",
+		     r->op, (unsigned long long)best->id);
+	}
 	if (!r->n_workloads)
 		note(out, "the best candidate's record holds no timed workload");
 	else

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ksearch profile` without a GPU: its usage errors, the missing profiler,
-# and a stored profile as `archive show` prints it (the fixture with a
+# and a stored profile as `archive show` and `report` show it (the fixture with a
 # profile added to its best candidate, as `ksearch profile` stores it).
 . "$(dirname "$0")/lib.sh"
 A="$TMP/archive"
@@ -62,7 +62,17 @@ out_has "profile     not yet (\`ksearch profile --op gqa --id 1\`)"
 run 0 "$KSEARCH" archive export --archive "$A"
 out_has '"profile":{"tool":"ncu 2025.3.1.0","workload":"b64_kv46287"'
 
+# the report shows the best's counters, and each profiled elite's on hover
+run 0 "$KSEARCH" report --archive "$A" -o "$TMP/report.html"
+grep -q 'Hardware counters (Nsight Compute, on b64_kv46287)' "$TMP/report.html" ||
+	fail "the report does not show the best candidate's profile"
+grep -q 'warp stalls: long scoreboard 61%, barrier 12%, wait 8%' "$TMP/report.html" ||
+	fail "the report does not show the profile's stalls"
+grep -q 'Nsight Compute on b64_kv46287:' "$TMP/report.html" || fail "the grid's hover lacks the profile"
+checks=$((checks + 1))
+
 # profiling a record needs a verified one
+
 run 1 "$KSEARCH" profile --op gqa --id 4 --archive "$A"
 err_has "candidate #4 is compile_error: only verified candidates are profiled"
 done_ok

@@ -52,9 +52,12 @@ struct ks_report_candidate {
 	char mutation[16];
 	char *params; /* "SPLITS=8 WARPS=4", "" for none */
 	double descriptors[KS_DESC_COUNT];
-	unsigned has_descriptor; /* bit d: descriptors[d] was recorded */
-	uint64_t parent;	 /* parents[0], or 0 */
-	int detailed;		 /* 0: only id and fitness are known (an elite past the detail cap) */
+	unsigned has_descriptor;   /* bit d: descriptors[d] was recorded */
+	uint64_t parent;	   /* parents[0], or 0 */
+	char *profile;		   /* its hardware counters as lines (profile.h), NULL when not profiled */
+	char profile_workload[64]; /* the workload they were measured on */
+
+	int detailed; /* 0: only id and fitness are known (an elite past the detail cap) */
 };
 
 /* One filled cell. */
