@@ -13,6 +13,8 @@ export LD_LIBRARY_PATH="$PWD/build/carry-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 export KSEARCH_CACHE=${KSEARCH_CACHE:-/tmp/ksearch-cache}
 export KSEARCH=$PWD/build/ksearch KS_SOURCE_ROOT=$PWD KS_TEST_FIXTURES=$PWD/tests/unit/fixtures
 export KS_GPU_LOG_DIR=$LOG_DIR
+export KS_RENDER_PROMPT=$PWD/build/tests/render_prompt # t0230's helper, built beside the tests
+
 
 step() { echo "=== $*"; }
 step "machine"

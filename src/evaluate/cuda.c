@@ -70,6 +70,8 @@ static const struct symbol {
 	SYM(func_get_attribute, "cuFuncGetAttribute"),
 	SYM(func_set_attribute, "cuFuncSetAttribute"),
 	SYM(launch_kernel, "cuLaunchKernel"),
+	SYM(launch_cooperative_kernel, "cuLaunchCooperativeKernel"),
+
 	SYM_OPTIONAL(launch_kernel_ex, "cuLaunchKernelEx", NULL),
 
 	SYM(occupancy_max_active_blocks, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),

@@ -352,6 +352,7 @@ struct ks_gpukit {
 	unsigned int fill_blocks, checksum_blocks, copy_blocks, guard_blocks,
 		compare_blocks;	  /* all resident */
 	unsigned int scrub_words; /* the scrub kernel's dynamic shared memory, in 4-byte words */
+	unsigned int scrub_grid;  /* its blocks: as many as fit on the GPU at once, all resident */
 	CUdeviceptr flush_buf;
 	size_t flush_bytes;
 	unsigned int flushes;
@@ -435,6 +436,17 @@ static int build_kernels(struct ks_gpukit *kit, struct ks_error *err)
 		  cu->func_set_attribute(kit->scrub, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
 		  "setting the scrub kernel's shared-memory carveout", err))
 		goto cleanup;
+	{
+		int per_sm = 0;
+
+		if (check(kit,
+			  cu->occupancy_max_active_blocks(&per_sm, kit->scrub, 1024,
+							  (size_t)4 * kit->scrub_words),
+			  "cuOccupancyMaxActiveBlocksPerMultiprocessor (the scrub kernel)", err))
+			goto cleanup;
+		kit->scrub_grid = (unsigned int)(per_sm > 0 ? per_sm : 1) *
+				  (unsigned int)(kit->info.sm_count > 0 ? kit->info.sm_count : 1);
+	}
 
 	ret = 0;
 cleanup:
@@ -909,13 +921,22 @@ int ks_gpukit_scrub_shared(struct ks_gpukit *kit, struct ks_error *err)
 {
 	unsigned int words = kit->scrub_words;
 	void *params[] = { &words };
-	/* two waves of one block per SM: every SM's shared memory is written at least once */
-	unsigned int grid = 2u * (unsigned int)(kit->info.sm_count > 0 ? kit->info.sm_count : 1);
+
+	/*
+	 * A cooperative launch of as many blocks as fit on the GPU at once:
+	 * all of them resident together, so every SM holds its share and
+	 * every SM's shared memory is written (plain launches in waves leave
+	 * that to the block scheduler).  It wipes the largest carveout's
+	 * shared memory whole; a kernel run in a smaller carveout could read
+	 * about 1 KB per SM that it misses, so the worker runs every kernel
+	 * in the largest (worker.c, program_set_smem(); test_gpukit measures
+	 * both).
+	 */
 
 	return check(kit,
-		     kit->cu->launch_kernel(kit->scrub, grid, 1, 1, 1024, 1, 1, 4 * words, kit->stream,
-					    params, NULL),
-		     "scrubbing shared memory", err);
+		     kit->cu->launch_cooperative_kernel(kit->scrub, kit->scrub_grid, 1, 1, 1024, 1, 1,
+							4 * words, kit->stream, params),
+		     "scrubbing shared memory (a cooperative launch of one block per SM)", err);
 }
 
 int ks_gpukit_checksum(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes, const struct ks_hash_key *key,

@@ -160,7 +160,14 @@ static int load(struct runner *r, struct ks_error *err)
 		rc = r->cu->module_get_function(&r->fns[i], r->module, r->cand.launches[i].kernel);
 		if (rc != CUDA_SUCCESS)
 			return cuda_fail(err, rc, "kernel '%s'", r->cand.launches[i].kernel);
+		/* the configuration it was timed in (worker.c, program_set_smem()) */
+		rc = r->cu->func_set_attribute(r->fns[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+					       CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(err, rc, "kernel '%s': the largest shared-memory carveout",
+					 r->cand.launches[i].kernel);
 		if (r->plan.launches[i].smem <= 48 * 1024)
+
 			continue;
 		rc = r->cu->func_set_attribute(r->fns[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
 					       (int)r->plan.launches[i].smem);

@@ -674,7 +674,16 @@ static int program_load(struct worker *w, struct program *prog, const void *imag
 	return 0;
 }
 
-/* Allow each kernel the most dynamic shared memory any workload asks of it. */
+/*
+ * Allow each kernel the most dynamic shared memory any workload asks of
+ * it, and run it with the largest shared-memory carveout.  The carveout
+ * is for the scrub (prepare_run()): it wipes every SM's shared memory in
+ * that configuration, and a kernel run in a smaller one could read a
+ * part it does not reach (about 1 KB per SM on an H200, measured by
+ * test_gpukit; a kernel of the hostile suite found its own earlier run's
+ * signature there).  Every candidate and the reference run alike, and
+ * the exported launcher sets the same.
+ */
 static int program_set_smem(struct worker *w, struct program *prog, struct outcome *oc)
 {
 	const struct ks_op *op = &w->op;
@@ -696,10 +705,17 @@ static int program_set_smem(struct worker *w, struct program *prog, struct outco
 		}
 	}
 	for (size_t i = 0; i < prog->cand->n_launches; i++) {
-		CUresult rc;
+		CUresult rc = w->cu->func_set_attribute(prog->fns[i],
+							CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+							CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
 
+		if (rc != CUDA_SUCCESS)
+			return fail_cuda(oc, KS_VERDICT_CRASH, rc,
+					 "kernel '%s': setting the largest shared-memory carveout",
+					 prog->cand->launches[i].kernel);
 		if (most[i] <= 48 * 1024)
 			continue;
+
 		rc = w->cu->func_set_attribute(prog->fns[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
 					       (int)most[i]);
 		if (rc != CUDA_SUCCESS)

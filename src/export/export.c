@@ -1350,7 +1350,15 @@ static void add_launch(const struct gen *g, struct ks_strbuf *sb, size_t l, cons
 		       lc->dims[0].buf, lc->dims[1].buf, lc->dims[2].buf, lc->dims[3].buf, lc->dims[4].buf,
 		       lc->dims[5].buf, lc->dims[6].buf);
 	ks_strbuf_addf(sb, "\tif (!ksx_config_ok(%s))\n\t\treturn cudaErrorInvalidConfiguration;\n", cfg);
+	/* the shared-memory configuration ksearch timed it in (worker.c, program_set_smem()) */
+	ks_strbuf_addf(
+		sb,
+		"\tksx_err = cudaFuncSetAttribute(::%s, cudaFuncAttributePreferredSharedMemoryCarveout,\n"
+		"\t\t\t\t   cudaSharedmemCarveoutMaxShared);\n"
+		"\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n",
+		launch->kernel);
 	if (lc->smem_mode != SMEM_NEVER) {
+
 		const char *indent = lc->smem_mode == SMEM_CHECK ? "\t\t" : "\t";
 
 		if (lc->smem_mode == SMEM_CHECK)

@@ -55,7 +55,12 @@ fixture_src = [s for s in __import__("json").load(open("tests/fixtures/export-gq
                if "gqa_split_partial" in s][0]
 assert fixture_src in exported
 PY
-grep -q "cudaFuncSetAttribute" "$cu" && fail "$cu raises the shared-memory limit, but split_kv uses none dynamic"
+grep -q "cudaFuncAttributeMaxDynamicSharedMemorySize" "$cu" &&
+	fail "$cu raises the shared-memory limit, but split_kv uses none dynamic"
+# every kernel runs in the shared-memory configuration it was timed in
+[ "$(grep -c "cudaFuncAttributePreferredSharedMemoryCarveout" "$cu")" -ge 2 ] ||
+	fail "$cu does not set the largest shared-memory carveout before each of its launches"
+
 h="$TMP/best/ksearch_gqa.h"
 for text in 'size_t ksearch_gqa_workspace_bytes(int batch_size, int num_pages, int len_indptr, int num_kv_indices);' \
 	'cudaError_t ksearch_gqa_launch(const __nv_bfloat16 *q' 'const __nv_bfloat16_raw *q' \

@@ -65,7 +65,13 @@ struct ks_cuda {
 				  unsigned int grid_z, unsigned int block_x, unsigned int block_y,
 				  unsigned int block_z, unsigned int smem_bytes, CUstream stream,
 				  void **params, void **extra);
+	/* every block resident at once (or an error): the shared-memory scrub's one block per SM */
+	CUresult (*launch_cooperative_kernel)(CUfunction func, unsigned int grid_x, unsigned int grid_y,
+					      unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+					      unsigned int block_z, unsigned int smem_bytes, CUstream stream,
+					      void **params);
 	/* NULL if the driver lacks it (before CUDA 12): launches with attributes (PDL) */
+
 	CUresult (*launch_kernel_ex)(const CUlaunchConfig *config, CUfunction func, void **params,
 				     void **extra);
 	CUresult (*occupancy_max_active_blocks)(int *blocks, CUfunction func, int block_size,
