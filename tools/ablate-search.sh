@@ -9,6 +9,10 @@
 #   tools/ablate-search.sh [--op gqa] [--budgets "500 2000"] [--seeds "1 2 3"]
 #                          [--searches "map-elites random greedy"] [--out DIR] [-- EVOLVE-ARGS...]
 #
+# map-elites is the default search as evolve runs it (--climb 0.5); the old
+# default, plain MAP-Elites, is `-- --climb 0` (with another --out, and
+# --searches map-elites).
+#
 # Every run starts from a fresh archive under DIR/archives (nothing is
 # shared between runs), so the curves compare the searches alone.  Env:
 # KSEARCH (default build/ksearch).
@@ -25,7 +29,7 @@ while [ $# -gt 0 ]; do
 	--searches) searches=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--) shift; extra=("$@"); break ;;
-	-h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
 	*) echo "ablate-search.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 done

@@ -38,11 +38,14 @@ static const struct ks_help help = {
 		 "LIST|all] "
 		 "[options]",
 	.description = "Search for faster kernels of an operator.  The seed kernels go first, with\n"
-		       "their first params; then the loop picks a parent from the MAP-Elites grid\n"
-		       "(uniformly over filled cells, weighted by fitness, or a cell that improved\n"
-		       "lately), mutates one or two params to neighbouring values or crosses two\n"
-		       "elites of the same family, compiles the child in parallel processes,\n"
-		       "verifies and times it on the GPU workers, and files it in the archive.\n"
+		       "their first params; then half the proposals (--climb) step from the\n"
+		       "best kernel, or from one workload's best, to an untried neighbour (one\n"
+		       "param one place along its list), and the others pick a parent from the\n"
+		       "MAP-Elites grid (uniformly over filled cells, weighted by fitness, or a\n"
+		       "cell that improved lately) and move one or two params or cross two\n"
+		       "elites of the same family.  Each child is compiled in parallel processes,\n"
+		       "verified and timed on the GPU workers, and filed in the archive.\n"
+
 		       "A candidate that crashes, hangs or is refused costs one evaluation.\n"
 		       "\n"
 		       "On an existing archive the search resumes where it stopped (the same\n"
@@ -362,7 +365,7 @@ static void llm_release(struct llm_setup *l)
 int cmd_evolve(int argc, char **argv)
 {
 	struct ks_search_config cfg = {
-		.seed = 1, .status_every_s = 30, .explore = 0.3, .exploit = 0.5, .recent = 0.2
+		.seed = 1, .status_every_s = 30, .explore = 0.3, .exploit = 0.5, .recent = 0.2, .climb = 0.5
 	};
 	struct llm_setup llm = { 0 };
 	const char *op_name = NULL, *root = "archive", *gpus_text = NULL, *log_path = NULL,
@@ -391,11 +394,17 @@ int cmd_evolve(int argc, char **argv)
 			      "weight of fitness-weighted parents (default 0.5)"),
 		KS_OPT_DOUBLE(0, "recent", &cfg.recent, "W", 0, DBL_MAX, "a number >= 0",
 			      "weight of parents from recently improved cells (default 0.2)"),
+		KS_OPT_DOUBLE(0, "climb", &cfg.climb, "F", 0, 1, "a share from 0 to 1",
+			      "share of map-elites proposals that climb: an unevaluated neighbour of the "
+			      "best, or of a workload's best (default 0.5; 0: elites' moves only)"),
 		KS_OPT_STRING(
 			0, "search", &search_name, "map-elites|random|greedy",
-			"how the built-in mutator searches: map-elites (the default: params of the grid's "
-			"elites, wider moves for cells that stop improving), random (uniform over the "
-			"allowed space) or greedy (a neighbourhood climber from the best, with restarts)"),
+			"how the built-in mutator searches: map-elites (the default: --climb from the bests, "
+			"else params of the grid's elites, wider moves for cells that stop improving), "
+			"random "
+			"(uniform over the allowed space) or greedy (a neighbourhood climber from the best, "
+			"with restarts)"),
+
 		KS_OPT_STRING(0, "log", &log_path, "FILE", "append JSON-lines events to FILE"),
 		KS_OPT_DOUBLE(0, "profile-share", &cfg.profile_share, "F", 0, 0.5, "a share from 0 to 0.5",
 			      "profile new elites with ncu in at most this share of the GPU time "

@@ -24,14 +24,6 @@
 /* Draws before a sampler gives up on a space that is nearly all evaluated or ruled out. */
 #define MAX_DRAWS 4096
 
-static int usable(struct ks_mutator_host *host, size_t fam, const int64_t *params)
-{
-	const struct ks_family *f = ks_mutator_host_family(host, fam);
-
-	return !f->broken && ks_params_allowed(&f->cand, params, NULL, 0) &&
-	       !ks_mutator_host_seen(host, fam, params);
-}
-
 /*
  * A uniform draw from the union of the families' spaces (raw combinations;
  * ruled-out ones are drawn again, which keeps the draw uniform over the
@@ -62,7 +54,7 @@ static int draw_uniform(struct ks_mutator_host *host, struct ks_proposal *p, con
 		count = ks_params_count(&ks_mutator_host_family(host, fam)->cand);
 		index = ((uint64_t)ks_pcg32_next(rng) << 32 | ks_pcg32_next(rng)) % (count ? count : 1);
 		ks_params_nth(&ks_mutator_host_family(host, fam)->cand, (size_t)index, p->params);
-		if (!usable(host, fam, p->params))
+		if (!ks_move_usable(host, fam, p->params))
 			continue;
 		p->family = fam;
 		p->n_parents = 0;
@@ -80,43 +72,6 @@ static int random_propose(void *ctx, struct ks_mutator_host *host, struct ks_pro
 	return draw_uniform(host, p, "uniform");
 }
 
-/* The unevaluated allowed neighbours of (fam, base), in a random order: the first one. */
-static int neighbour(struct ks_mutator_host *host, size_t fam, const int64_t *base, struct ks_proposal *p)
-{
-	struct ks_pcg32 *rng = ks_mutator_host_rng(host);
-	const struct ks_family *f = ks_mutator_host_family(host, fam);
-	size_t moves[2 * KS_MAX_PARAMS], n = 0;
-
-	for (size_t i = 0; i < f->cand.n_params && i < KS_MAX_PARAMS; i++) {
-		moves[n++] = 2 * i;	/* one place down */
-		moves[n++] = 2 * i + 1; /* one place up */
-	}
-	/* Fisher-Yates: every order of the moves as likely */
-	for (size_t i = n; i > 1; i--) {
-		size_t j = ks_pcg32_bounded(rng, (uint32_t)i), t = moves[i - 1];
-
-		moves[i - 1] = moves[j];
-		moves[j] = t;
-	}
-	for (size_t m = 0; m < n; m++) {
-		size_t k = moves[m] / 2;
-		const struct ks_param *par = &f->cand.params[k];
-		size_t at = 0;
-
-		while (at < par->n_values && par->values[at] != base[k])
-			at++;
-		if (at == par->n_values || (moves[m] % 2 ? at + 1 >= par->n_values : at == 0))
-			continue;
-		memcpy(p->params, base, f->cand.n_params * sizeof(*base));
-		p->params[k] = par->values[moves[m] % 2 ? at + 1 : at - 1];
-		if (usable(host, fam, p->params)) {
-			p->family = fam;
-			return 0;
-		}
-	}
-	return 1;
-}
-
 static int greedy_propose(void *ctx, struct ks_mutator_host *host, struct ks_proposal *p,
 			  struct ks_error *err)
 {
@@ -129,7 +84,8 @@ static int greedy_propose(void *ctx, struct ks_mutator_host *host, struct ks_pro
 		return -1;
 	if (m.best_id && (fam = ks_mutator_host_family_of(host, m.best_id)) >= 0 &&
 	    ks_mutator_host_params_of(host, m.best_id, (size_t)fam, base) == 0 &&
-	    neighbour(host, (size_t)fam, base, p) == 0) {
+	    ks_move_neighbour(host, (size_t)fam, base, p->params) == 0) {
+		p->family = (size_t)fam;
 		p->parents[0] = m.best_id;
 		p->n_parents = 1;
 		snprintf(p->mutation, sizeof(p->mutation), "climb");

@@ -722,8 +722,16 @@ const struct ks_op *ks_mutator_host_op(struct ks_mutator_host *h)
 	return h->s->op;
 }
 
+double ks_mutator_host_climb(struct ks_mutator_host *h)
+{
+	double climb = h->s->cfg->climb;
+
+	return climb > 0 ? (climb < 1 ? climb : 1) : 0;
+}
+
 uint64_t ks_mutator_host_seed(struct ks_mutator_host *h)
 {
+
 	return h->s->cfg->seed;
 }
 

@@ -225,6 +225,9 @@ static struct ks_archive *open_archive(struct fixture *f, const char *name)
  * one line per evaluation: "seq family params mutation", in insertion
  * order (from the JSON log).  *log, when asked for, gets the log.
  */
+/* The share of map-elites proposals that climb in run_with()'s searches: 0, as in the pinned runs. */
+static double test_climb;
+
 static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uint64_t budget, double target,
 		      struct ks_mutator *const *first, struct toy *toy, int expect_rc,
 		      struct ks_search_summary *sum, struct ks_error *err, char **log)
@@ -242,6 +245,7 @@ static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uin
 					.explore = 0.3,
 					.exploit = 0.5,
 					.recent = 0.2,
+					.climb = test_climb,
 					.mutators = mutators };
 	struct ks_archive *ar = open_archive(f, archive);
 	char *log_text = NULL, log_path[4200] = "";
@@ -1068,6 +1072,85 @@ static void test_searches_respect_constraints_and_exhaust_the_allowed_space(void
 	test_rmtree(f.dir);
 }
 
+/*
+ * --climb: map-elites proposals that step from the best (or a workload's
+ * best) to an untried neighbour, one param one place along its list, with
+ * that best as the one parent; the others are the elites' moves.
+ */
+static void test_map_elites_climbs_from_the_bests(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	json_t *records, *r, *by_id = json_object();
+	size_t i;
+	int climbs = 0, others = 0;
+	char *choices;
+
+	test_climb = 0.5;
+	choices = run(f, "climb", 5, 28, 0, &t, 0, &sum, &err);
+	test_climb = 0;
+	records = all_records(f, "climb");
+	json_array_foreach(records, i, r)
+	{
+		char key[32];
+
+		snprintf(key, sizeof(key), "%lld", (long long)json_integer_value(json_object_get(r, "id")));
+		json_object_set(by_id, key, r);
+	}
+	json_array_foreach(records, i, r)
+	{
+		const char *mutation = json_string_value(json_object_get(r, "mutation"));
+		const json_t *parents = json_object_get(r, "parents"), *parent, *mine, *theirs;
+		const struct ks_family *fam = NULL;
+		char key[32];
+		int moved = 0;
+
+		if (strcmp(mutation, "climb")) {
+			others += strcmp(mutation, "seed") != 0;
+			continue;
+		}
+		climbs++;
+		assert_int_equal(json_array_size(parents), 1);
+		snprintf(key, sizeof(key), "%lld", (long long)json_integer_value(json_array_get(parents, 0)));
+		parent = json_object_get(by_id, key);
+		assert_non_null(parent);
+		assert_string_equal(json_string_value(json_object_get(parent, "verdict")), "ok");
+
+		for (size_t k = 0; k < f->n_families; k++)
+			if (!strcmp(f->families[k].name, json_string_value(json_object_get(r, "family"))))
+				fam = &f->families[k];
+		assert_non_null(fam);
+		mine = json_object_get(r, "params");
+		theirs = json_object_get(parent, "params");
+		for (size_t k = 0; k < fam->cand.n_params; k++) {
+			const struct ks_param *p = &fam->cand.params[k];
+			int64_t a = json_integer_value(json_object_get(mine, p->name));
+			int64_t b = json_integer_value(json_object_get(theirs, p->name));
+			size_t ia = 0, ib = 0;
+
+			while (ia < p->n_values && p->values[ia] != a)
+				ia++;
+			while (ib < p->n_values && p->values[ib] != b)
+				ib++;
+			if (ia == ib)
+				continue;
+			moved++;
+			if (ia + 1 != ib && ib + 1 != ia)
+				fail_msg("climb %s moved %s from %lld to %lld: more than one place", key,
+					 p->name, (long long)b, (long long)a);
+		}
+		assert_int_equal(moved, 1);
+	}
+	if (climbs < 5 || others < 3)
+		fail_msg("%d climbs and %d other moves in 26 proposals at --climb 0.5:\n%s", climbs, others,
+			 choices);
+	json_decref(by_id);
+	json_decref(records);
+	free(choices);
+}
+
 static void test_llm_children_verify_and_strategies_learn(void **state)
 {
 	struct fixture *f = *state;
@@ -1559,6 +1642,8 @@ int main(void)
 		cmocka_unit_test(test_fixed_seed_proposals_are_pinned),
 		cmocka_unit_test(test_a_mutator_is_a_table_and_one_line),
 		cmocka_unit_test(test_searches_respect_constraints_and_exhaust_the_allowed_space),
+		cmocka_unit_test(test_map_elites_climbs_from_the_bests),
+
 		cmocka_unit_test(test_llm_children_verify_and_strategies_learn),
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
 		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),

@@ -177,5 +177,21 @@ void ks_mutator_host_say(struct ks_mutator_host *h, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* It has proposals again after answering 1: ask it again. */
 void ks_mutator_host_wake(struct ks_mutator_host *h);
+/*
+ * The share of proposals that climb (--climb): an unevaluated neighbour
+ * of the archive's best or of a workload's best; from 0 to 1.
+ */
+double ks_mutator_host_climb(struct ks_mutator_host *h);
+
+/* ---- moves the built-in mutators share (moves.c) ---- */
+
+/* Whether (fam, params) may be proposed: a usable family's allowed combination, not seen yet. */
+int ks_move_usable(struct ks_mutator_host *host, size_t fam, const int64_t *params);
+/*
+ * A neighbour of (fam, base) that may be proposed: one param moved one
+ * place along its list, the moves tried in a random order (the host's
+ * generator).  Returns 0 with params filled, 1 when base has none left.
+ */
+int ks_move_neighbour(struct ks_mutator_host *host, size_t fam, const int64_t *base, int64_t *params);
 
 #endif

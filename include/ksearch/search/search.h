@@ -137,11 +137,13 @@ struct ks_search_config {
 	double target_fitness;		 /* 0: none */
 	int jobs;			 /* compile threads */
 	double explore, exploit, recent; /* parent selection ratios (normalised) */
-	FILE *log;			 /* JSON-lines events, or NULL */
-	int status_tty;			 /* redraw one status line instead of printing lines */
-	double status_every_s;		 /* plain status lines (not a tty) */
-	volatile sig_atomic_t *stop;	 /* set non-zero to finish in-flight work and stop */
-	FILE *out;			 /* progress and summary (stdout); NULL: quiet */
+	double climb;			 /* share of built-in proposals that climb from a best (0 to 1) */
+
+	FILE *log;		     /* JSON-lines events, or NULL */
+	int status_tty;		     /* redraw one status line instead of printing lines */
+	double status_every_s;	     /* plain status lines (not a tty) */
+	volatile sig_atomic_t *stop; /* set non-zero to finish in-flight work and stop */
+	FILE *out;		     /* progress and summary (stdout); NULL: quiet */
 	/* who proposes after the seeds, asked in this order (mutator.h); borrowed */
 	const struct ks_mutator *const *mutators;
 	size_t n_mutators;
