@@ -7,20 +7,26 @@
 # bests, and a plot (PNG, when python3 has matplotlib).
 #
 #   tools/ablate-search.sh [--op gqa] [--budgets "500 2000"] [--seeds "1 2 3"]
-#                          [--searches "map-elites random greedy"] [--out DIR] [-- EVOLVE-ARGS...]
+#                          [--searches "map-elites random greedy"] [--out DIR] [--extend]
+#                          [-- EVOLVE-ARGS...]
 #
 # map-elites is the default search as evolve runs it (--climb 0.5); the old
 # default, plain MAP-Elites, is `-- --climb 0` (with another --out, and
 # --searches map-elites).
 #
 # Every run starts from a fresh archive under DIR/archives (nothing is
-# shared between runs), so the curves compare the searches alone.  Env:
-# KSEARCH (default build/ksearch).
+# shared between runs), so the curves compare the searches alone.  With
+# --extend, each search and seed has one archive, kept between invocations
+# and brought to each budget in turn: a resumed search makes the choices an
+# unbroken one would, so the run at 500 is the first 500 evaluations of the
+# run at 2,000, the whole ablation costs the largest budget only, and an
+# invocation cut off (a time limit) is taken up where it stopped by the
+# next.  Env: KSEARCH (default build/ksearch).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ksearch=${KSEARCH:-build/ksearch}
 op=gqa budgets="500 2000" seeds="1 2 3" searches="map-elites random greedy" out=ablation
-extra=()
+extra=() extend=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--op) op=$2; shift 2 ;;
@@ -28,34 +34,58 @@ while [ $# -gt 0 ]; do
 	--seeds) seeds=$2; shift 2 ;;
 	--searches) searches=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
+	--extend) extend=1; shift ;;
 	--) shift; extra=("$@"); break ;;
-	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
 	*) echo "ablate-search.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 done
 [ -x "$ksearch" ] || { echo "ablate-search.sh: no ksearch binary at $ksearch (build it, or set KSEARCH)" >&2; exit 2; }
 mkdir -p "$out/archives" || exit 1
 csv="$out/curves.csv"
+budgets=$(printf '%s\n' $budgets | sort -n | tr '\n' ' ')
+# the runs: fresh archives per budget, or (--extend) one per search and seed brought to each budget
+for budget in $budgets; do
+	for search in $searches; do
+		for seed in $seeds; do
+			name=$search-b$budget-s$seed ar="$out/archives/$name" left=$budget
+			if [ "$extend" = 1 ]; then
+				name=$search-s$seed ar="$out/archives/$name"
+				have=$("$ksearch" archive stats --json --archive "$ar" --op "$op" 2>/dev/null |
+					python3 -c 'import json, sys; print(json.load(sys.stdin)["candidates"])' 2>/dev/null)
+				left=$((budget - ${have:-0}))
+			else
+				rm -rf "$ar"
+			fi
+			[ "$left" -gt 0 ] || continue
+			start=$(date +%s)
+			"$ksearch" evolve --op "$op" --search "$search" --seed "$seed" --budget "$left" \
+				--archive "$ar" "${extra[@]}" >>"$out/$name.log" 2>&1
+			rc=$?
+			echo "$search seed $seed to $budget: exit $rc after $(($(date +%s) - start)) s: $(grep '^best:' "$out/$name.log" | tail -1)"
+		done
+	done
+done
+# the curves, from the archives: for each budget, the evaluations up to it
 echo "op,search,budget,seed,evals,best" >"$csv"
 for budget in $budgets; do
 	for search in $searches; do
 		for seed in $seeds; do
 			ar="$out/archives/$search-b$budget-s$seed"
-			rm -rf "$ar"
-			start=$(date +%s)
-			"$ksearch" evolve --op "$op" --search "$search" --seed "$seed" --budget "$budget" \
-				--archive "$ar" "${extra[@]}" >"$out/$search-b$budget-s$seed.log" 2>&1
-			rc=$?
-			echo "$search budget $budget seed $seed: exit $rc after $(($(date +%s) - start)) s: $(grep -m1 '^best:' "$out/$search-b$budget-s$seed.log")"
+			[ "$extend" = 1 ] && ar="$out/archives/$search-s$seed"
 			"$ksearch" archive stats --json --archive "$ar" --op "$op" >"$out/stats.json" 2>/dev/null || continue
 			python3 - "$out/stats.json" "$op" "$search" "$budget" "$seed" >>"$csv" <<'PY'
 import json, sys
 stats, op, search, budget, seed = json.load(open(sys.argv[1])), *sys.argv[2:]
+if stats["candidates"] < int(budget):
+    sys.exit(0)  # not there yet (an --extend run cut off): no curve for this budget
 best = 0.0
 for point in stats["history"]:
+    if point["evals"] > int(budget):
+        break
     best = max(best, point["best"])
     print(f"{op},{search},{budget},{seed},{point['evals']},{best}")
-print(f"{op},{search},{budget},{seed},{stats['candidates']},{max(best, stats['best_fitness'])}")
+print(f"{op},{search},{budget},{seed},{budget},{best}")
 PY
 		done
 	done
