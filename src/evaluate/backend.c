@@ -48,6 +48,7 @@ int ks_gpu_evaluate(struct ks_evaluator *ev, const struct ks_op *op, const struc
 		return -1;
 	ks_result_add_evaluation(res, &eval);
 	ks_result_release(&eval);
+	res->evaluator = KS_EVALUATOR_GENERATION;
 	return 0;
 }
 
@@ -148,6 +149,8 @@ int ks_gpu_backend_open(struct ks_gpu_backend *gb, const struct ks_op *op, const
 	}
 	gb->backend = (struct ks_backend){ .ctx = gb,
 					   .lanes = (int)n_gpus,
+					   .evaluator = KS_EVALUATOR_GENERATION,
+
 					   .build = gb_build,
 					   .evaluate = gb_evaluate,
 					   .discard = gb_discard,

@@ -271,6 +271,8 @@ void ks_result_to_json_into(const struct ks_result *res, json_t *obj)
 					      o->verify_s, "runs", (json_int_t)o->runs, "verified_runs",
 					      (json_int_t)o->verified_runs));
 	}
+	if (res->evaluator > 0)
+		json_object_set_new(obj, "evaluator", json_integer(res->evaluator));
 	if (res->printf_bytes)
 		json_object_set_new(obj, "printf",
 				    json_pack("{s:I, s:s}", "bytes", (json_int_t)res->printf_bytes, "head",
@@ -571,6 +573,12 @@ int ks_result_from_json(const json_t *obj, struct ks_result *res, struct ks_erro
 		r.failed |= p.failed;
 		res->printf_bytes = bytes > 0 ? (uint64_t)bytes : 0;
 		res->printf_head = res->printf_bytes ? ks_strdup(text ? text : "") : NULL;
+	}
+	{
+		int64_t evaluator = 0;
+
+		read_int(&r, obj, "evaluator", &evaluator);
+		res->evaluator = evaluator > 0 && evaluator < 1000 ? (int)evaluator : 0;
 	}
 	if ((sub = field(&r, obj, "timing", is_object, "an object"))) {
 		struct reader t = { "timing", err, 0 };

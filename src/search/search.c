@@ -785,6 +785,54 @@ void ks_mutator_host_say(struct ks_mutator_host *h, const char *fmt, ...)
 	fflush(cfg->out);
 }
 
+/*
+ * Records of another evaluator generation (result.h) in the archive: the
+ * oldest generation that ever wrote to it is its state "search/evaluator"
+ * (an archive from before the key held generation 1 if it holds records).
+ * A mix is said at every start, as it stays true, with a log event.
+ */
+static int evaluator_check(struct search *s, uint64_t candidates, struct ks_error *err)
+{
+	int now = s->backend->evaluator, oldest = 0;
+	void *data = NULL;
+	size_t size = 0;
+	char text[16];
+
+	if (now <= 0)
+		return 0;
+	if (ks_archive_state_get(s->ar, "search/evaluator", &data, &size, err) < 0)
+		return -1;
+	if (data) {
+		snprintf(text, sizeof(text), "%.*s", (int)(size < sizeof(text) - 1 ? size : sizeof(text) - 1),
+			 (const char *)data);
+		oldest = atoi(text);
+		free(data);
+	} else if (candidates > 0) {
+		oldest = 1;
+	}
+	if (oldest > 0 && oldest != now) {
+		if (s->cfg->out)
+			ks_mutator_host_say(
+				&s->host,
+				"note: this archive holds records of evaluator %d and this ksearch is "
+				"evaluator %d%s; their times and fitness may not compare (`ksearch "
+				"evolve --fresh` starts a new archive and keeps the old one).",
+				oldest, now,
+				oldest < 2 && now >= 2
+					? " (evaluator 2 runs every kernel in the largest shared-memory "
+					  "carveout, so kernels that rely on L1 run slower than they were "
+					  "timed before)"
+					: "");
+		search_log(s, json_pack("{s:s, s:i, s:i}", "event", "evaluator_mix", "oldest", oldest, "now",
+					now));
+	}
+	if (oldest > 0 && oldest <= now)
+		return 0;
+	snprintf(text, sizeof(text), "%d", oldest > 0 && oldest < now ? oldest : now);
+
+	return ks_archive_state_put(s->ar, "search/evaluator", text, strlen(text), err);
+}
+
 /* ---- proposals ---- */
 
 /* The mutator that proposes with this mutation name, or NULL (seeds). */
@@ -1459,6 +1507,9 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 		}
 	}
 	summary->resumed_from = m0.candidates;
+	if (evaluator_check(&s, m0.candidates, err) < 0)
+		goto cleanup;
+
 	s.next_insert = s.next_seq = s.dispatch_end = inserted;
 	/* resume: find the proposals that were saved but never inserted */
 	{

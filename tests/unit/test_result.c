@@ -80,6 +80,7 @@ static void full_result(struct ks_result *r)
 	r->verdict = KS_VERDICT_IMPLAUSIBLE;
 	ks_result_set_evidence(r, "workload %s: too fast", "b1");
 	snprintf(r->arch, sizeof(r->arch), "sm_90a");
+	r->evaluator = KS_EVALUATOR_GENERATION;
 	r->has = KS_RESULT_BUILT | KS_RESULT_EVALUATED | KS_RESULT_OVERHEAD;
 	for (int d = 0; d < KS_DESC_COUNT; d++)
 		r->descriptors[d] = 1.5 * d;
@@ -157,6 +158,8 @@ static void test_json_form_reads_back_as_written(void **state)
 	assert_true(back.overhead.verified_runs == 21);
 	assert_string_equal(back.printf_head, "hello\n");
 	assert_true(back.timing.wall_s == 1.5);
+	assert_int_equal(json_integer_value(json_object_get(j, "evaluator")), KS_EVALUATOR_GENERATION);
+	assert_int_equal(back.evaluator, KS_EVALUATOR_GENERATION);
 	j2 = ks_result_to_json(&back);
 	assert_json_equal(j, j2);
 	json_decref(j2);
@@ -241,6 +244,9 @@ static void test_old_records_read(void **state)
 		assert_int_equal(ks_record_verdict(c, &v), 0);
 		assert_int_equal(r.verdict, v);
 		assert_true(r.fitness == ks_record_num(c, "fitness"));
+		/* before the field: an unknown evaluator (generation 1, result.h) */
+		assert_int_equal(r.evaluator, 0);
+
 		/* kernels named "name" then */
 		if (r.n_kernels)
 			assert_string_equal(

@@ -227,6 +227,8 @@ static struct ks_archive *open_archive(struct fixture *f, const char *name)
  */
 /* The share of map-elites proposals that climb in run_with()'s searches: 0, as in the pinned runs. */
 static double test_climb;
+/* The toy backend's evaluator generation (search.h): 0, none to tell, but where a test sets it. */
+static int test_evaluator;
 
 static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uint64_t budget, double target,
 		      struct ks_mutator *const *first, struct toy *toy, int expect_rc,
@@ -235,9 +237,12 @@ static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uin
 	const struct ks_mutator *mutators[8];
 	size_t n_mutators = 0;
 
-	struct ks_backend backend = {
-		.ctx = toy, .lanes = 2, .build = toy_build, .evaluate = toy_evaluate, .discard = toy_discard
-	};
+	struct ks_backend backend = { .ctx = toy,
+				      .lanes = 2,
+				      .evaluator = test_evaluator,
+				      .build = toy_build,
+				      .evaluate = toy_evaluate,
+				      .discard = toy_discard };
 	struct ks_search_config cfg = { .seed = seed,
 					.budget = budget,
 					.target_fitness = target,
@@ -1151,6 +1156,45 @@ static void test_map_elites_climbs_from_the_bests(void **state)
 	free(choices);
 }
 
+/*
+ * An archive with records of an older evaluator generation (records from
+ * before the archive kept it: generation 1) is said at every start, with
+ * a log event; one a single generation wrote is not.
+ */
+static void test_a_mix_of_evaluators_is_said(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t1 = { .lock = PTHREAD_MUTEX_INITIALIZER }, t2 = { .lock = PTHREAD_MUTEX_INITIALIZER },
+		   t3 = { .lock = PTHREAD_MUTEX_INITIALIZER }, t4 = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	char *choices, *log;
+
+	/* an archive as an evaluator before the key wrote it */
+	free(run(f, "evmix", 3, 6, 0, &t1, 0, &sum, &err));
+	test_evaluator = 2;
+	choices = run_with(f, "evmix", 3, 4, 0, NULL, &t2, 0, &sum, &err, &log);
+	assert_contains(log, "\"event\":\"evaluator_mix\"");
+	assert_contains(log, "\"oldest\":1");
+	free(choices);
+	free(log);
+	/* and again at the next start: the archive still mixes them */
+	choices = run_with(f, "evmix", 3, 2, 0, NULL, &t3, 0, &sum, &err, &log);
+	assert_contains(log, "\"event\":\"evaluator_mix\"");
+	free(choices);
+	free(log);
+	/* one generation from the start: nothing to say, then or later */
+	choices = run_with(f, "evone", 3, 4, 0, NULL, &t4, 0, &sum, &err, &log);
+	assert_null(strstr(log, "evaluator_mix"));
+	free(choices);
+	free(log);
+	choices = run_with(f, "evone", 3, 2, 0, NULL, &t4, 0, &sum, &err, &log);
+	assert_null(strstr(log, "evaluator_mix"));
+	test_evaluator = 0;
+	free(choices);
+	free(log);
+}
+
 static void test_llm_children_verify_and_strategies_learn(void **state)
 {
 	struct fixture *f = *state;
@@ -1643,6 +1687,7 @@ int main(void)
 		cmocka_unit_test(test_a_mutator_is_a_table_and_one_line),
 		cmocka_unit_test(test_searches_respect_constraints_and_exhaust_the_allowed_space),
 		cmocka_unit_test(test_map_elites_climbs_from_the_bests),
+		cmocka_unit_test(test_a_mix_of_evaluators_is_said),
 
 		cmocka_unit_test(test_llm_children_verify_and_strategies_learn),
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),

@@ -80,6 +80,17 @@ struct ks_result_timing {
 	double eval_s;	  /* the search: the evaluation, as its lane saw it */
 };
 
+/*
+ * What evaluated a result, for telling records apart when the evaluator
+ * changes what it measures (ks_result.evaluator; 0 unknown, not written):
+ *  1  until 2026-11-24: kernels in the driver's default shared-memory carveout
+ *     (records without the field);
+ *  2  every kernel in the largest carveout, the one the cooperative scrub
+ *     wipes whole (docs/design.md, threat model).  L1-bound kernels run
+ *     slower than under 1 (BENCHMARKS.md).
+ */
+#define KS_EVALUATOR_GENERATION 2
+
 /* Which parts a result holds (ks_result.has). */
 enum ks_result_part {
 	KS_RESULT_BUILT = 1 << 0,     /* passed the static checks: descriptors, kernels */
@@ -111,6 +122,7 @@ struct ks_result {
 	uint64_t printf_bytes;
 	char *printf_head; /* the first bytes, unprintable ones as '?' */
 	struct ks_result_timing timing;
+	int evaluator; /* KS_EVALUATOR_GENERATION of the evaluator that ran it; 0 none or unknown */
 };
 
 void ks_result_init(struct ks_result *res);

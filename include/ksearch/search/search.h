@@ -88,6 +88,13 @@ struct ks_family {
 struct ks_backend {
 	void *ctx;
 	int lanes;
+	/*
+	 * The generation of the evaluator evaluate() runs (result.h,
+	 * KS_EVALUATOR_GENERATION); 0: none to tell (a test's backend).  The
+	 * search says so when the archive holds records of another.
+	 */
+	int evaluator;
+
 	/* Compile and check statically; *built is passed on to evaluate() (NULL when res is final). */
 	int (*build)(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
 		     struct ks_result *res, struct ks_error *err);
