@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,8 +67,10 @@ void fake_start_with(struct fake *f, const char *script_json, const char *const 
 	const char *argv[64];
 	size_t argc = 0;
 	double deadline = now_s() + 15;
+	pid_t parent;
 
 	memset(f, 0, sizeof(*f));
+
 	f->dir = test_tmpdir();
 	test_write(f->dir, "script.json", script_json);
 	snprintf(script, sizeof(script), "%s/script.json", f->dir);
@@ -89,10 +92,15 @@ void fake_start_with(struct fake *f, const char *script_json, const char *const 
 	}
 	/* or the child would flush our buffered output into its log */
 	fflush(NULL);
+	parent = getpid();
 	f->pid = fork();
 	assert_true(f->pid >= 0);
 	if (f->pid == 0) {
+		/* a test that crashes, or is killed at its timeout, takes its endpoint with it */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(125);
 		if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0)
+
 			_exit(126);
 		execvp("python3", (char *const *)argv);
 		_exit(127);
