@@ -833,6 +833,49 @@ static int evaluator_check(struct search *s, uint64_t candidates, struct ks_erro
 	return ks_archive_state_put(s->ar, "search/evaluator", text, strlen(text), err);
 }
 
+static int by_id(const void *a, const void *b)
+{
+	uint64_t x = ((const struct ks_archive_elite *)a)->id, y = ((const struct ks_archive_elite *)b)->id;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The grid's elites that have no profile yet (an earlier run stopped with
+ * them waiting, or ran without profiling) wait for one as this run's new
+ * elites do: queued oldest first, so the newest are taken first and the
+ * oldest dropped when the queue is full.
+ */
+static int queue_unprofiled(struct search *s, struct ks_error *err)
+{
+	struct ks_archive_elite *elites = NULL;
+	size_t n = 0;
+
+	if (s->profiler.off)
+		return 0;
+	if (ks_archive_elites(s->ar, &elites, &n, err) < 0)
+		return -1;
+	KS_QSORT(elites, n, by_id);
+	for (size_t i = 0; i < n; i++) {
+		json_t *record = NULL;
+		enum ks_verdict verdict;
+		int64_t params[KS_MAX_PARAMS];
+		int fam;
+
+		if (ks_archive_get(s->ar, elites[i].id, &record, NULL, err) < 0) {
+			free(elites);
+			return -1;
+		}
+		if (ks_record_verdict(record, &verdict) == 0 && verdict == KS_VERDICT_OK &&
+		    !json_object_get(record, "profile") && (fam = family_of(s, elites[i].id)) >= 0 &&
+		    params_from_json(s->fams[fam].fam, json_object_get(record, "params"), params) == 0)
+			ks_search_profiler_elite(&s->profiler, s->fams[fam].fam, params, elites[i].id);
+		json_decref(record);
+	}
+	free(elites);
+	return 0;
+}
+
 /* ---- proposals ---- */
 
 /* The mutator that proposes with this mutation name, or NULL (seeds). */
@@ -1507,7 +1550,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 		}
 	}
 	summary->resumed_from = m0.candidates;
-	if (evaluator_check(&s, m0.candidates, err) < 0)
+	if (evaluator_check(&s, m0.candidates, err) < 0 || queue_unprofiled(&s, err) < 0)
 		goto cleanup;
 
 	s.next_insert = s.next_seq = s.dispatch_end = inserted;

@@ -518,6 +518,9 @@ static void test_target_stops_and_internal_failure_is_reported(void **state)
 /* ---- the profiler ---- */
 
 /* A search whose backend profiles; *out_text gets what it printed. */
+/* The profiler's share in run_profiled()'s searches. */
+static double profiled_share = 0.5;
+
 static void run_profiled(struct fixture *f, const char *archive, struct toy *toy, uint64_t budget,
 			 struct ks_search_summary *sum, char **out_text, char **log_text)
 {
@@ -533,7 +536,7 @@ static void run_profiled(struct fixture *f, const char *archive, struct toy *toy
 					.explore = 0.3,
 					.exploit = 0.5,
 					.recent = 0.2,
-					.profile_share = 0.5,
+					.profile_share = profiled_share,
 					.profile_guess_s = 0.0001 };
 	const struct ks_mutator *mutators[] = { &ks_mutator_param };
 	struct ks_archive *ar = open_archive(f, archive);
@@ -593,6 +596,51 @@ static void test_new_elites_are_profiled_within_the_share(void **state)
 		json_decref(rec);
 	}
 	assert_true(with_profile > 0);
+	free(elites);
+	ks_archive_close(ar);
+	free(out);
+	free(log);
+}
+
+/*
+ * Elites an earlier run left without a profile (it stopped with them
+ * queued, or did not profile) are profiled by the next run on the archive.
+ */
+static void test_a_resumed_search_profiles_the_elites_left_unprofiled(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t1 = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 3000 },
+		   t2 = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 3000 };
+	struct ks_search_summary sum;
+	struct ks_archive_elite *elites;
+	struct ks_archive *ar;
+	struct ks_error err;
+	char *out, *log;
+	size_t n, old_profiled = 0, old = 0;
+
+	profiled_share = 0;
+	run_profiled(f, "unprof", &t1, 24, &sum, &out, &log);
+	profiled_share = 0.5;
+	assert_int_equal(sum.profiled, 0);
+	free(out);
+	free(log);
+	run_profiled(f, "unprof", &t2, 8, &sum, &out, &log);
+	assert_true(sum.profiled > 0);
+	ar = open_archive(f, "unprof");
+	assert_int_equal(ks_archive_elites(ar, &elites, &n, &err), 0);
+	for (size_t i = 0; i < n; i++) {
+		json_t *rec;
+
+		if (elites[i].id > 24)
+			continue; /* this run's own */
+		old++;
+		assert_int_equal(ks_archive_get(ar, elites[i].id, &rec, NULL, &err), 0);
+		old_profiled += json_is_object(json_object_get(rec, "profile"));
+		json_decref(rec);
+	}
+	if (!old || !old_profiled)
+		fail_msg("%zu of the first run's %zu elites profiled by the second:\n%s", old_profiled, old,
+			 out);
 	free(elites);
 	ks_archive_close(ar);
 	free(out);
@@ -1697,6 +1745,8 @@ int main(void)
 		cmocka_unit_test(test_llm_search_works_against_each_kind_of_endpoint),
 		cmocka_unit_test(test_llm_answers_cut_off_are_their_own_failure),
 		cmocka_unit_test(test_new_elites_are_profiled_within_the_share),
+		cmocka_unit_test(test_a_resumed_search_profiles_the_elites_left_unprofiled),
+
 		cmocka_unit_test(test_no_permission_is_said_once_and_the_search_goes_on),
 		cmocka_unit_test(test_profiles_failing_in_a_row_stop_profiling),
 	};
