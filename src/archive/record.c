@@ -17,7 +17,15 @@ const char *ks_record_str(const json_t *record, const char *field, const char *f
 	return s ? s : fallback;
 }
 
+const char *ks_record_text(const json_t *record, const char *field, const char *fallback)
+{
+	const char *s = ks_record_str(record, field, NULL);
+
+	return s && *s ? s : fallback;
+}
+
 double ks_record_num(const json_t *record, const char *field)
+
 {
 	return json_number_value(json_object_get(record, field));
 }

@@ -13,6 +13,7 @@
  * divide by zero.
  */
 #include "ksearch/export/export.h"
+#include "ksearch/archive/record.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -729,13 +730,6 @@ static void format_params(const struct gen *g, struct ks_strbuf *sb)
 		ks_strbuf_adds(sb, "none");
 }
 
-static const char *record_str(const json_t *record, const char *key, const char *fallback)
-{
-	const char *s = json_string_value(json_object_get(record, key));
-
-	return s && *s ? s : fallback;
-}
-
 /* "candidate #3 (family split_kv, SPLITS=16 ...)" */
 static void describe_candidate(const struct gen *g, struct ks_strbuf *sb)
 {
@@ -745,7 +739,7 @@ static void describe_candidate(const struct gen *g, struct ks_strbuf *sb)
 		ks_strbuf_addf(sb, "candidate #%lld", (long long)id);
 	else
 		ks_strbuf_adds(sb, "the candidate");
-	ks_strbuf_addf(sb, " (family %s; params ", record_str(g->record, "family", "unknown"));
+	ks_strbuf_addf(sb, " (family %s; params ", ks_record_text(g->record, "family", "unknown"));
 	format_params(g, sb);
 	ks_strbuf_adds(sb, ")");
 }
@@ -756,7 +750,8 @@ static void describe_measurement(const struct gen *g, struct ks_strbuf *sb)
 	const json_t *fitness = json_object_get(g->record, "fitness");
 	const json_t *sol = json_object_get(g->record, "sol_fraction");
 
-	ks_strbuf_addf(sb, "measured on %s (%s)", record_str(g->record, "gpu", "an unrecorded GPU"), g->arch);
+	ks_strbuf_addf(sb, "measured on %s (%s)", ks_record_text(g->record, "gpu", "an unrecorded GPU"),
+		       g->arch);
 	if (json_is_number(fitness))
 		ks_strbuf_addf(sb,
 			       ": fitness %.3f (the geometric mean over the op's benchmark workloads of the "
@@ -1507,7 +1502,7 @@ static int add_source(struct gen *g, struct ks_strbuf *sb)
 	struct launch_code *lc = ks_calloc(cand->n_launches + 1, sizeof(*lc));
 	struct scratch_code *sc = ks_calloc(cand->n_scratch + 1, sizeof(*sc));
 	struct ks_strbuf text;
-	const char *path = record_str(g->record, "path", NULL);
+	const char *path = ks_record_text(g->record, "path", NULL);
 	size_t src_len = strlen(cand->source);
 	int ret = -1;
 
@@ -1726,7 +1721,7 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 				   "| --- | --- | ---: | ---: | ---: | ---: |\n");
 		json_array_foreach(workloads, i, w)
 		{
-			const char *id = record_str(w, "id", "?");
+			const char *id = ks_record_text(w, "id", "?");
 			const struct ks_workload *wl = ks_op_workload(op, id);
 			struct ks_strbuf sizes;
 
@@ -1805,11 +1800,11 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 
 			ks_strbuf_addf(sb, "| %lld | %s | ",
 				       (long long)json_integer_value(json_object_get(w, "id")),
-				       record_str(w, "mutation", "-"));
+				       ks_record_text(w, "mutation", "-"));
 			if (json_is_number(f))
 				ks_strbuf_addf(sb, "%.3f |\n", json_number_value(f));
 			else
-				ks_strbuf_addf(sb, "%s |\n", record_str(w, "verdict", "-"));
+				ks_strbuf_addf(sb, "%s |\n", ks_record_text(w, "verdict", "-"));
 		}
 	}
 	ks_strbuf_release(&text);
@@ -1937,7 +1932,7 @@ int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, con
 	if (!name || !ks_is_identifier(name))
 		return ks_fail(err, "'%s' is not a C identifier; the export's name prefixes its functions",
 			       name ? name : "");
-	g.arch = record_str(record, "arch", "sm_90a");
+	g.arch = ks_record_text(record, "arch", "sm_90a");
 	if (!is_arch_word(g.arch))
 		return ks_fail(err, "arch: '%s' is not an architecture name such as sm_90a", g.arch);
 	for (size_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
@@ -2100,7 +2095,7 @@ int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *v
 		ks_params_format(variants[k].cand, variants[k].params, params, sizeof(params));
 		ks_strbuf_addf(&h, " *   %-18s ->  %s_v%zu: #%lld %s (%s)", w->id, name, kernel_of[k],
 			       (long long)json_integer_value(json_object_get(rec, "id")),
-			       record_str(rec, "family", "?"), params);
+			       ks_record_text(rec, "family", "?"), params);
 		for (size_t a = 0; a < op->n_axes; a++) {
 			int64_t v = 0;
 
@@ -2152,7 +2147,7 @@ int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *v
 	ks_strbuf_addf(&cu,
 		       "/*\n * %s.cu - the per-shape dispatch of ksearch op %s (see %s.h for the rule).\n"
 		       " * Build it with the kernels it picks from:\n *     nvcc -c -std=c++17 -arch=%s",
-		       name, op->key, name, record_str(variants[0].record, "arch", "sm_90a"));
+		       name, op->key, name, ks_record_text(variants[0].record, "arch", "sm_90a"));
 	for (size_t k = 0; k < n_kernels; k++)
 		ks_strbuf_addf(&cu, " %s_v%zu.cu", name, k);
 	ks_strbuf_addf(&cu, " %s.cu\n */\n#include <math.h>\n\n#include \"%s.h\"\n\n", name, name);
@@ -2231,7 +2226,7 @@ int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *v
 		       "`%s.h`, the measurements in `%s.json` and `%s_v<k>.json`). Build:\n\n"
 		       "```\nnvcc -c -std=c++17 -arch=%s",
 		       name, op->key, name, name, name, name,
-		       record_str(variants[0].record, "arch", "sm_90a"));
+		       ks_record_text(variants[0].record, "arch", "sm_90a"));
 	for (size_t k = 0; k < n_kernels; k++)
 		ks_strbuf_addf(&readme, " %s_v%zu.cu", name, k);
 	ks_strbuf_addf(&readme, " %s.cu\n```\n\nand include `%s.h`.\n", name, name);

@@ -244,7 +244,10 @@ static void test_old_records_read(void **state)
 		assert_int_equal(ks_record_verdict(c, &v), 0);
 		assert_int_equal(r.verdict, v);
 		assert_true(r.fitness == ks_record_num(c, "fitness"));
+		/* text for a reader: an empty field is no text */
+		assert_string_equal(ks_record_text(c, "verdict", "?"), ks_record_str(c, "verdict", "?"));
 		/* before the field: an unknown evaluator (generation 1, result.h) */
+
 		assert_int_equal(r.evaluator, 0);
 
 		/* kernels named "name" then */
@@ -256,9 +259,16 @@ static void test_old_records_read(void **state)
 		ks_result_release(&r);
 	}
 	json_decref(doc);
+	doc = json_pack("{s:s, s:s}", "family", "", "gpu", "H200");
+	assert_string_equal(ks_record_text(doc, "family", "unknown"), "unknown");
+	assert_string_equal(ks_record_str(doc, "family", "unknown"), "");
+	assert_string_equal(ks_record_text(doc, "gpu", "?"), "H200");
+	assert_string_equal(ks_record_text(doc, "arch", "sm_90a"), "sm_90a");
+	json_decref(doc);
 }
 
 /* A build of two launches, as build.c reports one. */
+
 static void fake_build(struct ks_build *b, struct ks_launch_report *lr)
 {
 	memset(b, 0, sizeof(*b));

@@ -22,6 +22,9 @@
 uint64_t ks_record_id(const json_t *record);
 /* A text field, or fallback. */
 const char *ks_record_str(const json_t *record, const char *field, const char *fallback);
+/* A text field that is not empty, or fallback (for text shown to a reader). */
+const char *ks_record_text(const json_t *record, const char *field, const char *fallback);
+
 /* A number field, or 0. */
 double ks_record_num(const json_t *record, const char *field);
 /* "verdict" into *verdict; -1 when absent or not a verdict's name (*verdict is then crash). */
