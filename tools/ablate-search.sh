@@ -4,7 +4,7 @@
 # space; greedy, a neighbourhood climber with restarts) at equal evaluation
 # budgets, with several seeds each, on a GPU, and writes the best fitness
 # against evaluations of every run as CSV, a table of the final and median
-# bests, and a plot (PNG, when python3 has matplotlib).
+# bests, cells filled and QD-scores, and a plot (SVG, tools/plot-curves.py).
 #
 #   tools/ablate-search.sh [--op gqa] [--budgets "500 2000"] [--seeds "1 2 3"]
 #                          [--searches "map-elites random greedy"] [--out DIR] [--extend]
@@ -67,7 +67,7 @@ for budget in $budgets; do
 	done
 done
 # the curves, from the archives: for each budget, the evaluations up to it
-echo "op,search,budget,seed,evals,best" >"$csv"
+echo "op,search,budget,seed,evals,best,cells_filled,qd_score" >"$csv"
 for budget in $budgets; do
 	for search in $searches; do
 		for seed in $seeds; do
@@ -79,13 +79,13 @@ import json, sys
 stats, op, search, budget, seed = json.load(open(sys.argv[1])), *sys.argv[2:]
 if stats["candidates"] < int(budget):
     sys.exit(0)  # not there yet (an --extend run cut off): no curve for this budget
-best = 0.0
+best, cells, qd = 0.0, 0, 0.0
 for point in stats["history"]:
     if point["evals"] > int(budget):
         break
-    best = max(best, point["best"])
-    print(f"{op},{search},{budget},{seed},{point['evals']},{best}")
-print(f"{op},{search},{budget},{seed},{budget},{best}")
+    best, cells, qd = max(best, point["best"]), point["cells_filled"], point["qd_score"]
+    print(f"{op},{search},{budget},{seed},{point['evals']},{best},{cells},{qd:.2f}")
+print(f"{op},{search},{budget},{seed},{budget},{best},{cells},{qd:.2f}")
 PY
 		done
 	done
@@ -93,41 +93,22 @@ done
 python3 - "$csv" "$out" <<'PY'
 import collections, csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-final = collections.defaultdict(list)
+final, ends = collections.defaultdict(list), collections.defaultdict(list)
 for budget in sorted({r["budget"] for r in rows}, key=int):
     for search in dict.fromkeys(r["search"] for r in rows):
         for seed in dict.fromkeys(r["seed"] for r in rows):
             run = [r for r in rows if (r["budget"], r["search"], r["seed"]) == (budget, search, seed)]
             if run:
                 final[(budget, search)].append(max(float(r["best"]) for r in run))
+                ends[(budget, search)].append(run[-1])
 with open(f"{sys.argv[2]}/summary.md", "w") as md:
-    md.write("| budget | search | best fitness per seed | median |\n| --- | --- | --- | --- |\n")
+    md.write("| budget | search | best fitness per seed | median | cells filled | QD-score |\n"
+             "| --- | --- | --- | --- | --- | --- |\n")
     for (budget, search), bests in final.items():
-        md.write(f"| {budget} | {search} | {', '.join(f'{b:.2f}' for b in bests)} | {statistics.median(bests):.2f} |\n")
+        cells = ", ".join(r["cells_filled"] for r in ends[(budget, search)])
+        qd = ", ".join(f'{float(r["qd_score"]):.0f}' for r in ends[(budget, search)])
+        md.write(f"| {budget} | {search} | {', '.join(f'{b:.2f}' for b in bests)} | "
+                 f"{statistics.median(bests):.2f} | {cells} | {qd} |\n")
 print(open(f"{sys.argv[2]}/summary.md").read())
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    print("(no matplotlib: no plot)")
-    sys.exit(0)
-budgets = sorted({r["budget"] for r in rows}, key=int)
-fig, axes = plt.subplots(1, len(budgets), figsize=(6 * len(budgets), 4), squeeze=False)
-colours = {"map-elites": "tab:blue", "random": "tab:orange", "greedy": "tab:green"}
-for ax, budget in zip(axes[0], budgets):
-    for search in dict.fromkeys(r["search"] for r in rows):
-        for i, seed in enumerate(dict.fromkeys(r["seed"] for r in rows)):
-            run = [r for r in rows if (r["budget"], r["search"], r["seed"]) == (budget, search, seed)]
-            if run:
-                ax.step([int(r["evals"]) for r in run], [float(r["best"]) for r in run], where="post",
-                        color=colours.get(search), alpha=0.8, label=search if i == 0 else None)
-    ax.set_title(f"{rows[0]['op']}: budget {budget} evaluations")
-    ax.set_xlabel("evaluations")
-    ax.set_ylabel("best fitness (speedup over the reference)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-fig.tight_layout()
-fig.savefig(f"{sys.argv[2]}/curves.png", dpi=110)
-print(f"plot: {sys.argv[2]}/curves.png")
 PY
+python3 tools/plot-curves.py "$csv" "$out/curves.svg"
