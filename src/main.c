@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "ksearch/base/secret.h"
 #include "ksearch/base/util.h"
 
 const struct ks_cmd ks_commands[] = {
@@ -115,6 +116,8 @@ int main(int argc, char **argv)
 {
 	const struct ks_cmd *cmd;
 
+	/* before anything can read the environment or inherit it (secret.h) */
+	ks_secrets_capture();
 	if (argc < 2) {
 		print_main_help(stderr);
 		return KS_EXIT_USAGE;

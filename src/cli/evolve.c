@@ -96,7 +96,7 @@ static const struct ks_help help = {
 		       "--llm-extra adds provider fields to every request body (merged into the\n"
 		       "JSON; env KSEARCH_LLM_EXTRA); --llm-header adds a header (repeatable; env\n"
 		       "KSEARCH_LLM_HEADERS, one per line, keeps secret values out of the process\n"
-		       "list).  The key never goes there: it stays in the environment.",
+		       "list).  The key never goes there: it comes from the environment.",
 	.examples =
 		"  ksearch evolve --op gqa                              a few minutes, 100 candidates\n"
 		"  ksearch evolve --op gqa --time 8h --gpus all --log run.jsonl\n"

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "ksearch/base/pcg.h"
+#include "ksearch/base/secret.h"
 #include "ksearch/base/util.h"
 
 #ifndef KS_VERSION
@@ -399,7 +400,7 @@ int ks_llm_config_from_env(struct ks_llm_config *cfg, struct ks_error *err)
 	value = env_nonempty("KSEARCH_LLM_EXTRA");
 	if (!cfg->extra && value && ks_llm_config_set_extra(cfg, value, "KSEARCH_LLM_EXTRA", err))
 		return -1;
-	value = env_nonempty("KSEARCH_LLM_HEADERS");
+	value = ks_secret_env("KSEARCH_LLM_HEADERS");
 	if (!cfg->n_headers && value) {
 		char *copy = ks_strdup(value), *line, *save = NULL;
 		int rc = 0;
@@ -416,10 +417,10 @@ int ks_llm_config_from_env(struct ks_llm_config *cfg, struct ks_error *err)
 		if (rc)
 			return -1;
 	}
-	value = env_nonempty("KSEARCH_API_KEY");
+	value = ks_secret_env("KSEARCH_API_KEY");
 	if (!value)
-		value = env_nonempty(cfg->provider == KS_LLM_ANTHROPIC ? "ANTHROPIC_API_KEY"
-								       : "OPENAI_API_KEY");
+		value = ks_secret_env(cfg->provider == KS_LLM_ANTHROPIC ? "ANTHROPIC_API_KEY"
+									: "OPENAI_API_KEY");
 	wipe_free(cfg->api_key);
 	cfg->api_key = value ? ks_strdup(value) : NULL;
 	return 0;

@@ -135,8 +135,10 @@ void ks_llm_config_release(struct ks_llm_config *cfg);
  * endpoint), model from KSEARCH_LLM_MODEL, extra from KSEARCH_LLM_EXTRA,
  * headers from KSEARCH_LLM_HEADERS (one "Name: value" per line).  The key
  * is always read here, from KSEARCH_API_KEY, else OPENAI_API_KEY or
- * ANTHROPIC_API_KEY by provider.  Fails on an unknown provider name or a
- * bad extra or header, naming the variable.
+ * ANTHROPIC_API_KEY by provider.  The key and the headers are read through
+ * ks_secret_env() (secret.h): what main() took out of the environment at
+ * start-up.  Fails on an unknown provider name or a bad extra or header,
+ * naming the variable.
  */
 int ks_llm_config_from_env(struct ks_llm_config *cfg, struct ks_error *err);
 
