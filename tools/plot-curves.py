@@ -89,7 +89,6 @@ def main():
             path += [f"H{sx(e):.1f}V{sy(best):.1f}" for (e, best), (_, before) in zip(pts[1:], pts) if best != before]
 
             path.append(f"H{sx(budget):.1f}")
-
             out.append(f'<path d="{"".join(path)}" fill="none" stroke="{colour[search]}" '
                        f'stroke-width="1.6" opacity="0.85"><title>{html.escape(search)}, seed {seed}</title></path>')
     out.append(f'<text x="16" y="{TOP + PANEL_H / 2}" transform="rotate(-90 16 {TOP + PANEL_H / 2})" '

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ksearch/compile/compiler.h"
+#include "ksearch/compile/includes.h"
 #include "ksearch/base/sha256.h"
 #include "ksearch/base/util.h"
 
@@ -358,6 +359,17 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 
 		out->verdict = KS_VERDICT_CONTRACT_ERROR;
 		return 0;
+	}
+
+	{
+		char why[KS_ERROR_MAX / 2];
+
+		/* before NVRTC runs: it must never open a file the candidate names */
+		if (ks_includes_check(cand->source, why, sizeof(why))) {
+			ks_fail(err, "%s: refused: %s", cand->path, why);
+			out->verdict = KS_VERDICT_REFUSED;
+			return 0;
+		}
 	}
 
 	defines = ks_calloc(cand->n_params, sizeof(*defines));

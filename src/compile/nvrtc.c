@@ -178,6 +178,65 @@ static char *copy_log(nvrtcProgram prog)
 	return log;
 }
 
+/* The file a diagnostic line names ("FILE(LINE): error: ..."), or 0. */
+static size_t diagnostic_file(const char *line, size_t len)
+{
+	for (size_t i = 1; i < len; i++) {
+		size_t j = i + 1;
+
+		if (line[i] != '(' || !isdigit((unsigned char)line[j]))
+			continue;
+		while (j < len && isdigit((unsigned char)line[j]))
+			j++;
+		if (j + 2 < len && line[j] == ')' && line[j + 1] == ':' && line[j + 2] == ' ')
+			return i;
+	}
+	return 0;
+}
+
+/*
+ * The log without the text of diagnostics located in a file other than the
+ * candidate, the toolkit's headers or NVRTC's built-in ones: NVRTC quotes
+ * the lines it complains about, and those of a file a candidate should
+ * never have reached (a secret) must not reach the log.  includes.h
+ * refuses such sources before they are compiled; this is the layer behind.
+ * Takes `log` (malloc'd) and returns its replacement.
+ */
+static char *withhold_foreign(char *log, const char *source_name, const char *include_dir)
+{
+	size_t dir_len = strlen(include_dir);
+	struct ks_strbuf sb;
+	int foreign = 0;
+
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "");
+	for (const char *line = log; *line;) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+		size_t file = diagnostic_file(line, len);
+
+		if (file) {
+			foreign = !(file == strlen(source_name) && !strncmp(line, source_name, file)) &&
+				  !(file > dir_len && !strncmp(line, include_dir, dir_len) &&
+				    line[dir_len] == '/') &&
+				  strncmp(line, "__nv", 4);
+			if (foreign) {
+				ks_strbuf_add(&sb, line, (size_t)(strchr(line + file, ')') - line) + 1);
+				ks_strbuf_adds(&sb,
+					       ": (a diagnostic in a file outside the candidate and the CUDA "
+					       "headers; its text is withheld)\n");
+			}
+		} else if (len <= 1 || !isspace((unsigned char)line[0])) {
+			foreign = 0; /* a blank line or a new paragraph ends the diagnostic */
+		}
+		if (!foreign)
+			ks_strbuf_add(&sb, line, len);
+		line += len;
+	}
+	free(log);
+	return ks_strbuf_detach(&sb);
+}
+
 static int fail_nvrtc(struct ks_error *err, const char *what, nvrtcResult rc)
 {
 	if (rc == NVRTC_ERROR_BUILTIN_OPERATION_FAILURE)
@@ -336,6 +395,9 @@ int ks_nvrtc_compile(const struct ks_compile_request *req, struct ks_compile_res
 		ks_fail(err, "out of memory reading the NVRTC log");
 		goto cleanup;
 	}
+	out->log = withhold_foreign(out->log, req->source_name ? req->source_name : DEFAULT_SOURCE_NAME,
+				    include_dir);
+
 	if (rc != NVRTC_SUCCESS) {
 		fail_compile(req, rc, out->log, include_dir, err);
 		goto cleanup;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ksearch/compile/nvrtc.h"
 
@@ -101,6 +102,40 @@ static void test_error_points_at_users_line(void **state)
 	assert_null(res.cubin);
 	ks_compile_result_release(&res);
 	ks_compile_result_release(&res); /* twice is harmless */
+}
+
+/* includes.h keeps such sources from NVRTC; should one get through, the
+ * lines NVRTC quotes from a file outside the candidate and the toolkit's
+ * headers are withheld from the log, and the candidate's own stay. */
+static void test_text_of_a_foreign_file_is_withheld(void **state)
+{
+	char dir[] = "/tmp/ksearch-nvrtc-XXXXXX", path[64], source[256];
+	struct ks_compile_result res;
+	struct ks_error err = { "" };
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/secret.h", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("KSEARCH_API_KEY=sk-not-for-the-log-4c1d;\nint second_line_of_it = ;\n", f);
+	fclose(f);
+	snprintf(source, sizeof(source),
+		 "#include \"%s\"\nextern \"C\" __global__ void k(float *o)\n{\n\to[0] = own_mistake;\n}\n",
+		 path);
+	assert_int_equal(compile(source, "cand.cu", "sm_90a", NULL, 0, &res, &err), -1);
+	assert_non_null(res.log);
+	assert_null(strstr(res.log, "not-for-the-log"));
+	assert_null(strstr(res.log, "second_line_of_it"));
+	assert_null(strstr(err.msg, "not-for-the-log"));
+	assert_non_null(strstr(res.log, "secret.h(1): (a diagnostic in a file outside the candidate"));
+	if (!strstr(res.log, "cand.cu(4): error"))
+		fail_msg("%s", res.log);
+	assert_non_null(strstr(res.log, "own_mistake"));
+	ks_compile_result_release(&res);
+	unlink(path);
+	rmdir(dir);
 }
 
 static void test_huge_log_is_trimmed_from_first_error(void **state)
@@ -334,6 +369,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_compiles_sm80_and_sm90a_with_defines),
 		cmocka_unit_test(test_error_points_at_users_line),
+		cmocka_unit_test(test_text_of_a_foreign_file_is_withheld),
 		cmocka_unit_test(test_huge_log_is_trimmed_from_first_error),
 		cmocka_unit_test(test_unknown_arch_fails_clearly),
 		cmocka_unit_test(test_bad_define_name_fails),

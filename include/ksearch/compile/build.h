@@ -7,6 +7,9 @@
  * GPU.  Its verdict is KS_VERDICT_OK or the first failure met, in order:
  *   contract_error  a launch plan that cannot be resolved for some
  *                   workload (bad expression, out-of-range grid or block)
+ *   refused         a directive that would make the compiler read a file
+ *                   other than the toolkit's headers (includes.h), before
+ *                   NVRTC runs
  *   compile_error   NVRTC's log, with the user's line numbers
  *   contract_error  a launch naming a kernel the source does not define;
  *                   a launch whose arguments do not match the kernel's

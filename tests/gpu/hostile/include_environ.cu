@@ -1,0 +1,55 @@
+/* ksearch
+{ "params": {},
+  "launch": [
+    {"kernel": "rmsnorm_include_environ", "grid": ["num_rows"], "block": ["256"],
+     "args": ["x", "weight", "eps", "y", "num_rows", "hidden"]} ] }
+*/
+// expect: refused
+// evidence: /proc/self/environ
+// evidence: angle brackets
+// A correct kernel that also includes the process's environment: NVRTC would read the file and
+// quote it in its log (an API key with it), and the log goes to the archive and the LLM.
+// Refused before the compiler runs.
+#include <cuda_bf16.h>
+#include "/proc/self/environ" /* HOSTILE: reads a file outside the toolkit's headers */
+
+#define THREADS 256
+#define WARPS (THREADS / 32)
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+rmsnorm_include_environ(const __nv_bfloat16 *x, const __nv_bfloat16 *weight, float eps, __nv_bfloat16 *y, int num_rows,
+       int hidden)
+{
+	__shared__ float warp_sums[WARPS];
+	const int row = blockIdx.x;
+	if (row >= num_rows)
+		return;
+	const __nv_bfloat16 *xr = x + (size_t)row * hidden;
+	__nv_bfloat16 *yr = y + (size_t)row * hidden;
+
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < hidden; i += THREADS) {
+		const float v = __bfloat162float(xr[i]);
+		ss = fmaf(v, v, ss);
+	}
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0)
+		warp_sums[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float total = 0.0f;
+#pragma unroll
+	for (int w = 0; w < WARPS; ++w)
+		total += warp_sums[w];
+	const float inv_rms = rsqrtf(total / (float)hidden + eps);
+
+	for (int i = threadIdx.x; i < hidden; i += THREADS)
+		yr[i] = __float2bfloat16((__bfloat162float(xr[i]) * inv_rms) * __bfloat162float(weight[i]));
+}
