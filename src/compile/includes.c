@@ -190,7 +190,8 @@ static int word_at(const struct reading *r, size_t i, const char *word)
 {
 	size_t n = strlen(word);
 
-	return i + n <= r->len && !strncmp(r->text + i, word, n) && (i + n == r->len || !ident_char(r->text[i + n]));
+	return i + n <= r->len && !strncmp(r->text + i, word, n) &&
+	       (i + n == r->len || !ident_char(r->text[i + n]));
 }
 
 static void describe(const struct reading *r, size_t at, char *why, size_t n, const char *what)

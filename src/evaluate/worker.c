@@ -1300,8 +1300,19 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 		/* never a time without a verified run behind it */
 		if (verify && !counted && n == 0 && run == set->max_reps)
 			counted = 1;
-		if (counted && verify && verify_run(w, t, run, oc) < 0)
-			goto cleanup;
+		if (counted && verify) {
+			char when[96];
+
+			/*
+			 * Every input, not only the fresh ones, before the reference runs
+			 * on them: a kernel that rewrote one the reference reads (lengths,
+			 * weights) would otherwise be "verified" against its own edit.
+			 */
+			snprintf(when, sizeof(when), " (timed run %d, checked before its verification)", run);
+			if (check_after_run(w, t->prog, t->wl, t->in, t->g, 0, when, oc) < 0 ||
+			    verify_run(w, t, run, oc) < 0)
+				goto cleanup;
+		}
 		if (!counted)
 			continue;
 		samples[n++] = us;
