@@ -54,5 +54,13 @@ for r, path in zip(results, paths):
     assert r["verdict"] == expect, (path, r["verdict"], expect)
 PY
 fi
+# the include cases with a key in the environment: refused, and the key is nowhere in what
+# ksearch says (includes.h refuses the read; secret.h keeps the key out of the environment)
+for f in tests/gpu/hostile/include_*.cu; do
+	KSEARCH_API_KEY=sk-cli-test-6f2e9 run 3 "$KSEARCH" compile "$f" --op rmsnorm --json
+	out_has '"verdict": "refused"'
+	! grep -q "sk-cli-test-6f2e9" "$TMP/out" "$TMP/err" || fail "$f: the API key reached the output"
+done
+
 echo "$static static verdicts, $((${#files[@]} - static)) cases that pass the static checks"
 done_ok
