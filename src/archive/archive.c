@@ -753,7 +753,11 @@ static int open_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, struct ks_
 	if (rc == MDB_MAP_FULL)
 		return KS_ARCHIVE_GROW;
 	if (rc == MDB_NOTFOUND)
-		return ks_fail(err, "%s: not a ksearch archive (no meta database)", ar->path);
+		return ks_fail(err,
+			       "%s: not a ksearch archive (no meta database); a copy of an archive's "
+			       "files taken while a search wrote to it can look like this: copy one "
+			       "with `ksearch archive export`, or while nothing writes to it",
+			       ar->path);
 	if (rc)
 		return ks_archive_lmdb_fail(err, rc, ar->path);
 	for (size_t i = 0; i < sizeof(databases) / sizeof(databases[0]); i++) {

@@ -547,6 +547,29 @@ static void test_schema_version_mismatch_names_the_version(void **state)
 	test_rmtree(root);
 }
 
+/* An LMDB environment without the meta database: what a copy torn while a search
+ * wrote can look like; the error says so and how to copy one. */
+static void test_environment_without_meta_says_how_to_copy(void **state)
+{
+	char *root = test_tmpdir(), dir[4096];
+	MDB_env *env;
+	MDB_txn *txn;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/testop", root);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(dir, sizeof(dir), "%s/testop/test-gpu-9000", root);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	assert_open_fails(root, KS_ARCHIVE_READONLY, "not a ksearch archive (no meta database)");
+	assert_open_fails(root, KS_ARCHIVE_READONLY, "`ksearch archive export`");
+	test_rmtree(root);
+}
+
 static void fill_lineage(struct ks_archive *ar);
 
 /* Change the archive behind its back: delete key from database db (or put value). */
@@ -1559,6 +1582,7 @@ int main(void)
 		cmocka_unit_test(test_foreach_orders_filters_and_limits),
 		cmocka_unit_test(test_get_and_best_return_record_and_source),
 		cmocka_unit_test(test_schema_version_mismatch_names_the_version),
+		cmocka_unit_test(test_environment_without_meta_says_how_to_copy),
 		cmocka_unit_test(test_damaged_files_give_clear_errors),
 		cmocka_unit_test(test_missing_archive_and_grid_mismatch),
 		cmocka_unit_test(test_export_import_round_trip),
