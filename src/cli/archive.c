@@ -967,7 +967,10 @@ static const struct ks_help import_help = {
 		       "Into an empty archive the ids are kept; otherwise candidates get new ids\n"
 		       "and those already present (same source and params) are skipped.  Elites\n"
 		       "are placed with the archive's own grid.  Strategy prompts keep their ids;\n"
-		       "one whose id the archive holds already is skipped.  FILE - reads stdin.",
+		       "one whose id the archive holds already is skipped.  FILE - reads stdin.\n"
+		       "An import trusts the file: its verdicts and times are not measured again.\n"
+		       "Before trusting those of a file you did not make, re-time its kernels: the\n"
+		       "source from `ksearch archive show ID`, with its params, to `ksearch check`.",
 	.examples = "  ksearch archive import gqa-h200.json\n"
 		    "  ksearch archive import colleague.json --archive /data/archive --gpu 'NVIDIA H100'\n",
 	.exit_codes = NULL,
