@@ -19,6 +19,31 @@
  * the first "*" "/".  Only blanks and other comments may come before it, so
  * the launch contract is where a reader expects it: at the top.
  */
+/*
+ * A kernel's text is printable: tabs, line ends, form feeds and UTF-8 are
+ * fine; other control characters (ESC, BEL, DEL, and C1 controls written as
+ * UTF-8) are not.  Compile logs quote source lines and `archive show` prints
+ * the source, so an escape sequence in a comment would reach a terminal:
+ * retitle it, recolour it, or write to its clipboard (OSC 52).
+ */
+static int check_printable(const char *path, const char *src, struct ks_error *err)
+{
+	for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+		unsigned code = *p;
+
+		if (code == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			code = p[1]; /* U+0080..U+009F */
+		else if (!((code < 0x20 && !strchr("\t\n\r\f\v", (int)code)) || code == 0x7f))
+			continue;
+		return ks_fail(err,
+			       "%s: line %d: a control character (U+%04X) in the source; a kernel's text "
+			       "must be printable (tabs, line ends and UTF-8 are fine), since compile logs "
+			       "and `ksearch archive show` print it to terminals",
+			       path, ks_line_of(src, (size_t)((const char *)p - src)), code);
+	}
+	return 0;
+}
+
 static int find_block(const char *path, const char *src, const char **json, size_t *len, struct ks_error *err)
 {
 	const char *p = src;
@@ -329,7 +354,7 @@ int ks_candidate_parse(const char *path, const char *source, struct ks_candidate
 	memset(cand, 0, sizeof(*cand));
 	cand->path = ks_strdup(path);
 	cand->source = ks_strdup(source);
-	if (find_block(path, source, &json, &len, err) < 0)
+	if (check_printable(path, source, err) < 0 || find_block(path, source, &json, &len, err) < 0)
 		goto cleanup;
 	cand->block_line = ks_line_of(source, (size_t)(json - source));
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);

@@ -201,6 +201,11 @@ struct broken {
 static const struct broken broken[] = {
 	{ "\"UNROLL\": [1, 2, 4]},", "\"UNROLL\": [1, 2, 4]},,", "bad.cu:3:", 0 },
 	{ "/* ksearch", "/* ksurch", "no `/* ksearch", 0 },
+	/* escape sequences for a terminal, anywhere in the text: ESC (a title), BEL, DEL, C1 CSI */
+	{ "// scales rows", "// scales \033]0;pwned\007rows", "line 1: a control character (U+001B)", 0 },
+	{ "\tint base", "\t// \007\n\tint base", "line 12: a control character (U+0007)", 0 },
+	{ "\tif (base == 0)", "\t/* \177 */ if (base == 0)", "(U+007F)", 0 },
+	{ "\tif (base == 0)", "\t/* \302\233 */ if (base == 0)", "(U+009B)", 0 },
 	{ "[1, 2, 4]", "[]", "params.UNROLL: expected a non-empty list", 0 },
 	{ "[1, 2, 4]", "[1, 2, 2]", "listed twice", 0 },
 	{ "\"float32\", \"rows\"", "\"float33\", \"rows\"", "unknown dtype 'float33'", 0 },
@@ -220,6 +225,20 @@ static const struct broken broken[] = {
 	{ "\"smem\": \"THREADS*4\"", "\"pdl\": 1, \"smem\": \"THREADS*4\"", "pdl: expected true or false",
 	  0 },
 };
+
+/* Printable text: tabs, CR LF, form feeds, vertical tabs and UTF-8 are not control characters. */
+static void test_printable_sources_parse(void **state)
+{
+	char *src = test_replace(good, "// scales rows\n", "// scales rows by \316\261, \302\265s\f\v\r\n");
+	struct ks_candidate c;
+	struct ks_error err;
+
+	(void)state;
+	if (ks_candidate_parse("ok.cu", src, &c, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_candidate_release(&c);
+	free(src);
+}
 
 static void test_broken_blocks_get_clear_errors(void **state)
 {
@@ -416,6 +435,7 @@ int main(void)
 		cmocka_unit_test(test_plan_resolves_numbers),
 		cmocka_unit_test(test_params_enumerate_and_assign),
 		cmocka_unit_test(test_constraints_rule_combinations_out),
+		cmocka_unit_test(test_printable_sources_parse),
 		cmocka_unit_test(test_broken_blocks_get_clear_errors),
 		cmocka_unit_test(test_plan_errors_name_launch_and_workload),
 		cmocka_unit_test(test_build_reports_resources_and_descriptors),
