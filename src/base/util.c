@@ -366,6 +366,19 @@ int ks_strcmp_basename_ptr(const void *a, const void *b)
 	return strcmp(left, ks_basename(*(char *const *)b));
 }
 
+long ks_text_control(const char *text, unsigned *code)
+{
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		*code = *p;
+		if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			*code = p[1]; /* U+0080..U+009F */
+		else if (!((*p < 0x20 && !strchr("\t\n\r\f\v", *p)) || *p == 0x7f))
+			continue;
+		return (long)((const char *)p - text);
+	}
+	return -1;
+}
+
 int ks_line_of(const char *text, size_t offset)
 {
 	int line = 1;

@@ -403,6 +403,8 @@ int ks_llm_strategy_extract(const char *answer, char **text, struct ks_error *er
 	const char *open = NULL, *body = NULL, *at = answer, *after, *line;
 	const char *close = NULL;
 	size_t len;
+	unsigned code;
+	long bad;
 
 	*text = NULL;
 	while ((line = find_tag_line(at, "<strategy>", &after))) {
@@ -430,5 +432,12 @@ int ks_llm_strategy_extract(const char *answer, char **text, struct ks_error *er
 		return ks_fail(err, "the new strategy is %zu bytes; at most %d are kept", len,
 			       STRATEGY_MAX_BYTES);
 	*text = ks_strndup(body, len);
+	/* `ksearch archive prompts` prints strategies to terminals */
+	if ((bad = ks_text_control(*text, &code)) >= 0) {
+		free(*text);
+		*text = NULL;
+		return ks_fail(err, "the new strategy has a control character (U+%04X) on its line %d", code,
+			       ks_line_of(body, (size_t)bad));
+	}
 	return 0;
 }

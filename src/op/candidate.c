@@ -19,29 +19,19 @@
  * the first "*" "/".  Only blanks and other comments may come before it, so
  * the launch contract is where a reader expects it: at the top.
  */
-/*
- * A kernel's text is printable: tabs, line ends, form feeds and UTF-8 are
- * fine; other control characters (ESC, BEL, DEL, and C1 controls written as
- * UTF-8) are not.  Compile logs quote source lines and `archive show` prints
- * the source, so an escape sequence in a comment would reach a terminal:
- * retitle it, recolour it, or write to its clipboard (OSC 52).
- */
+/* A kernel's text is printable: compile logs and `archive show` print it to terminals. */
 static int check_printable(const char *path, const char *src, struct ks_error *err)
 {
-	for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
-		unsigned code = *p;
+	unsigned code;
+	long at = ks_text_control(src, &code);
 
-		if (code == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-			code = p[1]; /* U+0080..U+009F */
-		else if (!((code < 0x20 && !strchr("\t\n\r\f\v", (int)code)) || code == 0x7f))
-			continue;
-		return ks_fail(err,
-			       "%s: line %d: a control character (U+%04X) in the source; a kernel's text "
-			       "must be printable (tabs, line ends and UTF-8 are fine), since compile logs "
-			       "and `ksearch archive show` print it to terminals",
-			       path, ks_line_of(src, (size_t)((const char *)p - src)), code);
-	}
-	return 0;
+	if (at < 0)
+		return 0;
+	return ks_fail(err,
+		       "%s: line %d: a control character (U+%04X) in the source; a kernel's text must be "
+		       "printable (tabs, line ends and UTF-8 are fine), since compile logs and `ksearch "
+		       "archive show` print it to terminals",
+		       path, ks_line_of(src, (size_t)at), code);
 }
 
 static int find_block(const char *path, const char *src, const char **json, size_t *len, struct ks_error *err)

@@ -183,6 +183,18 @@ static void test_strategy_extract(void **state)
 	assert_int_equal(ks_llm_strategy_extract("<strategy>\nnever closed\n", &text, &err), -1);
 	assert_int_equal(ks_llm_strategy_extract("inline <strategy>x</strategy>", &text, &err), -1);
 	assert_null(text);
+	/* `archive prompts` prints strategies: no escape sequence may ride in one */
+	assert_int_equal(
+		ks_llm_strategy_extract("<strategy>\n# New\n\tDo \033]52;c;cm0gLXJm\007 Y.\n</strategy>\n",
+					&text, &err),
+		-1);
+	assert_contains(err.msg, "control character (U+001B) on its line 2");
+	assert_null(text);
+	assert_int_equal(ks_llm_strategy_extract(
+				 "<strategy>\n# Nouvelle\n\tFaites \302\253 Y \302\273.\r\n</strategy>\n",
+				 &text, &err),
+			 0);
+	free(text);
 }
 
 static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)

@@ -91,4 +91,13 @@ int ks_strcmp_basename_ptr(const void *a, const void *b);
 /* 1-based line number of offset in text. */
 int ks_line_of(const char *text, size_t offset);
 
+/*
+ * Text that may reach a terminal (a kernel's source, an LLM's strategy):
+ * the offset of its first control character other than tab, line ends,
+ * form feed and vertical tab, DEL and C1 controls written as UTF-8
+ * included, with its code point in *code; -1 when there is none.  An escape
+ * sequence could retitle a terminal or write its clipboard (OSC 52).
+ */
+long ks_text_control(const char *text, unsigned *code);
+
 #endif
