@@ -8,7 +8,7 @@
 #
 #   tools/ablate-search.sh [--op gqa] [--budgets "500 2000"] [--seeds "1 2 3"]
 #                          [--searches "map-elites random greedy"] [--out DIR] [--extend]
-#                          [-- EVOLVE-ARGS...]
+#                          [--until SECONDS] [-- EVOLVE-ARGS...]
 #
 # map-elites is the default search as evolve runs it (--climb 0.5); the old
 # default, plain MAP-Elites, is `-- --climb 0` (with another --out, and
@@ -21,12 +21,18 @@
 # unbroken one would, so the run at 500 is the first 500 evaluations of the
 # run at 2,000, the whole ablation costs the largest budget only, and an
 # invocation cut off (a time limit) is taken up where it stopped by the
-# next.  Env: KSEARCH (default build/ksearch).
+# next.  --until (with --extend) ends the invocation cleanly within SECONDS:
+# each run gets evolve's --time for what is left, a run stopped so is taken up
+# by the next invocation, and no run is started with under 30 s to go (for
+# machines that hold a command for a limited time; a search killed from
+# outside finishes its candidates in flight after the killer returned, so a
+# copy of its archive taken then can be torn).  Env: KSEARCH (default
+# build/ksearch).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ksearch=${KSEARCH:-build/ksearch}
 op=gqa budgets="500 2000" seeds="1 2 3" searches="map-elites random greedy" out=ablation
-extra=() extend=0
+extra=() extend=0 until=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--op) op=$2; shift 2 ;;
@@ -35,11 +41,17 @@ while [ $# -gt 0 ]; do
 	--searches) searches=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--extend) extend=1; shift ;;
+	--until) until=$2; shift 2 ;;
 	--) shift; extra=("$@"); break ;;
-	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
 	*) echo "ablate-search.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 done
+if [ -n "$until" ]; then
+	[[ "$until" =~ ^[0-9]+$ ]] || { echo "ablate-search.sh: --until takes a number of seconds, not '$until'" >&2; exit 2; }
+	[ "$extend" = 1 ] || { echo "ablate-search.sh: --until needs --extend (a run cut short is taken up by the next invocation)" >&2; exit 2; }
+	deadline=$(($(date +%s) + until))
+fi
 [ -x "$ksearch" ] || { echo "ablate-search.sh: no ksearch binary at $ksearch (build it, or set KSEARCH)" >&2; exit 2; }
 mkdir -p "$out/archives" || exit 1
 csv="$out/curves.csv"
@@ -58,9 +70,18 @@ for budget in $budgets; do
 				rm -rf "$ar"
 			fi
 			[ "$left" -gt 0 ] || continue
+			time_flag=()
+			if [ -n "$until" ]; then
+				secs=$((deadline - $(date +%s) - 20))
+				if [ "$secs" -lt 30 ]; then
+					echo "time limit (--until $until): $search seed $seed has $left evaluations left to $budget; run again to take it up"
+					break 3
+				fi
+				time_flag=(--time "${secs}s")
+			fi
 			start=$(date +%s)
 			"$ksearch" evolve --op "$op" --search "$search" --seed "$seed" --budget "$left" \
-				--archive "$ar" "${extra[@]}" >>"$out/$name.log" 2>&1
+				--archive "$ar" "${time_flag[@]}" "${extra[@]}" >>"$out/$name.log" 2>&1
 			rc=$?
 			echo "$search seed $seed to $budget: exit $rc after $(($(date +%s) - start)) s: $(grep '^best:' "$out/$name.log" | tail -1)"
 		done

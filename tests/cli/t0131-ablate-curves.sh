@@ -35,6 +35,16 @@ texts = [t.firstChild.data for t in svg.getElementsByTagName("text")]
 assert "gqa: budget 5 evaluations" in texts and "gqa: budget 10 evaluations" in texts, texts
 PY
 
+# --until: with no time left, no run starts (so no GPU is needed here); the run is named for
+# the next invocation, and the budget it has not reached gets no curve
+KSEARCH="$KSEARCH" run 0 bash tools/ablate-search.sh --extend --budgets "5 20" --seeds 1 \
+	--searches random --out "$AB" --until 0
+out_has "time limit (--until 0): random seed 1 has 10 evaluations left to 20; run again to take it up"
+out_has "| 5 | random | 1.80 | 1.80 | 2 | 2 |"
+out_lacks "| 20 |"
+run 2 bash tools/ablate-search.sh --until 60
+err_has "--until needs --extend"
+
 # the plotter's errors name the problem
 printf 'op,search,budget,seed,evals,best\n' >"$TMP/empty.csv"
 run 1 python3 tools/plot-curves.py "$TMP/empty.csv" "$TMP/x.svg"
