@@ -236,9 +236,12 @@ static int scan(const struct reading *r, char *why, size_t n)
 			}
 			continue;
 		}
-		if ((i == 0 || !ident_char(t[-1])) &&
-		    (word_at(r, i, "__has_include") || word_at(r, i, "__has_include_next"))) {
-			j = skip_blanks(r, i + (word_at(r, i, "__has_include") ? 13 : 18));
+		/* __has_include, __has_include_next, and any other spelling that starts so
+		 * (GCC's __has_include__): an identifier, then "(<name>)" */
+		if ((i == 0 || !ident_char(t[-1])) && !strncmp(t, "__has_include", 13)) {
+			for (j = i; j < r->len && ident_char(r->text[j]); j++)
+				;
+			j = skip_blanks(r, j);
 			if (j >= r->len || r->text[j] != '(' || !angle_target_ok(r, j + 1)) {
 				describe(r, i, why, n, "refused test");
 				return 1;

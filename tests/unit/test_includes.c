@@ -42,6 +42,7 @@ static const char *const refused[] = {
 	"#if __has_include(\"/root/.ssh/id_rsa\")\n#endif\n",
 	"#if __has_include ( </etc/shadow> )\n#endif\n",
 	"#if __has_include_next(\"x\")\n#endif\n",
+	"#if __has_include__(\"/etc/passwd\")\n#endif\n",
 	"#define H __has_include\n#if H(\"x\")\n#endif\n",
 	/* a comment opener inside a string: a stripper blind to strings drops the directive */
 	"const char *a = \"/*\";\n#include \"/etc/passwd\"\nconst char *b = \"*/\";\n",
@@ -63,6 +64,7 @@ static const char *const allowed[] = {
 	"%:include <cuda_fp16.h>\n",
 	"#include_next <cuda_fp16.h>\n",
 	"#if __has_include(<cuda_fp8.h>)\n#include <cuda_fp8.h>\n#endif\n",
+	"#if __has_include_next (<cuda_fp8.h>) && __has_include__(<cuda.h>)\n#endif\n",
 	"#pragma unroll 4\n#define CAT(a, b) a##b\n#define STR(x) #x\n",
 	"const char *s = \"# not a directive\"; // nor this: #pragma\n",
 	"int include = 3; int x = include * 2; /* include \"x\" without a hash is a word */\n",
