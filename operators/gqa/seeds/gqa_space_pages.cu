@@ -1,5 +1,5 @@
 /* ksearch
-{ "params": {"CHUNK": [16, 32, 64, 96, 128, 192, 256, 512], "CTAS": [66, 132, 264, 396, 528, 1048576],
+{ "params": {"CHUNK": [16, 32, 64, 96, 128, 192, 256, 512], "CTAS": [66, 132, 198, 264, 330, 396, 462, 528, 1048576],
              "MERGE": [0, 1, 2], "LOAD": [0, 1], "HINT": [0, 1], "TILE": [16, 32],
              "STAGES": [2, 3, 4, 5, 6], "WPH": [1, 2, 4], "PART": [0, 1], "L2PF": [0, 1, 2], "PREQ": [0, 1]},
   "constraints": ["STAGES*TILE*2084 + 80 <= 232448", "LOAD == 0 || L2PF == 0"],
@@ -55,7 +55,9 @@
  *
  * Params (each a structural choice):
  *   CHUNK  - fewest tokens per CTA (partial traffic: 16 KiB of fp32 per partial).
- *   CTAS   - most CTAs (a persistent-style cap: 132 SMs x CTAs per SM; 1048576 = none).
+ *   CTAS   - most CTAs (a persistent-style cap: 132 SMs x 0.5 to 4 CTAs per SM, in half
+ *            steps up to 3.5; 1048576 = none). Any value works: nothing assumes a G,
+ *            and the check workloads already give it G from 1 to 313.
  *   MERGE  - 0: merge launch, the partial kernel lets it launch (PDL) after its main
  *               loop; 1: the same, dependents launched at the partial kernel's start;
  *            2: one launch does all: the last CTA to finish a request's partials (a
