@@ -62,5 +62,11 @@ for f in tests/gpu/hostile/include_*.cu; do
 	! grep -q "sk-cli-test-6f2e9" "$TMP/out" "$TMP/err" || fail "$f: the API key reached the output"
 done
 
+# the gqa group (tests/gpu/hostile/gqa/) is judged on the GPU: it passes the static checks
+for f in tests/gpu/hostile/gqa/*.cu; do
+	run 0 "$KSEARCH" compile "$f" --op gqa --json
+	out_has '"verdict": "ok"'
+done
+
 echo "$static static verdicts, $((${#files[@]} - static)) cases that pass the static checks"
 done_ok

@@ -18,26 +18,26 @@ fi
 . "$(dirname "$0")/../cli/lib.sh"
 echo "$gpus" | head -n 1
 
-# all cases in one process, sorted so zz_good.cu comes last
-mapfile -t files < <(printf '%s\n' tests/gpu/hostile/*.cu | LC_ALL=C sort)
-[ "${#files[@]}" -ge 30 ] || fail "expected at least 30 cases in tests/gpu/hostile, found ${#files[@]}"
-[ "$(basename "${files[-1]}")" = zz_good.cu ] || fail "zz_good.cu must be checked last"
-
-start=$(date +%s)
-"$KSEARCH" check "${files[@]}" --op rmsnorm --json --time-cap 50 >"$TMP/out" 2>"$TMP/err"
-rc=$?
-echo "ksearch check of ${#files[@]} candidates: exit $rc after $(($(date +%s) - start)) s"
-if [ -n "${KS_GPU_LOG_DIR:-}" ]; then
-	mkdir -p "$KS_GPU_LOG_DIR" &&
-		cp "$TMP/out" "$KS_GPU_LOG_DIR/t0200-hostile.json" &&
-		cp "$TMP/err" "$KS_GPU_LOG_DIR/t0200-hostile.stderr" &&
-		echo "saved $KS_GPU_LOG_DIR/t0200-hostile.json"
-fi
-case $rc in
-0 | 1 | 2) fail "ksearch check exited $rc: it must report the hostile verdicts (exit 3 to 6), not fail itself" ;;
-esac
-
-python3 - "$TMP/out" "$rc" "${files[@]}" <<'PY' || fail "some candidates did not get their expected verdict (table above)"
+# Each group in one process: tests/gpu/hostile/*.cu against rmsnorm, sorted so zz_good.cu
+# comes last; tests/gpu/hostile/gqa/*.cu against gqa (attacks on inputs rmsnorm lacks).
+check_group() { # OP LABEL FILE...
+	local op=$1 label=$2
+	shift 2
+	local files=("$@") start rc
+	start=$(date +%s)
+	"$KSEARCH" check "${files[@]}" --op "$op" --json --time-cap 50 >"$TMP/out" 2>"$TMP/err"
+	rc=$?
+	echo "ksearch check --op $op of ${#files[@]} candidates: exit $rc after $(($(date +%s) - start)) s"
+	if [ -n "${KS_GPU_LOG_DIR:-}" ]; then
+		mkdir -p "$KS_GPU_LOG_DIR" &&
+			cp "$TMP/out" "$KS_GPU_LOG_DIR/$label.json" &&
+			cp "$TMP/err" "$KS_GPU_LOG_DIR/$label.stderr" &&
+			echo "saved $KS_GPU_LOG_DIR/$label.json"
+	fi
+	case $rc in
+	0 | 1 | 2) fail "ksearch check --op $op exited $rc: it must report the hostile verdicts (exit 3 to 6), not fail itself" ;;
+	esac
+python3 - "$TMP/out" "$rc" "${files[@]}" <<'PY' || fail "some $op candidates did not get their expected verdict (table above)"
 import json, os, re, sys
 
 out_path, rc, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
@@ -45,6 +45,8 @@ try:
     results = json.load(open(out_path))
 except ValueError as e:
     sys.exit(f"ksearch check did not print JSON: {e}")
+if isinstance(results, dict) and len(files) == 1:
+    results = [results]  # check prints one object, not an array, for one file
 if not isinstance(results, list):
     sys.exit("expected a JSON array with one object per file")
 
@@ -117,5 +119,14 @@ for p in problems:
     print("PROBLEM:", p, file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
-checks=$((checks + ${#files[@]}))
+	checks=$((checks + ${#files[@]}))
+}
+
+mapfile -t files < <(printf '%s\n' tests/gpu/hostile/*.cu | LC_ALL=C sort)
+[ "${#files[@]}" -ge 30 ] || fail "expected at least 30 cases in tests/gpu/hostile, found ${#files[@]}"
+[ "$(basename "${files[-1]}")" = zz_good.cu ] || fail "zz_good.cu must be checked last"
+check_group rmsnorm t0200-hostile "${files[@]}"
+mapfile -t files < <(printf '%s\n' tests/gpu/hostile/gqa/*.cu | LC_ALL=C sort)
+[ "${#files[@]}" -ge 1 ] && [ -f "${files[0]}" ] || fail "expected the gqa cases in tests/gpu/hostile/gqa"
+check_group gqa t0200-hostile-gqa "${files[@]}"
 done_ok

@@ -6,12 +6,13 @@
 */
 // expect: wrong
 // evidence: wrote into its input 'weight'
-// evidence: checked before its verification
+// evidence: (timed run
 // Honest on the check workloads (at most 130 rows). On the benchmark's large ones it zeroes
-// the weight, an input that is not fresh per call, and writes zeros without reading x: half
-// the traffic, and the reference, run on the same buffers to verify the run, agrees with it.
-// Every input is checksummed before a timed run is verified, so the first verified run fails
-// (before that check, only the end of the workload found the write).
+// the weight and writes zeros without reading x: half the traffic, and the reference, run on
+// the same buffers to verify a run, would agree with it. rmsnorm's weight is fresh per call
+// (no ksearch.fresh_per_call list: every generated input is), so the check after every timed
+// run finds the write in the first warm-up run. hostile/gqa/writes_indptr_when_timed.cu is
+// the same attack on an input that is not fresh per call.
 #include <cuda_bf16.h>
 
 #define THREADS 256
