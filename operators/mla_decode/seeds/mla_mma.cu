@@ -1,30 +1,45 @@
 /* ksearch
 { "params": {"CHUNK": [16, 32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4],
-             "WARPS": [4, 8], "MINB": [1, 2, 3], "PART": [0, 1]},
-  "constraints": ["CHUNK % TILE == 0", "MINB*WARPS <= 16",
-                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + 8192 + 1024) <= 233472"],
-  "scratch": {"part_o": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
-              "part_lse": ["float32", "(cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size)*num_qo_heads"]},
+             "WARPS": [4, 8], "MINB": [1, 2, 3], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 16, 32, 48, 64, 96, 128], "MW": [4, 8, 16]},
+  "constraints": ["CHUNK % TILE == 0", "MINB*WARPS <= 16", "SPLIT == 1 || SEGP == 0",
+                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + (TILE + 8)*32 + 192 + 8192 + 1024) <= 233472"],
+  "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
+              "part_lse": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads"]},
   "launch": [
-    {"kernel": "mla_mma_partial", "grid": ["cdiv(num_kv_indices, min(2048, max(CHUNK, TILE*cdiv(cdiv(num_kv_indices, CTAS), TILE)))) + batch_size"], "block": ["WARPS*32"],
-     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + (TILE + 8)*32 + 192 + 8192",
+    {"kernel": "mla_mma_partial", "grid": ["cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size*(1 - SPLIT)"], "block": ["WARPS*32"],
+     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + (TILE + 8)*32 + 192 + 8192",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
-    {"kernel": "mla_mma_merge", "grid": ["batch_size*num_qo_heads"], "block": ["128"], "pdl": true,
+    {"kernel": "mla_mma_merge", "grid": ["batch_size*num_qo_heads"], "block": ["MW*32"], "pdl": true,
      "args": ["kv_indptr", "part_o", "part_lse", "output", "lse", "batch_size", "num_kv_indices"]} ] }
 */
 /*
  * Family "mla_mma": tensor cores through mma.sync m16n8k16 (bf16 in, fp32 accumulate),
  * with the 16 query heads on M, so no row of an mma is padding.
  *
- * Work split ("flattened" split-KV, balanced by tokens): with chunk = min(2048, max(CHUNK,
- * TILE*cdiv(cdiv(N, CTAS), TILE))) tokens per slot, request b owns the chunk slots
- *   [f(b), f(b) + cdiv(len_b, chunk)),  f(b) = floor(kv_indptr[b] / chunk) + b,
- * which never overlap and all lie below cdiv(N, chunk) + batch_size (the grid). A CTA
- * finds its request with one coalesced read of kv_indptr and __syncthreads_count; idle
- * slots exit at once. A request of one chunk is written in place; longer ones leave
- * (o_s / l_s, lse_s) per slot, fp32 or bf16 (PART), which the merge launch (PDL: it
- * starts while this grid runs) combines. Requests of no token get output 0 and lse -inf.
+ * Work split, with chunk = min(2048, max(CHUNK, TILE*cdiv(cdiv(V, CTAS), TILE))) tokens, where
+ * V = N (SPLIT 0) or N + SEGP*batch_size (SPLIT 1, virtual tokens below):
+ *   SPLIT 0 (per request): request b owns the chunk slots [f(b), f(b) + cdiv(len_b, chunk)),
+ *     f(b) = floor(kv_indptr[b] / chunk) + b, which never overlap and all lie below
+ *     cdiv(N, chunk) + batch_size (the grid); every CTA works on one request, and a
+ *     request's last chunk is short, so CTAs differ in length.
+ *   SPLIT 1 (equal ranges): CTA g takes the tokens [g*chunk, (g+1)*chunk) of the whole
+ *     batch, whatever requests they belong to (grid cdiv(V, chunk)): every CTA the same
+ *     length, so CTAS = the CTAs that fit at once makes one even wave. It walks the
+ *     requests its range meets, one segment each (Q reloaded, softmax state reset); a
+ *     tile that two requests share is computed once per request, masked. The segment of
+ *     request b in CTA g leaves its partial at g + b: unique, since a request's CTAs are
+ *     consecutive and the next request starts in the CTA where it ended or later.
+ *     Virtual tokens: a CTA that meets a request boundary does more (the shared tile
+ *     twice, a Q load, a second write-out), so each request's start counts SEGP tokens:
+ *     token t of request b sits at t + SEGP*(b+1), CTA g takes the tokens at
+ *     [g*chunk, (g+1)*chunk) of that line (contiguous, since it grows with t), and a CTA
+ *     that meets a boundary streams up to SEGP fewer tokens. SEGP 0: equal token ranges.
+ * A CTA finds its (first) request with one coalesced read of kv_indptr and
+ * __syncthreads_count; idle slots exit at once. A request met by one CTA only is written in
+ * place; longer ones leave (o_s / l_s, lse_s) per segment, fp32 or bf16 (PART), which the
+ * merge launch (PDL: it starts while this grid runs) combines. Requests of no token get
+ * output 0 and lse -inf.
  *
  * Per CTA: Q (16 heads x 576 dims: q_nope then q_pe) in shared memory; the chunk's page
  * indices in shared memory; a STAGES-deep ring of TILE-token tiles, each token a row of
@@ -50,6 +65,10 @@
  *   MINB   - CTAs per SM asked of ptxas (__launch_bounds__), and allowed by shared memory:
  *            several CTAs overlap one's barriers with another's loads and math
  *   PART   - partials in fp32 (0) or bf16 (1)
+ *   SPLIT  - per-request chunks (0) or equal token ranges across requests (1)
+ *   SEGP   - SPLIT 1: the tokens a request boundary costs a CTA (virtual tokens)
+ *   MW     - warps per merge CTA (4, 8, 16): a long request's partials are read MW*4 at a
+ *            time, so its merge takes cdiv(partials, MW*4) dependent round trips
  */
 #include <cuda_bf16.h>
 
@@ -78,6 +97,15 @@
 #ifndef CTAS
 #define CTAS 132
 #endif
+#ifndef SPLIT
+#define SPLIT 0
+#endif
+#ifndef SEGP
+#define SEGP 0
+#endif
+#ifndef MW
+#define MW 4
+#endif
 #define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
 #define CHUNK_TILE TILE
 
@@ -103,7 +131,8 @@ constexpr int OT = DPW / 8;                                    /* PV n-tiles per
 constexpr int P_STRIDE = (TILE + 8) * 2;                       /* bytes per P row */
 constexpr int Q_BYTES = NUM_QO_HEADS * ROW_BYTES;              /* 18688 */
 constexpr int RING_BYTES = STAGES * TILE * ROW_BYTES;
-constexpr int S_BYTES = KS * NUM_QO_HEADS * TILE * 4;
+constexpr int S_STRIDE = TILE + 8; /* floats per score row: the float2 stores of 16 lanes hit 32 banks */
+constexpr int S_BYTES = KS * NUM_QO_HEADS * S_STRIDE * 4;
 constexpr int P_BYTES = NUM_QO_HEADS * P_STRIDE;
 constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + P_BYTES + 192 + 8192;
 
@@ -111,9 +140,10 @@ static_assert(TILE == 16 || TILE == 32 || TILE == 64, "TILE is 16, 32 or 64 toke
 static_assert(WARPS == 4 || WARPS == 8, "WARPS is 4 or 8");
 static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
 static_assert(STAGES >= 2, "at least double buffering");
+static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT is 0 or 1");
 static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
-static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64, "keep the smem expression in sync");
-static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 +
+static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS, "keep the smem expression in sync");
+static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS +
                                 (TILE + 8) * 32 + 192 + 8192,
               "keep the smem expression in the header in sync");
 
@@ -168,13 +198,28 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], 
    tiles, at most IDX_MAX (the page indices of a chunk sit in shared memory). Every launch
    expression of the header computes the same. First slot of request b: floor(indptr / chunk) + b,
    strictly increasing in b. */
-__device__ __forceinline__ int chunk_tokens(int num_kv_indices)
+__device__ __forceinline__ int chunk_tokens(int num_kv_indices, int batch_size)
 {
-    const int per_cta = (num_kv_indices + CTAS - 1) / CTAS;
+    const int virt = num_kv_indices + SPLIT * SEGP * batch_size; /* see "virtual tokens" above */
+    const int per_cta = (virt + CTAS - 1) / CTAS;
     return min(IDX_MAX, max(CHUNK, CHUNK_TILE * ((per_cta + CHUNK_TILE - 1) / CHUNK_TILE)));
 }
 
 __device__ __forceinline__ int slot_begin(int indptr_b, int b, int chunk) { return indptr_b / chunk + b; }
+
+/* Where request b's partials are, [*first, *first + return): the partial and merge kernels
+   both ask this. One partial means the partial kernel wrote the request in place. */
+__device__ __forceinline__ int request_parts(int start, int end, int b, int chunk, int *first)
+{
+    if (end <= start)
+        return 0;
+    if (SPLIT) { /* the CTAs whose virtual ranges hold the request's tokens */
+        *first = (start + SEGP * (b + 1)) / chunk + b;
+        return (end - 1 + SEGP * (b + 1)) / chunk - (start + SEGP * (b + 1)) / chunk + 1;
+    }
+    *first = slot_begin(start, b, chunk);
+    return (end - start + chunk - 1) / chunk;
+}
 
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *__restrict__ q_pe,
@@ -186,7 +231,7 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char *const s_q = smem_raw;                                                  /* [16][ROW_BYTES] */
     unsigned char *const s_ring = s_q + Q_BYTES;                                          /* [STAGES][TILE][ROW_BYTES] */
-    float *const s_s = reinterpret_cast<float *>(s_ring + RING_BYTES);                    /* [KS][16][TILE] */
+    float *const s_s = reinterpret_cast<float *>(s_ring + RING_BYTES);                    /* [KS][16][S_STRIDE] */
     unsigned char *const s_p = s_ring + RING_BYTES + S_BYTES;                             /* [16][P_STRIDE] bf16 */
     float *const s_corr = reinterpret_cast<float *>(s_p + P_BYTES);                      /* [16] */
     float *const s_ml = s_corr + NUM_QO_HEADS;                                            /* [16][2] */
@@ -197,42 +242,73 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     const int warp = tid >> 5;
     const int lane = tid & 31;
     const int slot = blockIdx.x;
-    const int chunk = chunk_tokens(num_kv_indices);
+    const int chunk = chunk_tokens(num_kv_indices, batch_size);
 
-    /* ---- which request owns this slot: b = #{b < B : f(b) <= slot} - 1 (block-uniform) ---- */
-    int cnt = 0;
-    for (int base = 0; base < batch_size; base += THREADS) {
-        const int bb = base + tid;
-        const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb, chunk) <= slot;
-        cnt += __syncthreads_count(pred);
+    /* ---- this CTA's tokens [lo, hi) and the first request they meet (block-uniform) ---- */
+    int lo, hi, cnt = 0;
+    if (SPLIT) {
+        /* virtual range [x, y): the first requests that end past x and past y */
+        const int x = slot * chunk, y = x + chunk;
+        int cnt_y = 0;
+        for (int base = 0; base < batch_size; base += THREADS) {
+            const int bb = base + tid;
+            const int ve = bb < batch_size ? __ldg(kv_indptr + bb + 1) + SEGP * (bb + 1) : 0x7fffffff;
+            cnt += __syncthreads_count(ve <= x);
+            cnt_y += __syncthreads_count(ve <= y);
+        }
+        const int end_all = __ldg(kv_indptr + batch_size);
+        lo = cnt < batch_size ? max(__ldg(kv_indptr + cnt), x - SEGP * (cnt + 1)) : end_all;
+        hi = cnt_y < batch_size ? max(__ldg(kv_indptr + cnt_y), y - SEGP * (cnt_y + 1)) : end_all;
+        hi = min(hi, num_kv_indices);
+    } else {
+        /* the request that owns this slot: b = #{b < B : f(b) <= slot} - 1 */
+        for (int base = 0; base < batch_size; base += THREADS) {
+            const int bb = base + tid;
+            const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb, chunk) <= slot;
+            cnt += __syncthreads_count(pred);
+        }
+        cnt -= 1;
+        if (cnt < 0)
+            return; /* only if kv_indptr[0] > 0: slots below request 0's */
+        const int start = __ldg(kv_indptr + cnt);
+        const int j = slot - slot_begin(start, cnt, chunk);
+        lo = start + j * chunk;
+        hi = min(lo + chunk, __ldg(kv_indptr + cnt + 1)); /* empty for an idle slot */
     }
-    const int b = cnt - 1;
-    if (b < 0)
-        return; /* only if kv_indptr[0] > 0: slots below request 0's */
-    const int start = __ldg(kv_indptr + b);
-    const int len = __ldg(kv_indptr + b + 1) - start;
-    const int n_chunks = len > 0 ? (len + chunk - 1) / chunk : 0;
-    const int j = slot - slot_begin(start, b, chunk);
-    if (j >= n_chunks)
-        return; /* idle slot between requests / past the last one */
-    const int t_begin = start + j * chunk;
-    const int clen = min(chunk, len - j * chunk); /* 1..chunk tokens */
-    const int n_tiles = (clen + TILE - 1) / TILE;
-    const bool direct = n_chunks == 1;
+    /* request rb's segment in [lo, hi), as token offsets from lo: [seg_a, seg_z) */
+    int rb = cnt, seg_a = 0, seg_z = 0;
+    auto next_segment = [&]() { /* from rb on, the next request with tokens in [lo, hi) */
+        for (; rb < batch_size; rb++) {
+            const int s0 = __ldg(kv_indptr + rb), e0 = __ldg(kv_indptr + rb + 1);
+            if (s0 >= hi)
+                break;
+            seg_a = max(s0, lo) - lo;
+            seg_z = min(e0, hi) - lo;
+            if (seg_a < seg_z)
+                return true;
+        }
+        return false;
+    };
+    if (hi <= lo || !next_segment())
+        return; /* idle slot */
+    const int n_tiles = (hi - lo + TILE - 1) / TILE;
 
     /* ---- page indices (-1 past the end or out of range) and Q to shared memory ---- */
     for (int k = tid; k < chunk; k += THREADS) {
         int pg = -1;
-        if (k < clen && t_begin + k < num_kv_indices)
-            pg = __ldg(kv_indices + t_begin + k);
+        if (k < hi - lo)
+            pg = __ldg(kv_indices + lo + k);
         s_idx[k] = ((unsigned)pg < (unsigned)num_pages) ? pg : -1;
     }
-    for (int i = tid; i < NUM_QO_HEADS * ROW_PIECES; i += THREADS) {
-        const int h = i / ROW_PIECES, p = i % ROW_PIECES;
-        const uint4 v = p < 64 ? __ldg(reinterpret_cast<const uint4 *>(q_nope + ((size_t)b * NUM_QO_HEADS + h) * DIM_CKV) + p)
-                               : __ldg(reinterpret_cast<const uint4 *>(q_pe + ((size_t)b * NUM_QO_HEADS + h) * DIM_KPE) + (p - 64));
-        *reinterpret_cast<uint4 *>(s_q + h * ROW_BYTES + p * 16) = v;
-    }
+    auto load_q = [&](int qb) {
+        for (int i = tid; i < NUM_QO_HEADS * ROW_PIECES; i += THREADS) {
+            const int h = i / ROW_PIECES, p = i % ROW_PIECES;
+            const uint4 v = p < 64 ? __ldg(reinterpret_cast<const uint4 *>(q_nope + ((size_t)qb * NUM_QO_HEADS + h) * DIM_CKV) + p)
+                                   : __ldg(reinterpret_cast<const uint4 *>(q_pe + ((size_t)qb * NUM_QO_HEADS + h) * DIM_KPE) + (p - 64));
+            *reinterpret_cast<uint4 *>(s_q + h * ROW_BYTES + p * 16) = v;
+        }
+    };
+    load_q(rb);
     __syncthreads(); /* s_idx ready */
 
     const unsigned ring = smem_addr(s_ring);
@@ -268,172 +344,188 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     const unsigned p_addr = smem_addr(s_p) + (unsigned)((lane & 15) * P_STRIDE + (lane >> 4) * 16);
     const unsigned v_off = (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES + (lane >> 4) * 16 + warp * DPW * 2);
 
-    float m_run[HPW], l_run[HPW]; /* softmax state of heads warp + WARPS*i (warp-uniform) */
-#pragma unroll
-    for (int i = 0; i < HPW; i++) {
-        m_run[i] = NEG_BIG;
-        l_run[i] = 0.0f;
-    }
-    float o[OT][4]; /* heads r, r+8; dims warp*DPW + 8*t + 2c, +1 */
-#pragma unroll
-    for (int t = 0; t < OT; t++)
-        o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
-
-    for (int u = 0; u < n_tiles; u++) {
-        cp_async_wait<STAGES - 2>(); /* this thread's copies of tile u have landed */
-        __syncthreads();             /* everyone's have; everyone is done with tile u-1 */
-        issue_tile(u + STAGES - 1);  /* refills the slot of tile u-1 */
-        const unsigned tile = ring + (unsigned)((u % STAGES) * TILE * ROW_BYTES);
-
-        /* 1. partial scores */
-#pragma unroll
-        for (int n = 0; n < NPW; n++) {
-            const int nt = s_nt0 + n;
-            /* two accumulator chains (even and odd k-steps) halve the mma dependency latency */
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
-            const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
-#pragma unroll 3
-            for (int k = 0; k < KPW; k += 2) {
-                unsigned a[4], b0, b1;
-                ldmatrix_x4(a, qa + (unsigned)(k * 32));
-                ldmatrix_x2(b0, b1, kb + (unsigned)(k * 32));
-                mma_bf16(acc, a, b0, b1);
-                if (k + 1 < KPW) {
-                    ldmatrix_x4(a, qa + (unsigned)((k + 1) * 32));
-                    ldmatrix_x2(b0, b1, kb + (unsigned)((k + 1) * 32));
-                    mma_bf16(acc1, a, b0, b1);
-                }
-            }
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[e] += acc1[e];
-            float *const sp = s_s + s_ks * NUM_QO_HEADS * TILE;
-            *reinterpret_cast<float2 *>(sp + r * TILE + nt * 8 + 2 * c) = make_float2(acc[0], acc[1]);
-            *reinterpret_cast<float2 *>(sp + (r + 8) * TILE + nt * 8 + 2 * c) = make_float2(acc[2], acc[3]);
-        }
-        __syncthreads();
-
-        /* 2. online softmax: warp owns heads warp + WARPS*i, lane owns tokens lane, lane + 32 */
+    int waited = -1; /* the last tile waited for: a tile two segments share is waited for once */
+    for (;;) {
+        float m_run[HPW], l_run[HPW]; /* softmax state of heads warp + WARPS*i (warp-uniform) */
 #pragma unroll
         for (int i = 0; i < HPW; i++) {
-            const int h = warp + WARPS * i;
-            float s[2];
-            float mx = neg_inf();
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int t = lane + 32 * e;
-                s[e] = neg_inf();
-                if (t < TILE && u * TILE + t < clen) {
-                    float v = 0.0f;
-#pragma unroll
-                    for (int k = 0; k < KS; k++)
-                        v += s_s[(k * NUM_QO_HEADS + h) * TILE + t];
-                    s[e] = v * qk_scale;
-                }
-                mx = fmaxf(mx, s[e]);
-            }
-#pragma unroll
-            for (int off = 16; off >= 1; off /= 2)
-                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, off));
-            const float m_new = fmaxf(m_run[i], mx);
-            const float corr = exp2f(m_run[i] - m_new);
-            float sum = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int t = lane + 32 * e;
-                const float p = exp2f(s[e] - m_new); /* masked: exp2(-inf) = 0 */
-                sum += p;
-                if (t < TILE)
-                    *reinterpret_cast<__nv_bfloat16 *>(s_p + h * P_STRIDE + t * 2) = __float2bfloat16(p);
-            }
-#pragma unroll
-            for (int off = 16; off >= 1; off /= 2)
-                sum += __shfl_xor_sync(FULL_MASK, sum, off);
-            l_run[i] = l_run[i] * corr + sum;
-            m_run[i] = m_new;
-            if (lane == 0)
-                s_corr[h] = corr;
+            m_run[i] = NEG_BIG;
+            l_run[i] = 0.0f;
         }
-        __syncthreads();
+        float o[OT][4]; /* heads r, r+8; dims warp*DPW + 8*t + 2c, +1 */
+#pragma unroll
+        for (int t = 0; t < OT; t++)
+            o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
 
-        /* 3. O = O * corr + P . V over this warp's dims */
-        {
-            const float c0 = s_corr[r], c1 = s_corr[r + 8];
+        for (int u = seg_a / TILE; u * TILE < seg_z; u++) {
+            if (u > waited) {
+                do { /* tiles no request owns (before kv_indptr[0]) are waited for too */
+                    waited++;
+                    cp_async_wait<STAGES - 2>();     /* this thread's copies of tile `waited` have landed */
+                    __syncthreads();                 /* everyone's have; everyone is done with the tile before */
+                    issue_tile(waited + STAGES - 1); /* refills the slot of the tile before */
+                } while (waited < u);
+            } else {
+                __syncthreads(); /* the last segment's PV is done with s_p; the new Q is in */
+            }
+            const unsigned tile = ring + (unsigned)((u % STAGES) * TILE * ROW_BYTES);
+            /* 1. partial scores */
+#pragma unroll
+            for (int n = 0; n < NPW; n++) {
+                const int nt = s_nt0 + n;
+                /* two accumulator chains (even and odd k-steps) halve the mma dependency latency */
+                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
+                const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
+#pragma unroll 3
+                for (int k = 0; k < KPW; k += 2) {
+                    unsigned a[4], b0, b1;
+                    ldmatrix_x4(a, qa + (unsigned)(k * 32));
+                    ldmatrix_x2(b0, b1, kb + (unsigned)(k * 32));
+                    mma_bf16(acc, a, b0, b1);
+                    if (k + 1 < KPW) {
+                        ldmatrix_x4(a, qa + (unsigned)((k + 1) * 32));
+                        ldmatrix_x2(b0, b1, kb + (unsigned)((k + 1) * 32));
+                        mma_bf16(acc1, a, b0, b1);
+                    }
+                }
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[e] += acc1[e];
+                float *const sp = s_s + s_ks * NUM_QO_HEADS * S_STRIDE;
+                *reinterpret_cast<float2 *>(sp + r * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[0], acc[1]);
+                *reinterpret_cast<float2 *>(sp + (r + 8) * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[2], acc[3]);
+            }
+            __syncthreads();
+
+            /* 2. online softmax: warp owns heads warp + WARPS*i, lane owns tokens lane, lane + 32 */
+#pragma unroll
+            for (int i = 0; i < HPW; i++) {
+                const int h = warp + WARPS * i;
+                float s[2];
+                float mx = neg_inf();
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int t = lane + 32 * e;
+                    s[e] = neg_inf();
+                    if (t < TILE && u * TILE + t >= seg_a && u * TILE + t < seg_z) {
+                        float v = 0.0f;
+#pragma unroll
+                        for (int k = 0; k < KS; k++)
+                            v += s_s[(k * NUM_QO_HEADS + h) * S_STRIDE + t];
+                        s[e] = v * qk_scale;
+                    }
+                    mx = fmaxf(mx, s[e]);
+                }
+#pragma unroll
+                for (int off = 16; off >= 1; off /= 2)
+                    mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, off));
+                const float m_new = fmaxf(m_run[i], mx);
+                const float corr = exp2f(m_run[i] - m_new);
+                float sum = 0.0f;
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int t = lane + 32 * e;
+                    const float p = exp2f(s[e] - m_new); /* masked: exp2(-inf) = 0 */
+                    sum += p;
+                    if (t < TILE)
+                        *reinterpret_cast<__nv_bfloat16 *>(s_p + h * P_STRIDE + t * 2) = __float2bfloat16(p);
+                }
+#pragma unroll
+                for (int off = 16; off >= 1; off /= 2)
+                    sum += __shfl_xor_sync(FULL_MASK, sum, off);
+                l_run[i] = l_run[i] * corr + sum;
+                m_run[i] = m_new;
+                if (lane == 0)
+                    s_corr[h] = corr;
+            }
+            __syncthreads();
+
+            /* 3. O = O * corr + P . V over this warp's dims */
+            {
+                const float c0 = s_corr[r], c1 = s_corr[r + 8];
+#pragma unroll
+                for (int t = 0; t < OT; t++) {
+                    o[t][0] *= c0;
+                    o[t][1] *= c0;
+                    o[t][2] *= c1;
+                    o[t][3] *= c1;
+                }
+#pragma unroll
+                for (int kt = 0; kt < TILE / 16; kt++) {
+                    unsigned a[4];
+                    ldmatrix_x4(a, p_addr + (unsigned)(kt * 32));
+                    const unsigned vb = tile + v_off + (unsigned)(kt * 16 * ROW_BYTES);
+#pragma unroll
+                    for (int t = 0; t < OT; t += 2) {
+                        unsigned bv[4];
+                        ldmatrix_x4_trans(bv, vb + (unsigned)(t * 16));
+                        mma_bf16(o[t], a, bv[0], bv[1]);
+                        mma_bf16(o[t + 1], a, bv[2], bv[3]);
+                    }
+                }
+            }
+        }
+        /* ---- finish: m and l of every head to shared memory, then each warp writes its dims ---- */
+#pragma unroll
+        for (int i = 0; i < HPW; i++)
+            if (lane == 0) {
+                s_ml[2 * (warp + WARPS * i)] = m_run[i];
+                s_ml[2 * (warp + WARPS * i) + 1] = l_run[i];
+            }
+        __syncthreads();
+        int part_first = 0;
+        const int n_parts = request_parts(__ldg(kv_indptr + rb), __ldg(kv_indptr + rb + 1), rb, chunk, &part_first);
+        const bool direct = n_parts == 1;
+        const int part = SPLIT ? slot + rb : slot; /* this segment's partial */
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int h = r + 8 * hh;
+            const float L = s_ml[2 * h + 1];
+            const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+            const float ls = L > 0.0f ? s_ml[2 * h] + log2f(L) : neg_inf();
 #pragma unroll
             for (int t = 0; t < OT; t++) {
-                o[t][0] *= c0;
-                o[t][1] *= c0;
-                o[t][2] *= c1;
-                o[t][3] *= c1;
-            }
-#pragma unroll
-            for (int kt = 0; kt < TILE / 16; kt++) {
-                unsigned a[4];
-                ldmatrix_x4(a, p_addr + (unsigned)(kt * 32));
-                const unsigned vb = tile + v_off + (unsigned)(kt * 16 * ROW_BYTES);
-#pragma unroll
-                for (int t = 0; t < OT; t += 2) {
-                    unsigned bv[4];
-                    ldmatrix_x4_trans(bv, vb + (unsigned)(t * 16));
-                    mma_bf16(o[t], a, bv[0], bv[1]);
-                    mma_bf16(o[t + 1], a, bv[2], bv[3]);
+                const int d = warp * DPW + 8 * t + 2 * c;
+                const float x0 = o[t][2 * hh] * inv, x1 = o[t][2 * hh + 1] * inv;
+                if (direct) {
+                    *reinterpret_cast<__nv_bfloat162 *>(output + ((size_t)rb * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                        __floats2bfloat162_rn(x0, x1);
+                } else if (PART) {
+                    *reinterpret_cast<__nv_bfloat162 *>(reinterpret_cast<__nv_bfloat16 *>(part_o) +
+                                                        ((size_t)part * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                        __floats2bfloat162_rn(x0, x1);
+                } else {
+                    *reinterpret_cast<float2 *>(part_o + ((size_t)part * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                        make_float2(x0, x1);
                 }
             }
-        }
-    }
-    cp_async_wait<0>(); /* only empty groups can be pending here */
-
-    /* ---- finish: m and l of every head to shared memory, then each warp writes its dims ---- */
-#pragma unroll
-    for (int i = 0; i < HPW; i++)
-        if (lane == 0) {
-            s_ml[2 * (warp + WARPS * i)] = m_run[i];
-            s_ml[2 * (warp + WARPS * i) + 1] = l_run[i];
-        }
-    __syncthreads();
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const int h = r + 8 * hh;
-        const float L = s_ml[2 * h + 1];
-        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-        const float ls = L > 0.0f ? s_ml[2 * h] + log2f(L) : neg_inf();
-#pragma unroll
-        for (int t = 0; t < OT; t++) {
-            const int d = warp * DPW + 8 * t + 2 * c;
-            const float x0 = o[t][2 * hh] * inv, x1 = o[t][2 * hh + 1] * inv;
-            if (direct) {
-                *reinterpret_cast<__nv_bfloat162 *>(output + ((size_t)b * NUM_QO_HEADS + h) * DIM_CKV + d) =
-                    __floats2bfloat162_rn(x0, x1);
-            } else if (PART) {
-                *reinterpret_cast<__nv_bfloat162 *>(reinterpret_cast<__nv_bfloat16 *>(part_o) +
-                                                    ((size_t)slot * NUM_QO_HEADS + h) * DIM_CKV + d) =
-                    __floats2bfloat162_rn(x0, x1);
-            } else {
-                *reinterpret_cast<float2 *>(part_o + ((size_t)slot * NUM_QO_HEADS + h) * DIM_CKV + d) =
-                    make_float2(x0, x1);
+            if (warp == 0 && c == 0) {
+                if (direct)
+                    lse[(size_t)rb * NUM_QO_HEADS + h] = ls;
+                else
+                    part_lse[(size_t)part * NUM_QO_HEADS + h] = ls;
             }
         }
-        if (warp == 0 && c == 0) {
-            if (direct)
-                lse[(size_t)b * NUM_QO_HEADS + h] = ls;
-            else
-                part_lse[(size_t)slot * NUM_QO_HEADS + h] = ls;
-        }
+        rb++;
+        if (!next_segment())
+            break;
+        load_q(rb); /* every warp is past its last read of Q (the score, two barriers ago) */
     }
+    cp_async_wait<0>(); /* only empty groups can be pending here */
 }
 
-/* One CTA of 4 warps per (request, head): warp w takes the request's chunk slots w, w+4, ...
-   (four slots per step, so a lane has 8 to 16 loads in flight rather than one), lane owns dims
-   8*lane.. and 256 + 8*lane..; the 4 warps' sums meet in shared memory. Requests of one chunk
-   were finished by the partial kernel; requests of no token get output 0 and lse -inf. */
-extern "C" __global__ void __launch_bounds__(128)
+/* One CTA of MW warps per (request, head): warp w takes the request's partials w, w+MW, ...
+   (four per step, so a lane has 8 to 16 loads in flight rather than one), lane owns dims
+   8*lane.. and 256 + 8*lane..; the MW warps' sums meet in shared memory. Requests of one
+   partial were finished by the partial kernel; requests of no token get output 0 and lse -inf. */
+extern "C" __global__ void __launch_bounds__(MW * 32)
 mla_mma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_o,
               const float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output, float *__restrict__ lse,
               int batch_size, int num_kv_indices)
 {
-    __shared__ float s_acc[4][DIM_CKV];
-    __shared__ float s_l[4];
+    __shared__ float s_acc[MW][DIM_CKV];
+    __shared__ float s_l[MW];
     const int row = blockIdx.x; /* b*16 + head */
     if (row >= batch_size * NUM_QO_HEADS)
         return;
@@ -442,14 +534,13 @@ mla_mma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_
     const int b = row / NUM_QO_HEADS;
     const int head = row % NUM_QO_HEADS;
 
-    const int chunk = chunk_tokens(num_kv_indices);
-    const int start = __ldg(kv_indptr + b);
-    const int len = __ldg(kv_indptr + b + 1) - start;
-    int n = len > 0 ? (len + chunk - 1) / chunk : 0;
+    const int chunk = chunk_tokens(num_kv_indices, batch_size);
+    int s0 = 0;
+    int n = request_parts(__ldg(kv_indptr + b), __ldg(kv_indptr + b + 1), b, chunk, &s0);
     if (n == 1)
         return; /* written by mla_mma_partial */
-    const int s0 = slot_begin(start, b, chunk);
-    const int n_slots = (num_kv_indices + chunk - 1) / chunk + batch_size; /* the partial grid */
+    const int virt = num_kv_indices + SPLIT * SEGP * batch_size;
+    const int n_slots = (virt + chunk - 1) / chunk + batch_size; /* the partials the scratch holds */
     if (n > 0 && (s0 < 0 || s0 + n > n_slots))
         n = 0; /* inconsistent kv_indptr: never read past the scratch */
     pdl_wait(); /* the partial grid has finished and its stores are visible */
@@ -466,12 +557,12 @@ mla_mma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_
 #pragma unroll
     for (int i = 0; i < 16; i++)
         acc[i] = 0.0f;
-    for (int s = warp; s < n; s += 4 * 4) { /* warp-uniform */
+    for (int s = warp; s < n; s += MW * 4) { /* warp-uniform */
         float ws[4];
         uint4 raw[4][4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const int sk = s + 4 * k;
+            const int sk = s + MW * k;
             const float ls = sk < n ? __ldg(part_lse + (size_t)(s0 + sk) * NUM_QO_HEADS + head) : neg_inf();
             ws[k] = (ls == neg_inf()) ? 0.0f : exp2f(ls - mx);
             const size_t prow = ((size_t)(s0 + (sk < n ? sk : s)) * NUM_QO_HEADS + head) * DIM_CKV;
@@ -526,13 +617,21 @@ mla_mma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_
         s_l[warp] = L; /* the same in every lane */
     __syncthreads();
 
-    const float Lt = s_l[0] + s_l[1] + s_l[2] + s_l[3];
+    float Lt = 0.0f;
+#pragma unroll
+    for (int w = 0; w < MW; w++)
+        Lt += s_l[w];
     const float inv = (Lt > 0.0f) ? 1.0f / Lt : 0.0f;
-    for (int d = threadIdx.x * 4; d < DIM_CKV; d += 128 * 4) {
-        float o[4];
+    for (int d = threadIdx.x * 4; d < DIM_CKV; d += MW * 32 * 4) {
+        float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int w = 0; w < MW; w++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                o[e] += s_acc[w][d + e];
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            o[e] = (s_acc[0][d + e] + s_acc[1][d + e] + s_acc[2][d + e] + s_acc[3][d + e]) * inv;
+            o[e] *= inv;
         __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(output + (size_t)row * DIM_CKV + d);
         out[0] = __floats2bfloat162_rn(o[0], o[1]);
         out[1] = __floats2bfloat162_rn(o[2], o[3]);
