@@ -115,5 +115,18 @@ PY
 	echo "gqa with a pdl launch: $(tail -n 1 "$TMP/out")"
 	n_runs=$((n_runs + 2))
 fi
+# mla_decode's per-workload bests (#6-#9 of its fixture, mla_mma with SPLIT, SEGP and MW) as one
+# dispatch: four kernels, each with its own params baked in, behind one launcher
+if [ -z "${KS_EXPORT_OPS:-}" ] || echo " $KS_EXPORT_OPS " | grep -q " mla_decode "; then
+	run 0 "$KSEARCH" archive import tests/fixtures/export-mla_decode.json --archive "$TMP/mdar"
+	run 0 "$KSEARCH" export-best --op mla_decode --archive "$TMP/mdar" --dispatch -o "$TMP/mdisp" --name ks_export
+	out_has "dispatch over 4 workloads"
+	run 0 "$nvcc" -std=c++17 -arch="$arch" -DKS_OP_MLA_DECODE -Ioperators/mla_decode -I"$TMP/mdisp" \
+		tests/gpu/export_harness.cu "$TMP"/mdisp/ks_export.cu "$TMP"/mdisp/ks_export_v*.cu -o "$TMP/mdisp/harness"
+	run 0 "$TMP/mdisp/harness" "$TMP/mla_decode.workloads"
+	out_has "all ok"
+	echo "mla_decode dispatch: $(tail -n 1 "$TMP/out")"
+	n_runs=$((n_runs + 1))
+fi
 [ "$n_runs" -gt 0 ] || fail "no candidate was exported and run"
 done_ok
