@@ -306,7 +306,9 @@ assert "sk-test-secret-0123" not in raw, "the key is in the recording"
 recs = [json.loads(l) for l in raw.splitlines()]
 assert len(recs) == 13 + 16 + 3, len(recs)  # 13 refused or models, 16 steps, 3 repeats
 for r in recs:
-    assert {"time", "path", "headers", "body", "status"} <= set(r), r
+    assert {"seq", "time", "path", "headers", "body", "status"} <= set(r), r
+assert sorted(r["seq"] for r in recs) == list(range(1, len(recs) + 1)), "seq is not 1..n"
+recs.sort(key=lambda r: r["seq"])  # lines are written as answers go out, seq is arrival order
 first = recs[0]
 assert first["status"] == 401 and "authorization" not in first["headers"], first
 ok = [r for r in recs if r["status"] == 200 and r["path"].endswith("completions")]

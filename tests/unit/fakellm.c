@@ -140,10 +140,36 @@ void fake_stop(struct fake *f)
 	f->dir = NULL;
 }
 
+static int by_seq(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "seq"));
+	json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "seq"));
+
+	return (x > y) - (x < y);
+}
+
+/* The records in the order their requests arrived (the fake's "seq"). */
+static json_t *in_arrival_order(json_t *list)
+{
+	size_t n = json_array_size(list);
+	json_t **recs = calloc(n ? n : 1, sizeof(*recs)), *sorted = json_array();
+
+	assert_non_null(recs);
+	for (size_t i = 0; i < n; i++)
+		recs[i] = json_array_get(list, i);
+	qsort(recs, n, sizeof(*recs), by_seq);
+	for (size_t i = 0; i < n; i++)
+		json_array_append(sorted, recs[i]);
+	free(recs);
+	json_decref(list);
+	return sorted;
+}
+
 /*
- * The fake's recording: one object per request, in the order they were
- * answered.  A line is written just after its answer is sent, so wait
- * (up to 5 s) until at least `expect` are there.
+ * The fake's recording: one object per request, returned in the order the
+ * requests arrived.  A line is written just after its answer is sent, on the
+ * request's own thread, so the file may hold two close requests the other way
+ * round; and wait (up to 5 s) until at least `expect` are there.
  */
 json_t *fake_records(const struct fake *f, size_t expect)
 {
@@ -165,7 +191,7 @@ json_t *fake_records(const struct fake *f, size_t expect)
 		}
 		free(text);
 		if (json_array_size(list) >= expect || now_s() > deadline)
-			return list;
+			return in_arrival_order(list);
 		json_decref(list);
 		sleep_s(0.01);
 	}
