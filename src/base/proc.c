@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,4 +340,48 @@ void ks_child_describe_status(int status, char *buf, size_t size)
 			 strsignal(WTERMSIG(status)));
 	else
 		snprintf(buf, size, "ended with status %d", status);
+}
+
+void ks_proc_tool_version(const char *tool, const char *name, char *out, size_t size)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static struct {
+		char program[1024], version[64];
+	} cache[4];
+	static unsigned next;
+	char dir[] = "/tmp/ksearch-version-XXXXXX", *out_path = NULL, *err_path = NULL, *text = NULL, *v;
+	const char *argv[] = { tool, "--version", NULL };
+	struct ks_proc_result res;
+	struct ks_error err;
+	size_t len;
+
+	snprintf(out, size, "%s", name);
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < sizeof(cache) / sizeof(cache[0]); i++) {
+		if (cache[i].program[0] && !strcmp(cache[i].program, tool)) {
+			snprintf(out, size, "%s %s", name, cache[i].version);
+			pthread_mutex_unlock(&lock);
+			return;
+		}
+	}
+	if (mkdtemp(dir)) {
+		out_path = ks_path_join(dir, "version.out");
+		err_path = ks_path_join(dir, "version.err");
+		if (ks_proc_run(argv, out_path, err_path, 30000, NULL, &res, &err) == 0 &&
+		    ks_read_file(out_path, &text, &len, &err) == 0 && (v = strstr(text, "Version "))) {
+			unsigned slot = next++ % (sizeof(cache) / sizeof(cache[0]));
+
+			snprintf(cache[slot].program, sizeof(cache[slot].program), "%s", tool);
+			snprintf(cache[slot].version, sizeof(cache[slot].version), "%.*s",
+				 (int)strcspn(v + 8, " \r\n"), v + 8);
+			snprintf(out, size, "%s %s", name, cache[slot].version);
+		}
+		unlink(out_path);
+		unlink(err_path);
+		rmdir(dir);
+	}
+	pthread_mutex_unlock(&lock);
+	free(text);
+	free(out_path);
+	free(err_path);
 }

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -467,35 +466,6 @@ static char *read_file(const char *path)
 	return text;
 }
 
-/* "Version 2025.3.1.0 (build ...)" from `ncu --version`, once per profiler path. */
-static void ncu_version(const char *ncu, const char *dir, char *out, size_t size)
-{
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	static char cached_for[4096], cached[64];
-	char *out_path = ks_path_join(dir, "version.out"), *err_path = ks_path_join(dir, "version.err");
-	const char *argv[] = { ncu, "--version", NULL };
-	struct ks_proc_result res;
-	struct ks_error err;
-
-	pthread_mutex_lock(&lock);
-	if (strcmp(cached_for, ncu)) {
-		snprintf(cached, sizeof(cached), "ncu");
-		if (ks_proc_run(argv, out_path, err_path, 30000, NULL, &res, &err) == 0) {
-			char *text = read_file(out_path), *v = strstr(text, "Version ");
-
-			if (v)
-				snprintf(cached, sizeof(cached), "ncu %.*s", (int)strcspn(v + 8, " \r\n"),
-					 v + 8);
-			free(text);
-		}
-		snprintf(cached_for, sizeof(cached_for), "%s", ncu);
-	}
-	snprintf(out, size, "%s", cached);
-	pthread_mutex_unlock(&lock);
-	free(out_path);
-	free(err_path);
-}
-
 /*
  * The first of ncu's own error lines ("==ERROR== ...") that holds needle,
  * into buf without the tag.  Only those: what the runner prints is its
@@ -674,7 +644,7 @@ int ks_profile_run(const struct ks_profile_request *req, struct ks_profile_outco
 	if (!pr.timed_out && !pr.cancelled && json_is_true(json_object_get(result, "ok")) &&
 	    ks_profile_parse_ncu_csv(ncu_text, &out->profile, &why) == 0) {
 		out->status = KS_PROFILE_OK;
-		ncu_version(ncu, dir, out->profile.tool, sizeof(out->profile.tool));
+		ks_proc_tool_version(ncu, "ncu", out->profile.tool, sizeof(out->profile.tool));
 		snprintf(out->profile.workload, sizeof(out->profile.workload), "%s", wl->id);
 	} else {
 		classify(ncu_err, result, &pr, timeout_ms, out);
@@ -693,14 +663,6 @@ cleanup:
 	if (out_file) {
 		unlink(out_file);
 		unlink(err_file);
-		{
-			char *v = ks_path_join(dir, "version.out"), *e = ks_path_join(dir, "version.err");
-
-			unlink(v);
-			unlink(e);
-			free(v);
-			free(e);
-		}
 		rmdir(dir);
 	}
 	free(argv);

@@ -1,10 +1,11 @@
 /*
- * profile_run.c - `ksearch __profile_run`: the process ncu profiles (see
- * profile.h).  It runs one candidate's launch sequence on one workload:
- * once to warm up, once inside the profiler's window.  No verification
- * and no timing happen here; the candidate was verified and timed by a
- * worker before, and nothing this process measures or survives feeds a
- * timing.
+ * profile_run.c - `ksearch __profile_run`: the process ncu profiles, and
+ * the one compute-sanitizer checks (see profile.h and sanitize.h).  For
+ * the profiler it runs one candidate's launch sequence on one workload:
+ * once to warm up, once inside the profiler's window; for the sanitizer
+ * (--plain), once on each workload it is given.  No verification and no
+ * timing happen here; the candidate was verified and timed by a worker
+ * before, and nothing this process measures or survives feeds a timing.
  */
 #include "ksearch/evaluate/profile.h"
 
@@ -25,6 +26,7 @@
 #include "ksearch/op/candidate.h"
 
 #define MAX_BUFFERS 64
+#define MAX_WORKLOADS 64
 
 struct runner {
 	const struct ks_cuda *cu;
@@ -40,6 +42,8 @@ struct runner {
 	CUdeviceptr inputs[MAX_BUFFERS], outputs[MAX_BUFFERS], scratch[MAX_BUFFERS];
 	double scalars[MAX_BUFFERS];
 	char device[256], arch[16];
+	const char *workload; /* the one being run, for messages */
+	long long smem_bytes; /* the most shared memory a launch used */
 };
 
 static uint64_t mix64(uint64_t a, uint64_t b)
@@ -79,6 +83,10 @@ static int cuda_fail(struct ks_error *err, CUresult rc, const char *fmt, ...)
  * lengths, page permutations) is the one every candidate is timed on: the
  * seed eval.c and worker.c derive from the op's name and the workload's
  * id.  Values are any: a kernel's counters do not depend on them.
+ *
+ * Every buffer is allocated at its exact size, with nothing around it:
+ * memcheck sees only accesses outside every allocation, so a guard band
+ * inside one would hide the overflow it exists to catch.
  */
 static int make_inputs(struct runner *r, const struct ks_workload *wl, struct ks_error *err)
 {
@@ -166,16 +174,43 @@ static int load(struct runner *r, struct ks_error *err)
 		if (rc != CUDA_SUCCESS)
 			return cuda_fail(err, rc, "kernel '%s': the largest shared-memory carveout",
 					 r->cand.launches[i].kernel);
-		if (r->plan.launches[i].smem <= 48 * 1024)
-
-			continue;
-		rc = r->cu->func_set_attribute(r->fns[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-					       (int)r->plan.launches[i].smem);
-		if (rc != CUDA_SUCCESS)
-			return cuda_fail(err, rc, "kernel '%s': %lld bytes of dynamic shared memory",
-					 r->cand.launches[i].kernel, (long long)r->plan.launches[i].smem);
+		if (r->build.launches && i < r->build.n_launches && r->build.launches[i].smem > r->smem_bytes)
+			r->smem_bytes = r->build.launches[i].smem;
 	}
 	return 0;
+}
+
+/* The dynamic shared memory the launches need on the workload of r->plan. */
+static int set_dynamic_smem(struct runner *r, struct ks_error *err)
+{
+	for (size_t i = 0; i < r->cand.n_launches; i++) {
+		int64_t dynamic = r->plan.launches[i].smem;
+		CUresult rc;
+
+		if (dynamic > r->smem_bytes)
+			r->smem_bytes = dynamic;
+		if (dynamic <= 48 * 1024)
+			continue;
+		rc = r->cu->func_set_attribute(r->fns[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					       (int)dynamic);
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(err, rc, "kernel '%s': %lld bytes of dynamic shared memory",
+					 r->cand.launches[i].kernel, (long long)dynamic);
+	}
+	return 0;
+}
+
+static void free_buffers(struct runner *r)
+{
+	for (size_t i = 0; r->cu && i < MAX_BUFFERS; i++) {
+		if (r->inputs[i])
+			r->cu->mem_free(r->inputs[i]);
+		if (r->outputs[i])
+			r->cu->mem_free(r->outputs[i]);
+		if (r->scratch[i])
+			r->cu->mem_free(r->scratch[i]);
+		r->inputs[i] = r->outputs[i] = r->scratch[i] = 0;
+	}
 }
 
 static int run_once(struct runner *r, const struct ks_workload *wl, const char *what, struct ks_error *err)
@@ -193,46 +228,25 @@ static int run_once(struct runner *r, const struct ks_workload *wl, const char *
 	return 0;
 }
 
-static int profile(struct runner *r, const struct ks_profile_runner_args *a, struct ks_error *err)
+/* One workload: its plan and inputs, the launches (twice for the profiler), then its buffers go. */
+static int run_workload(struct runner *r, const struct ks_profile_runner_args *a,
+			const struct ks_workload *wl, struct ks_error *err)
 {
-	const struct ks_workload *wl;
-	struct ks_gpu_info gpu;
-	char *source = NULL;
-	size_t len;
 	CUresult rc;
 	int ret = -1;
 
-	if (ks_op_load(a->op_dir, &r->op, err) < 0 || ks_read_file(a->source_file, &source, &len, err) < 0)
-		goto cleanup;
-	if (ks_candidate_parse(a->path, source, &r->cand, err) < 0 ||
-	    ks_candidate_bind(&r->cand, &r->op, err) < 0)
-		goto cleanup;
-	r->params = ks_calloc(r->cand.n_params ? r->cand.n_params : 1, sizeof(*r->params));
-	ks_params_first(&r->cand, r->params);
-	if (ks_params_assign(&r->cand, a->params, a->n_params, r->params, err) < 0)
-		goto cleanup;
-	if (!(wl = ks_op_workload(&r->op, a->workload))) {
-		ks_fail(err, "no workload '%s' in %s", a->workload, r->op.key);
-		goto cleanup;
-	}
+	r->workload = wl->id;
 	if (ks_plan_resolve(&r->cand, &r->op, wl, r->params, &r->plan, err) < 0)
-		goto cleanup;
-	if (ks_cuda_load(&r->cu, err) < 0 || ks_cuda_device_info(a->gpu, &gpu, err) < 0 ||
-	    ks_gpukit_open(&r->kit, r->cu, a->gpu, err) < 0)
-		goto cleanup;
-	snprintf(r->device, sizeof(r->device), "%s", gpu.name);
-	ks_gpu_arch(&gpu, r->arch, sizeof(r->arch));
-	r->stream = ks_gpukit_stream(r->kit);
-	if (!r->cu->profiler_start || !r->cu->profiler_stop) {
-		ks_fail(err,
-			"this driver has no cuProfilerStart: the profiler cannot be told what to measure");
-		goto cleanup;
-	}
-	if (load(r, err) < 0 || make_inputs(r, wl, err) < 0)
+		return -1;
+	if (set_dynamic_smem(r, err) < 0 || make_inputs(r, wl, err) < 0)
 		goto cleanup;
 	rc = r->cu->stream_synchronize(r->stream);
 	if (rc != CUDA_SUCCESS) {
 		cuda_fail(err, rc, "workload %s: making the inputs", wl->id);
+		goto cleanup;
+	}
+	if (a->plain) {
+		ret = run_once(r, wl, "running the candidate", err);
 		goto cleanup;
 	}
 	/* warm: the first launch of a module pays for loading it */
@@ -252,20 +266,65 @@ static int profile(struct runner *r, const struct ks_profile_runner_args *a, str
 	}
 	ret = 0;
 cleanup:
+	free_buffers(r);
+	ks_plan_release(&r->plan);
+	memset(&r->plan, 0, sizeof(r->plan));
+	return ret;
+}
+
+static int run(struct runner *r, const struct ks_profile_runner_args *a, struct ks_error *err)
+{
+	const struct ks_workload *wls[MAX_WORKLOADS];
+	struct ks_gpu_info gpu;
+	char *source = NULL;
+	size_t len;
+	int ret = -1;
+
+	if (ks_op_load(a->op_dir, &r->op, err) < 0 || ks_read_file(a->source_file, &source, &len, err) < 0)
+		goto cleanup;
+	if (ks_candidate_parse(a->path, source, &r->cand, err) < 0 ||
+	    ks_candidate_bind(&r->cand, &r->op, err) < 0)
+		goto cleanup;
+	r->params = ks_calloc(r->cand.n_params ? r->cand.n_params : 1, sizeof(*r->params));
+	ks_params_first(&r->cand, r->params);
+	if (ks_params_assign(&r->cand, a->params, a->n_params, r->params, err) < 0)
+		goto cleanup;
+	if (!a->n_workloads || a->n_workloads > MAX_WORKLOADS || (!a->plain && a->n_workloads != 1)) {
+		ks_fail(err, "expected %s workloads, got %zu", a->plain ? "1 to 64" : "exactly 1",
+			a->n_workloads);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < a->n_workloads; i++) {
+		if (!(wls[i] = ks_op_workload(&r->op, a->workloads[i]))) {
+			ks_fail(err, "no workload '%s' in %s", a->workloads[i], r->op.key);
+			goto cleanup;
+		}
+	}
+	if (ks_cuda_load(&r->cu, err) < 0 || ks_cuda_device_info(a->gpu, &gpu, err) < 0 ||
+	    ks_gpukit_open(&r->kit, r->cu, a->gpu, err) < 0)
+		goto cleanup;
+	snprintf(r->device, sizeof(r->device), "%s", gpu.name);
+	ks_gpu_arch(&gpu, r->arch, sizeof(r->arch));
+	r->stream = ks_gpukit_stream(r->kit);
+	if (!a->plain && (!r->cu->profiler_start || !r->cu->profiler_stop)) {
+		ks_fail(err,
+			"this driver has no cuProfilerStart: the profiler cannot be told what to measure");
+		goto cleanup;
+	}
+	if (load(r, err) < 0)
+		goto cleanup;
+	for (size_t i = 0; i < a->n_workloads; i++)
+		if (run_workload(r, a, wls[i], err) < 0)
+			goto cleanup;
+	ret = 0;
+cleanup:
 	free(source);
 	return ret;
 }
 
 static void release(struct runner *r)
 {
-	for (size_t i = 0; r->cu && i < MAX_BUFFERS; i++) {
-		if (r->inputs[i])
-			r->cu->mem_free(r->inputs[i]);
-		if (r->outputs[i])
-			r->cu->mem_free(r->outputs[i]);
-		if (r->scratch[i])
-			r->cu->mem_free(r->scratch[i]);
-	}
+	free_buffers(r);
 	if (r->module)
 		r->cu->module_unload(r->module);
 	ks_gpukit_close(r->kit);
@@ -294,6 +353,18 @@ static void on_deadline(int sig)
 	_exit(4);
 }
 
+/* Send fd to /dev/null. */
+static int silence(int fd)
+{
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	if (null < 0 || dup2(null, fd) < 0)
+		return -1;
+	if (null != fd)
+		close(null);
+	return 0;
+}
+
 int ks_profile_runner_main(const struct ks_profile_runner_args *a)
 {
 	struct runner r;
@@ -306,35 +377,39 @@ int ks_profile_runner_main(const struct ks_profile_runner_args *a)
 	/*
 	 * Device printf lands on stdout, which is ncu's output: a kernel could
 	 * print counters of its choosing there.  Nothing it prints is kept.
+	 * Under the sanitizer, stderr goes too: its text (an error names the
+	 * candidate's kernels) could otherwise sit beside the sanitizer's own.
 	 */
-	{
-		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-
-		if (null < 0 || dup2(null, STDOUT_FILENO) < 0) {
-			fprintf(stderr, "ksearch __profile_run: cannot send stdout to /dev/null\n");
-			return 3;
-		}
-		if (null != STDOUT_FILENO)
-			close(null);
+	if (silence(STDOUT_FILENO) < 0) {
+		fprintf(stderr, "ksearch __profile_run: cannot send stdout to /dev/null\n");
+		return 3;
 	}
+	if (a->plain && silence(STDERR_FILENO) < 0)
+		return 3;
 	if (a->deadline_s > 0) {
 		deadline_file = a->result_file;
 		snprintf(deadline_text, sizeof(deadline_text),
 			 "{\"ok\": false, \"error\": \"the candidate did not finish within %d s under the "
-			 "profiler "
-			 "(its time limit here)\"}",
-			 a->deadline_s);
+			 "%s (its time limit here)\"}",
+			 a->deadline_s, a->plain ? "sanitizer" : "profiler");
 		signal(SIGALRM, on_deadline);
 		alarm((unsigned)a->deadline_s);
 	}
 	memset(&r, 0, sizeof(r));
 	ks_error_clear(&err);
-	ok = profile(&r, a, &err) == 0;
-	if (ok)
-		result = json_pack("{s:b, s:s, s:s, s:s, s:I}", "ok", 1, "device", r.device, "arch", r.arch,
-				   "workload", a->workload, "launches", (json_int_t)r.cand.n_launches);
-	else
-		result = json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
+	ok = run(&r, a, &err) == 0;
+	if (ok) {
+		json_t *workloads = json_array();
+
+		for (size_t i = 0; i < a->n_workloads; i++)
+			json_array_append_new(workloads, json_string(a->workloads[i]));
+		result = json_pack("{s:b, s:s, s:s, s:o, s:I, s:I}", "ok", 1, "device", r.device, "arch",
+				   r.arch, "workloads", workloads, "launches", (json_int_t)r.cand.n_launches,
+				   "smem_bytes", (json_int_t)r.smem_bytes);
+	} else {
+		result = json_pack("{s:b, s:s, s:s}", "ok", 0, "error", err.msg, "workload",
+				   r.workload ? r.workload : "");
+	}
 	release(&r);
 	if (json_dump_file(result, a->result_file, JSON_COMPACT) < 0) {
 		fprintf(stderr, "ksearch __profile_run: cannot write %s\n", a->result_file);

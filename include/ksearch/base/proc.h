@@ -77,6 +77,14 @@ struct ks_proc_result {
 int ks_proc_run(const char *const *argv, const char *out_path, const char *err_path, int timeout_ms,
 		const volatile sig_atomic_t *cancel, struct ks_proc_result *res, struct ks_error *err);
 
+/*
+ * "<name> <version>" of a tool that answers `--version` with a line
+ * "... Version 2025.3.1.0 ..." (NVIDIA's ncu and compute-sanitizer), into
+ * out; just name when it cannot be run or says no version.  Asked once
+ * per tool path for the process's life; any thread.
+ */
+void ks_proc_tool_version(const char *tool, const char *name, char *out, size_t size);
+
 /* The path of program name (looked up in PATH when it has no slash), if executable; caller frees; NULL if
  * none. */
 char *ks_proc_which(const char *name);

@@ -130,20 +130,35 @@ struct ks_profile_outcome {
 int ks_profile_run(const struct ks_profile_request *req, struct ks_profile_outcome *out,
 		   struct ks_error *err);
 
-/* What `ksearch __profile_run` was given (src/cli/internal.c fills it). */
+/*
+ * What `ksearch __profile_run` was given (src/cli/internal.c fills it).
+ * For the profiler: one workload, run once to warm up and once inside
+ * cuProfilerStart/Stop.  With plain (the sanitizer's run, sanitize.h):
+ * each workload once, in order, with no profiler window, every buffer
+ * allocated at its exact size and freed before the next workload, and
+ * stderr as well as stdout sent to /dev/null (the sanitizer's output is
+ * read, and nothing of the candidate's may pass for it).
+ */
 struct ks_profile_runner_args {
 	const char *op_dir;
 	const char *source_file;
 	const char *path; /* the candidate's name in messages */
 	const char *const *params;
 	size_t n_params;
-	const char *workload;
+	const char *const *workloads;
+	size_t n_workloads;
+	int plain;
 	int gpu;
-	const char *result_file; /* {"ok": true, ...} or {"ok": false, "error": "..."} */
-	int deadline_s;		 /* the runner ends itself after this long */
+	/*
+	 * {"ok": true, "device", "arch", "workloads": [...], "launches",
+	 * "smem_bytes": the most shared memory (static + dynamic) a launch
+	 * uses} or {"ok": false, "error": "...", "workload": "..."}
+	 */
+	const char *result_file;
+	int deadline_s; /* the runner ends itself after this long */
 };
 
-/* The runner's main: the process ncu profiles.  Returns the exit code. */
+/* The runner's main: the process ncu (or compute-sanitizer) runs.  Returns the exit code. */
 int ks_profile_runner_main(const struct ks_profile_runner_args *args);
 
 #endif
