@@ -1417,7 +1417,8 @@ int ks_archive_insert_txn(struct ks_archive *ar, MDB_txn *txn, struct ks_counter
 	rc = store(ar, txn, c, doc, source, verdict, fitness, res, err);
 	if (rc)
 		goto cleanup;
-	if (verdict != KS_VERDICT_OK) {
+	/* an imported record whose sanitizer check failed stays demoted */
+	if (verdict != KS_VERDICT_OK || ks_record_sanitizer_failed(doc)) {
 		res->outcome = KS_ARCHIVE_NOT_ELIGIBLE;
 	} else {
 		if (ks_archive_cell_of(ar, json_object_get(doc, "descriptors"), &cell, res->why,
@@ -1531,7 +1532,7 @@ static int cell_successor(struct ks_archive *ar, MDB_txn *txn, uint64_t cell, ui
 		}
 		in_cell = !ks_archive_cell_of(ar, json_object_get(record, "descriptors"), &rcell, why,
 					      sizeof(why)) &&
-			  rcell == cell;
+			  rcell == cell && !ks_record_sanitizer_failed(record);
 		if (in_cell) {
 			*id = rid;
 			*fitness = json_number_value(json_object_get(record, "fitness"));
@@ -1684,7 +1685,7 @@ static int set_profile_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, str
 		goto cleanup;
 
 	rc = -1;
-	if (verdict != KS_VERDICT_OK) {
+	if (verdict != KS_VERDICT_OK || ks_record_sanitizer_failed(doc)) {
 		res->outcome = KS_ARCHIVE_NOT_ELIGIBLE;
 		rc = 0;
 		goto cleanup;
@@ -1743,6 +1744,259 @@ int ks_archive_set_profile(struct ks_archive *ar, uint64_t id, const json_t *pro
 	if (check_profile(profile, err) < 0)
 		return -1;
 	return ks_archive_write(ar, set_profile_step, &ctx, err);
+}
+
+/* Sanitizer checks: demotion and its undoing */
+
+/*
+ * Call visit on every ok record that may be an elite (its sanitizer check
+ * did not fail), best fitness first (the fitness index's order: of equal
+ * fitness, the lower id first); visit returns non-zero to stop.
+ */
+static int each_eligible(struct ks_archive *ar, MDB_txn *txn,
+			 int (*visit)(uint64_t id, const json_t *record, void *ctx), void *ctx,
+			 struct ks_error *err)
+{
+	unsigned char start[1] = { (unsigned char)KS_VERDICT_OK };
+	MDB_val key = { sizeof(start), start }, val, rec;
+	MDB_cursor *cur;
+	int rc, ret = -1;
+
+	rc = mdb_cursor_open(txn, ar->by_fitness, &cur);
+	if (rc)
+		return ks_archive_lmdb_fail(err, rc, "reading the fitness index");
+	for (rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE); !rc;
+	     rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+		const unsigned char *k = key.mv_data;
+		unsigned char rkey[8];
+		json_t *record;
+		uint64_t rid;
+		int stop = 0;
+
+		if (key.mv_size != 17 || k[0] != (unsigned char)KS_VERDICT_OK)
+			break;
+		rid = ks_be64_get(k + 9);
+		ks_be64_put(rkey, rid);
+		rc = ks_archive_db_get(txn, ar->candidates, rkey, 8, &rec, "reading a record", err);
+		if (rc < 0)
+			goto cleanup;
+		if (rc == 1 || ks_archive_parse_record(rid, &rec, &record, err) < 0) {
+			if (rc == 1)
+				ks_fail(err, "%s: the fitness index names record #%llu, which is missing",
+					ar->path, (unsigned long long)rid);
+			goto cleanup;
+		}
+		if (!ks_record_sanitizer_failed(record))
+			stop = visit(rid, record, ctx);
+		json_decref(record);
+		if (stop)
+			break;
+	}
+	if (rc && rc != MDB_NOTFOUND) {
+		ks_archive_lmdb_fail(err, rc, "reading the fitness index");
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	mdb_cursor_close(cur);
+	return ret;
+}
+
+struct best_ctx {
+	uint64_t id;
+	double fitness;
+};
+
+static int first_best(uint64_t id, const json_t *record, void *ctx_)
+{
+	struct best_ctx *ctx = ctx_;
+
+	ctx->id = id;
+	ctx->fitness = json_number_value(json_object_get(record, "fitness"));
+	return 1;
+}
+
+/* The per-workload bests made again from the records (insert's rule: fastest, then the lower id). */
+static int rebuild_workload_best(uint64_t id, const json_t *record, void *ctx_)
+{
+	json_t *best = ctx_;
+	const json_t *w;
+	size_t i;
+
+	json_array_foreach(json_object_get(record, "workloads"), i, w)
+	{
+		const char *wid = json_string_value(json_object_get(w, "id"));
+		double median = json_number_value(json_object_get(w, "median_us"));
+		const json_t *cur;
+		double cur_median;
+
+		if (!wid || !(median > 0))
+			continue;
+		cur = json_object_get(best, wid);
+		cur_median = json_number_value(json_object_get(cur, "median_us"));
+		if (cur &&
+		    (cur_median < median ||
+		     (cur_median == median && (uint64_t)json_integer_value(json_object_get(cur, "id")) < id)))
+			continue;
+		json_object_set_new(best, wid,
+				    json_pack("{s:I, s:f, s:f}", "id", (json_int_t)id, "median_us", median,
+					      "ref_median_us",
+					      json_number_value(json_object_get(w, "ref_median_us"))));
+	}
+	return 0;
+}
+
+/* How many workloads id is the best of in bests. */
+static size_t workloads_held(const json_t *bests, uint64_t id)
+{
+	const char *wid;
+	json_t *b;
+	size_t n = 0;
+
+	json_object_foreach((json_t *)bests, wid, b) n +=
+		(uint64_t)json_integer_value(json_object_get(b, "id")) == id;
+	return n;
+}
+
+static int load_workload_best(struct ks_archive *ar, MDB_txn *txn, json_t **best, struct ks_error *err)
+{
+	MDB_val val;
+	int rc = ks_archive_db_get(txn, ar->meta, KS_META_WORKLOAD_BEST, strlen(KS_META_WORKLOAD_BEST), &val,
+				   "reading the per-workload bests", err);
+
+	if (rc < 0)
+		return -1;
+	*best = rc == 0 ? parse_value(&val) : json_object();
+	if (!json_is_object(*best)) {
+		json_decref(*best);
+		*best = NULL;
+		return ks_fail(err, "%s: the per-workload bests are not valid JSON: the archive is damaged",
+			       ar->path);
+	}
+	return 0;
+}
+
+struct sanitizer_ctx {
+	uint64_t id;
+	const json_t *sanitizer;
+	struct ks_archive_sanitizer_result *res;
+};
+
+static int set_sanitizer_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, struct ks_error *err)
+{
+	struct sanitizer_ctx *ctx = ctx_;
+	struct ks_archive_sanitizer_result *res = ctx->res;
+	struct ks_counters c;
+	struct best_ctx top = { 0, 0 };
+	unsigned char key[8];
+	json_t *doc = NULL, *sanitizer, *old_best = NULL, *new_best = NULL;
+	enum ks_verdict verdict;
+	uint64_t cell, old_cells;
+	double fitness, old_best_fitness, old_qd;
+	int was_failed, now_failed, elite, rc;
+	char *text, why[256];
+	MDB_val val;
+
+	memset(res, 0, sizeof(*res));
+	res->cell = -1;
+	if (ks_counters_load(ar, txn, &c, err) < 0)
+		return -1;
+	old_best_fitness = c.best_fitness;
+	old_qd = c.qd_score;
+	old_cells = c.cells_filled;
+	ks_be64_put(key, ctx->id);
+	rc = ks_archive_db_get(txn, ar->candidates, key, 8, &val, "reading the record", err);
+	if (rc)
+		return rc < 0 ? -1
+			      : ks_fail(err, "no candidate #%llu in %s", (unsigned long long)ctx->id,
+					ar->path);
+	if (ks_archive_parse_record(ctx->id, &val, &doc, err) < 0)
+		return -1;
+	rc = -1;
+	if (record_verdict(doc, &verdict) < 0) {
+		ks_fail(err, "record #%llu has no verdict: the archive is damaged",
+			(unsigned long long)ctx->id);
+		goto cleanup;
+	}
+	was_failed = ks_record_sanitizer_failed(doc);
+	sanitizer = json_deep_copy(ctx->sanitizer);
+	normalize_reals(sanitizer);
+	json_object_set_new(doc, "sanitizer", sanitizer);
+	now_failed = ks_record_sanitizer_failed(doc);
+	text = json_dumps(doc, KS_ARCHIVE_RECORD_JSON);
+	rc = put(txn, ar->candidates, key, 8, text, strlen(text), 0, "writing the record", err);
+	free(text);
+	if (rc || verdict != KS_VERDICT_OK || was_failed == now_failed)
+		goto cleanup; /* nothing moves: the grid and the bests stand */
+
+	rc = -1;
+	fitness = ks_archive_record_fitness(doc, verdict);
+	if (!ks_archive_cell_of(ar, json_object_get(doc, "descriptors"), &cell, why, sizeof(why)))
+		res->cell = (int64_t)cell;
+	if (load_workload_best(ar, txn, &old_best, err) < 0)
+		goto cleanup;
+	if (now_failed) {
+		res->demoted = 1;
+		res->was_best = c.best_id == ctx->id;
+		res->workloads_lost = workloads_held(old_best, ctx->id);
+		if (res->cell >= 0) {
+			if (is_elite_of(ar, txn, cell, ctx->id, &elite, err) < 0)
+				goto cleanup;
+			if (elite) {
+				res->left_elite = 1;
+				if (leave_cell(ar, txn, &c, cell, ctx->id, fitness, &res->successor_id, err))
+					goto cleanup;
+			}
+		}
+	} else {
+		struct ks_archive_insert_result placed;
+
+		res->promoted = 1;
+		if (res->cell >= 0) {
+			memset(&placed, 0, sizeof(placed));
+			placed.cell = res->cell;
+			if (place(ar, txn, &c, ctx->id, fitness, &placed, err))
+				goto cleanup;
+		}
+	}
+	/* the best and the per-workload bests, from the records that may hold them */
+	if (each_eligible(ar, txn, first_best, &top, err) < 0)
+		goto cleanup;
+	c.best_id = top.id;
+	c.best_fitness = top.id ? top.fitness : 0;
+	res->best_id = c.best_id;
+	new_best = json_object();
+	if (each_eligible(ar, txn, rebuild_workload_best, new_best, err) < 0)
+		goto cleanup;
+	if (res->promoted)
+		res->workloads_gained = workloads_held(new_best, ctx->id);
+	if (put_json(txn, ar->meta, KS_META_WORKLOAD_BEST, strlen(KS_META_WORKLOAD_BEST), new_best, 0,
+		     "writing the per-workload bests", err))
+		goto cleanup;
+	rc = 0;
+	if (c.best_fitness != old_best_fitness || c.qd_score != old_qd || c.cells_filled != old_cells)
+		rc = append_history(ar, txn, &c, err);
+	if (!rc)
+		rc = ks_counters_store(ar, txn, &c, err);
+cleanup:
+	json_decref(old_best);
+	json_decref(new_best);
+	json_decref(doc);
+	return rc;
+}
+
+int ks_archive_set_sanitizer(struct ks_archive *ar, uint64_t id, const json_t *sanitizer,
+			     struct ks_archive_sanitizer_result *result, struct ks_error *err)
+{
+	struct ks_archive_sanitizer_result scratch;
+	struct sanitizer_ctx ctx = { id, sanitizer, result ? result : &scratch };
+	const char *status = json_string_value(json_object_get(sanitizer, "status"));
+
+	if (!json_is_object(sanitizer) || !status || (strcmp(status, "clean") && strcmp(status, "failed")))
+		return ks_fail(err,
+			       "a sanitizer check must be a JSON object whose \"status\" is \"clean\" or "
+			       "\"failed\"");
+	return ks_archive_write(ar, set_sanitizer_step, &ctx, err);
 }
 
 /* Small stores: state, prompts, compile cache */

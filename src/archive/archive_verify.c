@@ -128,7 +128,8 @@ static void check_record(struct ks_archive *ar, MDB_txn *txn, uint64_t id, const
 		problem(p, "record #%llu: missing from the fitness index", (unsigned long long)id);
 	if (!has_key(txn, ar->by_verdict, vkey, sizeof(vkey)))
 		problem(p, "record #%llu: missing from the verdict index", (unsigned long long)id);
-	if (verdict == KS_VERDICT_OK) {
+	/* a record whose sanitizer check failed is no elite, no best (ks_archive_set_sanitizer()) */
+	if (verdict == KS_VERDICT_OK && !ks_record_sanitizer_failed(record)) {
 		const json_t *w;
 		size_t k;
 

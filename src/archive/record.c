@@ -3,6 +3,8 @@
  */
 #include "ksearch/archive/record.h"
 
+#include <string.h>
+
 uint64_t ks_record_id(const json_t *record)
 {
 	json_int_t id = json_integer_value(json_object_get(record, "id"));
@@ -38,4 +40,12 @@ int ks_record_verdict(const json_t *record, enum ks_verdict *verdict)
 		return 0;
 	*verdict = KS_VERDICT_CRASH;
 	return -1;
+}
+
+int ks_record_sanitizer_failed(const json_t *record)
+{
+	const char *status =
+		json_string_value(json_object_get(json_object_get(record, "sanitizer"), "status"));
+
+	return status && !strcmp(status, "failed");
 }

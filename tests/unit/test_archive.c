@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include "ksearch/archive/archive.h"
+#include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
 
 /* launches: [1,2) [2,3) [3,9); smem_bytes: [0,1) [1,16384) [16384,49153) -> 9 cells */
@@ -1570,6 +1571,121 @@ static void test_verdict_spans_count_every_record_once(void **state)
 	test_rmtree(root);
 }
 
+static void set_sanitizer(struct ks_archive *ar, uint64_t id, const char *status,
+			  struct ks_archive_sanitizer_result *res)
+{
+	json_t *check = json_pack("{s:s, s:[s], s:i, s:s}", "status", status, "tools", "memcheck", "errors",
+				  strcmp(status, "failed") ? 0 : 1, "first",
+				  "Invalid __global__ write of size 4 bytes");
+	struct ks_error err;
+
+	if (ks_archive_set_sanitizer(ar, id, check, res, &err) < 0)
+		fail_msg("%s", err.msg);
+	json_decref(check);
+}
+
+static double qd_score(struct ks_archive *ar)
+{
+	struct ks_archive_metrics m;
+	struct ks_error err;
+
+	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+	return m.qd_score;
+}
+
+/*
+ * A failed sanitizer check demotes a record: the next best of its cell
+ * takes the cell, the next best record becomes the archive's best, the
+ * next fastest the best of each workload it held; later inserts and
+ * imports do not place it again, and a clean check undoes it.  The
+ * counters agree with a recount throughout.
+ */
+static void test_failed_sanitizer_check_demotes_a_record(void **state)
+{
+	char *root = test_tmpdir(), *root2 = ks_path_join(root, "copy"), *doc_text;
+	struct ks_archive *ar = open_new(root, 0), *ar2;
+	struct ks_archive_sanitizer_result res;
+	struct ks_archive_import_result imported;
+	struct ks_error err;
+	json_t *bests, *record, *doc;
+	double qd_before;
+
+	(void)state;
+	insert(ar, timed_record("ok", 5.0, 20.0, 80.0, 1), "a", NULL); /* #1: cell 0 */
+	insert(ar, timed_record("ok", 7.0, 10.0, 50.0, 2), "a", NULL); /* #2: best, fastest on both */
+	insert(ar, timed_record("ok", 4.0, 15.0, 60.0, 3), "b", NULL); /* #3 */
+	assert_int_equal(elite_of(ar, 0), 2);
+	qd_before = qd_score(ar);
+
+	/* a clean check changes nothing but the record */
+	set_sanitizer(ar, 1, "clean", &res);
+	assert_false(res.demoted || res.promoted);
+	assert_int_equal(ks_archive_get(ar, 1, &record, NULL, &err), 0);
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(record, "sanitizer"), "status")), "clean");
+	json_decref(record);
+
+	set_sanitizer(ar, 2, "failed", &res);
+	assert_true(res.demoted);
+	assert_true(res.left_elite);
+	assert_int_equal(res.successor_id, 1);
+	assert_true(res.was_best);
+	assert_int_equal(res.best_id, 1);
+	assert_int_equal(res.workloads_lost, 2);
+	assert_int_equal(elite_of(ar, 0), 1);
+	assert_true(fabs(qd_score(ar) - (qd_before - 2.0)) < 1e-9);
+	assert_int_equal(ks_archive_best(ar, &record, NULL, &err), 0);
+	assert_int_equal(ks_record_id(record), 1);
+	json_decref(record);
+	assert_int_equal(ks_archive_workload_bests(ar, &bests, &err), 0);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(bests, "small"), "id")), 3);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(bests, "big"), "id")), 3);
+	json_decref(bests);
+	assert_verify_clean(ar);
+
+	/* failing again moves nothing; a profile does not place it again */
+	set_sanitizer(ar, 2, "failed", &res);
+	assert_false(res.demoted);
+	assert_int_equal(elite_of(ar, 0), 1);
+
+	/* an export carries the check, and the import keeps the record demoted */
+	doc_text = export_text(ar, 0);
+	doc = json_loads(doc_text, 0, NULL);
+	assert_non_null(doc);
+	ar2 = open_new(root2, 0);
+	assert_int_equal(ks_archive_import(ar2, doc, &imported, &err), 0);
+	assert_int_equal(elite_of(ar2, 0), 1);
+	assert_int_equal(ks_archive_best(ar2, &record, NULL, &err), 0);
+	assert_int_equal(ks_record_id(record), 1);
+	json_decref(record);
+	assert_verify_clean(ar2);
+	ks_archive_close(ar2);
+	json_decref(doc);
+	free(doc_text);
+
+	/* checked clean again, it competes as an insert would */
+	set_sanitizer(ar, 2, "clean", &res);
+	assert_true(res.promoted);
+	assert_int_equal(res.best_id, 2);
+	assert_int_equal(res.workloads_gained, 2);
+	assert_int_equal(elite_of(ar, 0), 2);
+	assert_true(fabs(qd_score(ar) - qd_before) < 1e-9);
+	assert_verify_clean(ar);
+
+	/* what is not a check is refused */
+	doc = json_pack("{s:s}", "status", "unavailable");
+	assert_int_equal(ks_archive_set_sanitizer(ar, 1, doc, NULL, &err), -1);
+	assert_non_null(strstr(err.msg, "\"clean\" or \"failed\""));
+	json_decref(doc);
+	doc = json_pack("{s:s}", "status", "clean");
+	assert_int_equal(ks_archive_set_sanitizer(ar, 99, doc, NULL, &err), -1);
+	assert_non_null(strstr(err.msg, "no candidate #99"));
+	json_decref(doc);
+	ks_archive_close(ar);
+	free(root2);
+	test_rmtree(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1598,6 +1714,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_slug_and_env_listing),
 		cmocka_unit_test(test_pinned_snapshot_ignores_later_inserts),
 		cmocka_unit_test(test_verdict_spans_count_every_record_once),
+		cmocka_unit_test(test_failed_sanitizer_check_demotes_a_record),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -205,6 +205,34 @@ int ks_archive_set_profile(struct ks_archive *ar, uint64_t id, const json_t *pro
 			   struct ks_archive_profile_result *result, struct ks_error *err);
 
 /*
+ * Sanitizer checks (sanitize.h makes them): in one transaction the record
+ * gets "sanitizer" (the object as given, with a "status").  A record whose
+ * check failed is demoted: it keeps its verdict and fitness, but it is no
+ * longer the elite of its cell (the next best record of the cell takes it
+ * over, as when a profile moves a record, or the cell empties), nor the
+ * archive's best, nor the best of any benchmark workload (the next
+ * fastest takes each over); and no later insert, import or profile places
+ * it again.  A record that failed and is checked clean again competes
+ * for its cell and the bests as an insert would.  Checking again
+ * replaces the check.  Fails, changing nothing, when there is no such id
+ * or the object has no "status" of "clean" or "failed".
+ */
+struct ks_archive_sanitizer_result {
+	int demoted;		 /* an ok record's check failed, and it had not failed before */
+	int promoted;		 /* a record that had failed is clean now */
+	int64_t cell;		 /* its cell, or -1 */
+	int left_elite;		 /* demoted: it was the elite of cell */
+	uint64_t successor_id;	 /* left_elite: the record that holds the cell now; 0: the cell is empty */
+	int was_best;		 /* demoted: it was the archive's best */
+	uint64_t best_id;	 /* the archive's best after the change (0: none) */
+	size_t workloads_lost;	 /* demoted: the per-workload bests it held */
+	size_t workloads_gained; /* promoted: the per-workload bests it holds now */
+};
+
+int ks_archive_set_sanitizer(struct ks_archive *ar, uint64_t id, const json_t *sanitizer,
+			     struct ks_archive_sanitizer_result *result, struct ks_error *err);
+
+/*
  * Was (source, params) evaluated already?  Sets *id to the first record
  * with that source text and those params (params compared as canonical
  * JSON, key order ignored; NULL means {}), or to 0 when none.

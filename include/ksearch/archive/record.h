@@ -29,5 +29,10 @@ const char *ks_record_text(const json_t *record, const char *field, const char *
 double ks_record_num(const json_t *record, const char *field);
 /* "verdict" into *verdict; -1 when absent or not a verdict's name (*verdict is then crash). */
 int ks_record_verdict(const json_t *record, enum ks_verdict *verdict);
+/*
+ * 1 when the record's "sanitizer" check failed (sanitize.h): such a record
+ * keeps its verdict and fitness but is no elite and no per-workload best.
+ */
+int ks_record_sanitizer_failed(const json_t *record);
 
 #endif
