@@ -19,6 +19,7 @@ const struct ks_cmd ks_commands[] = {
 	  "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
 	{ "profile", cmd_profile,
 	  "measure a candidate with Nsight Compute: DRAM, occupancy, L2, stalls, spills" },
+	{ "sanitize", cmd_sanitize, "check a candidate for memory errors and races with compute-sanitizer" },
 	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
 	{ "ops", cmd_ops, "list the operators and their workloads" },
 	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },

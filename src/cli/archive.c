@@ -14,6 +14,7 @@
 
 #include "archive_cli.h"
 #include "ksearch/evaluate/profile.h"
+#include "ksearch/evaluate/sanitize.h"
 
 /* Opening */
 
@@ -421,7 +422,8 @@ static const struct ks_help show_help = {
 	.description = "Show one candidate: verdict and evidence, fitness and speed-of-light\n"
 		       "fraction, family, params, parents (with their fitness), mutation, LLM use,\n"
 		       "descriptors and the grid cell they put it in, per-workload timings, its\n"
-		       "profile (Nsight Compute's counters, `ksearch profile`), and its source.\n"
+		       "profile (Nsight Compute's counters, `ksearch profile`), its sanitizer check\n"
+		       "(`ksearch sanitize`), and its source.\n"
 		       "--json prints the record with its source as one object.",
 	.examples = "  ksearch archive show 42\n"
 		    "  ksearch archive show 42 --no-source\n"
@@ -545,6 +547,25 @@ static void show_profile(const json_t *record)
 	free(text);
 }
 
+/* The sanitizer's check, or how to make it. */
+static void show_sanitizer(const json_t *record)
+{
+	const json_t *check = json_object_get(record, "sanitizer");
+	char *text;
+
+	if (strcmp(ks_record_str(record, "verdict", ""), "ok"))
+		return;
+	if (!json_is_object(check)) {
+		printf("%-12snot checked (`ksearch sanitize --op %s --id %llu`)\n", "sanitizer",
+		       ks_record_str(record, "op", "?"), (unsigned long long)ks_record_id(record));
+		return;
+	}
+	text = ks_sanitize_text(check);
+	printf("%-12s%s, %s%s\n", "sanitizer", text ? text : "?", ks_record_str(check, "checked", "-"),
+	       ks_record_sanitizer_failed(record) ? "; demoted: no elite, no best" : "");
+	free(text);
+}
+
 static void show_text(const json_t *record, const char *source, int with_source)
 {
 	const char *evidence = ks_record_str(record, "evidence", NULL);
@@ -610,6 +631,7 @@ static void show_record(struct ks_archive *ar, const json_t *record, const char 
 	printf("%-12s%s\n", "created", ks_record_str(record, "created", "-"));
 	show_workloads(record);
 	show_profile(record);
+	show_sanitizer(record);
 	show_text(record, source, with_source);
 }
 

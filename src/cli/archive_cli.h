@@ -56,6 +56,20 @@ int ks_archive_id_option(const struct ks_option *opt, const char *arg, struct ks
 /* Get a record (and its source); prints "no candidate #N ..." when absent. */
 int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record, char **source);
 
+/*
+ * A verified candidate to run again (archive_pick.c): record id, or the
+ * best with best, with its source, the archive's operator and GPU model
+ * (all the caller's to free); verb says what is done to it ("profiled")
+ * when it is not verified.  Prints the error and returns
+ * KS_EXIT_FAILED, or returns 0.
+ */
+int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct ks_archive_pick *pick,
+				 uint64_t id, int best, json_t **record, char **source, char **op_key,
+				 char **gpu);
+/* "NAME=VALUE" for each param of a record, *n of them; free with ks_archive_cli_params_free(). */
+char **ks_archive_cli_record_params(const json_t *record, size_t *n);
+void ks_archive_cli_params_free(char **params, size_t n);
+
 /* "SPLITS=8 WARPS=4" from a record's params. */
 void ks_archive_format_params(const json_t *params, struct ks_strbuf *sb);
 /* A JSON scalar as text: 8, 0.5, "x". */

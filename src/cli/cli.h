@@ -207,6 +207,7 @@ int cmd_report(int argc, char **argv);
 int cmd_internal_worker(int argc, char **argv);
 int cmd_internal_compile(int argc, char **argv);
 int cmd_internal_profile_run(int argc, char **argv);
+int cmd_sanitize(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 
 /* The command table (main.c). */

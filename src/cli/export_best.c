@@ -47,15 +47,64 @@ static const struct ks_help help = {
 		       "`ksearch archive stats` lists them), each as NAME_v<k>.cu/.h/.json, and\n"
 		       "NAME.cu/.h with NAME_launch(), NAME_workspace_bytes() and NAME_variant(): the\n"
 		       "same arguments, and for each call the kernel of the benchmark workload nearest\n"
-		       "to its sizes (by log2 of each var axis; NAME.h states the rule and the table).",
+		       "to its sizes (by log2 of each var axis; NAME.h states the rule and the table).\n"
+		       "\n"
+		       "A candidate whose sanitizer check failed (`ksearch sanitize`: it writes or\n"
+		       "reads outside its buffers, or races in shared memory) is refused, naming the\n"
+		       "first error, unless --ignore-sanitizer; one that was never checked is\n"
+		       "exported with a warning, since the evaluator cannot see a write outside a\n"
+		       "buffer that the kernel undoes before it ends.",
 	.examples =
 		"  ksearch export-best --op gqa\n"
 		"  ksearch export-best --op gqa --cell 1,2,0 -o kernels/gqa --name gqa_decode\n"
 		"  ksearch export-best --op rmsnorm --archive /data/archive --gpu 'NVIDIA H100' --id 812\n"
 		"  ksearch export-best --op gqa --dispatch -o kernels/gqa --name gqa_decode\n",
 
-	.exit_codes = NULL,
+	.exit_codes = "  3  the candidate (or a kernel of the dispatch) failed its sanitizer check",
 };
+
+/* Exit codes of this command (also in the help). */
+enum { EXIT_SANITIZER_FAILED = 3 };
+
+/*
+ * The record's sanitizer check: a failed one refuses the export (0 with
+ * ignore, after a warning), one never made warns.  Returns 0, or
+ * EXIT_SANITIZER_FAILED after the error.
+ */
+static int sanitizer_gate(const json_t *record, const char *op, const char *label, int ignore)
+{
+	const json_t *check = json_object_get(record, "sanitizer");
+	unsigned long long id = (unsigned long long)ks_record_id(record);
+
+	if (!json_is_object(check)) {
+		fprintf(stderr,
+			"ksearch %s: warning: %s was never checked by the sanitizer: a write outside its "
+			"buffers that it undoes before it ends would pass unseen (`ksearch sanitize --op %s "
+			"--id %llu` checks it)\n",
+			cmd, label, op, id);
+		return 0;
+	}
+	if (!ks_record_sanitizer_failed(record))
+		return 0;
+	if (ignore) {
+		fprintf(stderr,
+			"ksearch %s: warning: %s failed its sanitizer check (%s: %s); exported anyway "
+			"(--ignore-sanitizer)\n",
+			cmd, label, ks_record_str(check, "first_tool", "?"),
+			ks_record_str(check, "first", "?"));
+		return 0;
+	}
+	ks_cli_error(
+		cmd,
+		"%s failed its sanitizer check: %s reported %lld error%s, the first: %s.  It accesses "
+		"memory outside its buffers (or races in shared memory) and is not exported; "
+		"`ksearch sanitize --op %s --id %llu` checks it again, --ignore-sanitizer exports it anyway",
+		label, ks_record_str(check, "first_tool", "the sanitizer"),
+		(long long)json_integer_value(json_object_get(check, "errors")),
+		json_integer_value(json_object_get(check, "errors")) == 1 ? "" : "s",
+		ks_record_str(check, "first", "?"), op, id);
+	return EXIT_SANITIZER_FAILED;
+}
 
 /* "ksearch_" + op key, with what is not an identifier character made '_'. */
 static char *default_name(const char *op)
@@ -352,13 +401,13 @@ struct dispatch_part {
  * exported as one launcher that picks per call.  Returns an exit code.
  */
 static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, const char *out_dir,
-			   const char *name)
+			   const char *name, int ignore_sanitizer)
 {
 	struct dispatch_part *parts = ks_calloc(op->n_workloads + 1, sizeof(*parts));
 	struct ks_export_variant *variants = ks_calloc(op->n_workloads + 1, sizeof(*variants));
 	json_t *bests = NULL;
 	struct ks_error err;
-	int ret = KS_EXIT_FAILED;
+	int ret = KS_EXIT_FAILED, rc;
 
 	if (ks_archive_workload_bests(ar, &bests, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
@@ -382,6 +431,10 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, const 
 		snprintf(label, sizeof(label), "candidate #%llu", (unsigned long long)id);
 		if (ks_archive_cli_get(cmd, ar, id, &p->record, &p->source) < 0)
 			goto cleanup;
+		if ((rc = sanitizer_gate(p->record, op->key, label, ignore_sanitizer))) {
+			ret = rc;
+			goto cleanup;
+		}
 		if (!p->source) {
 			ks_cli_error(cmd, "%s: the archive holds no source text for it", label);
 			goto cleanup;
@@ -438,7 +491,7 @@ int cmd_export_best(int argc, char **argv)
 	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
 	const char *cell_text = NULL, *output = NULL, *name_given = NULL;
 	uint64_t given_id = 0;
-	int dispatch = 0;
+	int dispatch = 0, ignore_sanitizer = 0;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "archive", &pick.root, "DIR",
 			      "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")"),
@@ -457,6 +510,9 @@ int cmd_export_best(int argc, char **argv)
 		KS_OPT_BOOL(0, "dispatch", &dispatch,
 			    "export the best kernel of each benchmark workload, with one launcher that picks "
 			    "per call"),
+		KS_OPT_BOOL(
+			0, "ignore-sanitizer", &ignore_sanitizer,
+			"export even a candidate whose sanitizer check failed (a report you judged false)"),
 		KS_OPT_END,
 	};
 	struct ks_candidate cand;
@@ -510,7 +566,7 @@ int cmd_export_best(int argc, char **argv)
 		goto cleanup;
 	if (dispatch) {
 		out_dir = output ? ks_strdup(output) : ks_asprintf("export/%s-dispatch", op.key);
-		ret = export_dispatch(ar, &op, out_dir, name);
+		ret = export_dispatch(ar, &op, out_dir, name, ignore_sanitizer);
 		goto cleanup;
 	}
 	rc = pick_record(ar, given_id, cell_text, &record, &source);
@@ -525,6 +581,10 @@ int cmd_export_best(int argc, char **argv)
 	if (strcmp(ks_record_str(record, "verdict", "?"), "ok")) {
 		ks_cli_error(cmd, "%s has verdict '%s'; only candidates verified ok are exported", label,
 			     ks_record_str(record, "verdict", "?"));
+		goto cleanup;
+	}
+	if ((rc = sanitizer_gate(record, op.key, label, ignore_sanitizer))) {
+		ret = rc;
 		goto cleanup;
 	}
 	if (!source) {

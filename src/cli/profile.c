@@ -73,62 +73,6 @@ static void print_profile(const char *what, const json_t *profile, const char *g
 	free(text);
 }
 
-/* "NAME=VALUE" for each param of a record; free with free_params(). */
-static char **record_params(const json_t *record, size_t *n)
-{
-	const json_t *params = json_object_get(record, "params"), *v;
-	char **out = ks_calloc(json_object_size(params) + 1, sizeof(*out));
-	const char *name;
-
-	*n = 0;
-	json_object_foreach((json_t *)params, name, v) out[(*n)++] =
-		ks_asprintf("%s=%lld", name, (long long)json_integer_value(v));
-	return out;
-}
-
-static void free_params(char **params, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(params[i]);
-	free(params);
-}
-
-/* The candidate of an archive: its record and source, and the archive's operator and GPU model. */
-static int pick_record(const struct ks_archive_pick *pick, uint64_t id, int best, json_t **record,
-		       char **source, char **op_key, char **gpu)
-{
-	struct ks_archive *ar = NULL;
-	struct ks_error err;
-	int ret = KS_EXIT_FAILED;
-
-	if (ks_archive_cli_open(cmd, pick, &ar))
-		return KS_EXIT_FAILED;
-	if (best) {
-		if (ks_archive_best(ar, record, source, &err) < 0) {
-			ks_cli_error(cmd, "%s", err.msg);
-			goto cleanup;
-		}
-		if (!*record) {
-			ks_cli_error(cmd, "%s holds no verified candidate yet", ks_archive_path(ar));
-			goto cleanup;
-		}
-	} else if (ks_archive_cli_get(cmd, ar, id, record, source) < 0) {
-		goto cleanup;
-	}
-	if (strcmp(ks_record_str(*record, "verdict", ""), "ok")) {
-		ks_cli_error(cmd, "candidate #%llu is %s: only verified candidates are profiled",
-			     (unsigned long long)ks_record_id(*record),
-			     ks_record_str(*record, "verdict", "?"));
-		goto cleanup;
-	}
-	*op_key = ks_strdup(ks_archive_op(ar));
-	*gpu = ks_strdup(ks_archive_gpu(ar));
-	ret = 0;
-cleanup:
-	ks_archive_close(ar);
-	return ret;
-}
-
 /* Store the profile in the record and say what it changed in the grid. */
 static int store(const struct ks_archive_pick *pick, const char *op_key, const char *gpu, uint64_t id,
 		 const json_t *profile, FILE *out)
@@ -218,11 +162,12 @@ int cmd_profile(int argc, char **argv)
 		goto cleanup;
 	}
 	if (!n_pos) {
-		if ((ret = pick_record(&pick, id, best, &record, &source, &op_key, &gpu)))
+		if ((ret = ks_archive_cli_pick_verified(cmd, "profiled", &pick, id, best, &record, &source,
+							&op_key, &gpu)))
 			goto cleanup;
 		ret = KS_EXIT_FAILED;
 		id = ks_record_id(record);
-		rparams = record_params(record, &n_rparams);
+		rparams = ks_archive_cli_record_params(record, &n_rparams);
 		req.params = (const char *const *)rparams;
 		req.n_params = n_rparams;
 		req.path = ks_record_str(record, "path", "candidate.cu");
@@ -304,7 +249,7 @@ int cmd_profile(int argc, char **argv)
 cleanup:
 	json_decref(profile);
 	json_decref(record);
-	free_params(rparams, n_rparams);
+	ks_archive_cli_params_free(rparams, n_rparams);
 	free(source);
 	free(op_key);
 	free(gpu);

@@ -6,7 +6,7 @@ run 0 "$KSEARCH" --help
 for cmd in evolve compile ops doctor version help; do out_has "  $cmd "; done
 out_has "exit codes"
 
-for cmd in evolve compile ops doctor version; do
+for cmd in evolve compile ops doctor version sanitize; do
 	run 0 "$KSEARCH" help "$cmd"
 	out_has "usage: ksearch $cmd"
 	out_has "examples:"
