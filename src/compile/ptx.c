@@ -19,6 +19,7 @@
 #include "ksearch/compile/ptx.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -764,58 +765,6 @@ static int allowed_extern(struct ptx_span name)
 	return span_equals(name, "vprintf") || span_equals(name, "__assertfail");
 }
 
-struct taint {
-	struct ptx_span name;  /* the variable */
-	struct ptx_span *regs; /* registers that may hold its address */
-	size_t n_regs, alloc_regs;
-	struct ptx_span params[16]; /* .param slots of the call being set up that hold one */
-	size_t n_params;
-	int grew, may_write, oom;
-};
-
-static int is_tainted(const struct taint *t, struct ptx_span reg)
-{
-	for (size_t i = 0; i < t->n_regs; i++)
-		if (t->regs[i].len == reg.len && !memcmp(t->regs[i].start, reg.start, reg.len))
-			return 1;
-	return 0;
-}
-
-static void taint_reg(struct taint *t, struct ptx_span reg)
-{
-	if (!reg.len || reg.start[0] != '%' || is_tainted(t, reg))
-		return;
-	if (KS_ALLOC_TRY_GROW(t->regs, t->n_regs + 1, t->alloc_regs) < 0) {
-		t->oom = 1;
-		return;
-	}
-	t->regs[t->n_regs++] = reg;
-	t->grew = 1;
-}
-
-/* Whether text names the variable or a register that may hold its address. */
-static int uses_taint(const struct taint *t, struct ptx_span text)
-{
-	const char *p = text.start, *end = text.start + text.len, *at;
-
-	if (mentions(text, t->name, &at))
-		return 1;
-	while (p < end) {
-		if (*p == '%' && (p == text.start || !is_ident_char(p[-1]))) {
-			struct ptx_span reg = ident_at(p);
-
-			if (reg.len > (size_t)(end - p))
-				reg.len = (size_t)(end - p);
-			if (is_tainted(t, reg))
-				return 1;
-			p += reg.len ? reg.len : 1;
-		} else {
-			p++;
-		}
-	}
-	return 0;
-}
-
 /* The n-th top-level operand as raw text (brackets and braces included). */
 static struct ptx_span operand_text(struct ptx_span operands, int n)
 {
@@ -844,34 +793,6 @@ static struct ptx_span operand_text(struct ptx_span operands, int n)
 	return (struct ptx_span){ start, (size_t)(p - start) };
 }
 
-static int operand_count(struct ptx_span operands)
-{
-	int n = 0;
-
-	while (operand_text(operands, n).len)
-		n++;
-	return n;
-}
-
-/* Every register named in text becomes tainted ("%rd1", "{%r1, %r2}", "%p1|%p2"). */
-static void taint_regs_in(struct taint *t, struct ptx_span text)
-{
-	const char *p = text.start, *end = text.start + text.len;
-
-	while (p < end) {
-		if (*p == '%') {
-			struct ptx_span reg = ident_at(p);
-
-			if (reg.len > (size_t)(end - p))
-				reg.len = (size_t)(end - p);
-			taint_reg(t, reg);
-			p += reg.len ? reg.len : 1;
-		} else {
-			p++;
-		}
-	}
-}
-
 /* The name inside "[param0+0]". */
 static struct ptx_span bracket_name(struct ptx_span text)
 {
@@ -888,8 +809,178 @@ static struct ptx_span bracket_name(struct ptx_span text)
 	}
 }
 
-/* call (ret), target, (args): is every tainted argument vprintf's format? */
-static int call_is_harmless(struct taint *t, struct ptx_span operands)
+/*
+ * The analysis is a graph, built in one pass over the module and searched
+ * once, so its cost is linear in the PTX (an earlier version re-ran every
+ * function until no register changed, once per variable: a chain of n
+ * movs cost n^3).  Nodes are the module variables, each function's
+ * registers, the .param slots of each call being set up, and one node per
+ * instruction that moves several sources into several destinations.  An
+ * edge a -> b says "if a holds an address of a variable, b may too"; a
+ * node is bad when such an address there may be written through (a store,
+ * an atomic, a copy's destination, a call other than as vprintf's format,
+ * an instruction the analysis does not know, another variable's
+ * initializer).  A variable may change exactly when a bad node can be
+ * reached from it, found by one search backwards from the bad nodes.
+ */
+struct name_slot {
+	const char *name; /* NULL: empty */
+	uint32_t len, scope, node;
+};
+
+struct taint_graph {
+	struct name_slot *table; /* open addressing, a power of two long */
+	size_t table_size, table_used;
+	size_t n_nodes, alloc_bad;
+	unsigned char *bad;
+	uint32_t (*edges)[2]; /* from, to */
+	size_t n_edges, alloc_edges;
+	uint32_t *found; /* the nodes one piece of operand text names */
+	size_t n_found, alloc_found;
+	uint32_t *slots; /* the .param slot nodes of the call being set up */
+	size_t n_slots, alloc_slots;
+	uint32_t scope;	   /* of registers: 1 + the function's index */
+	uint32_t sequence; /* of .param slots: counts calls, with the top bit set */
+	size_t n_vars;	   /* nodes 0 .. n_vars-1 are the variables */
+	int oom;
+};
+
+#define SCOPE_VARIABLES 0u
+#define SCOPE_SLOTS 0x80000000u
+
+static uint32_t name_hash(uint32_t scope, struct ptx_span name)
+{
+	uint32_t h = 2166136261u ^ scope;
+
+	for (size_t i = 0; i < name.len; i++)
+		h = (h ^ (unsigned char)name.start[i]) * 16777619u;
+	return h;
+}
+
+static uint32_t new_node(struct taint_graph *g)
+{
+	if (KS_ALLOC_TRY_GROW(g->bad, g->n_nodes + 1, g->alloc_bad) < 0) {
+		g->oom = 1;
+		return 0;
+	}
+	g->bad[g->n_nodes] = 0;
+	return (uint32_t)g->n_nodes++;
+}
+
+static int table_grow(struct taint_graph *g)
+{
+	size_t size = g->table_size ? 2 * g->table_size : 1024;
+	struct name_slot *table = calloc(size, sizeof(*table));
+
+	if (!table)
+		return -1;
+	for (size_t i = 0; i < g->table_size; i++) {
+		const struct name_slot *e = &g->table[i];
+		size_t k;
+
+		if (!e->name)
+			continue;
+		k = name_hash(e->scope, (struct ptx_span){ e->name, e->len }) & (size_t)(size - 1);
+		while (table[k].name)
+			k = (k + 1) & (size - 1);
+		table[k] = *e;
+	}
+	free(g->table);
+	g->table = table;
+	g->table_size = size;
+	return 0;
+}
+
+/* The node of name in scope; a new one when create is set and there is none; -1 when absent. */
+static long name_node(struct taint_graph *g, uint32_t scope, struct ptx_span name, int create)
+{
+	size_t k;
+
+	if (!g->table_size && table_grow(g) < 0) {
+		g->oom = 1;
+		return -1;
+	}
+	k = name_hash(scope, name) & (g->table_size - 1);
+	for (; g->table[k].name; k = (k + 1) & (g->table_size - 1)) {
+		const struct name_slot *e = &g->table[k];
+
+		if (e->scope == scope && e->len == name.len && !memcmp(e->name, name.start, name.len))
+			return e->node;
+	}
+	if (!create || name.len > UINT32_MAX)
+		return -1;
+	if (2 * (g->table_used + 1) > g->table_size) {
+		if (table_grow(g) < 0) {
+			g->oom = 1;
+			return -1;
+		}
+		return name_node(g, scope, name, create);
+	}
+	g->table[k] = (struct name_slot){ name.start, (uint32_t)name.len, scope, new_node(g) };
+	g->table_used++;
+	return g->oom ? -1 : (long)g->table[k].node;
+}
+
+static void add_edge(struct taint_graph *g, uint32_t from, uint32_t to)
+{
+	if (KS_ALLOC_TRY_GROW(g->edges, g->n_edges + 1, g->alloc_edges) < 0) {
+		g->oom = 1;
+		return;
+	}
+	g->edges[g->n_edges][0] = from;
+	g->edges[g->n_edges][1] = to;
+	g->n_edges++;
+}
+
+static void found_push(struct taint_graph *g, uint32_t node)
+{
+	if (KS_ALLOC_TRY_GROW(g->found, g->n_found + 1, g->alloc_found) < 0) {
+		g->oom = 1;
+		return;
+	}
+	g->found[g->n_found++] = node;
+}
+
+/*
+ * The nodes text names, into g->found (emptied first): registers ("%rd1",
+ * "{%r1, %r2}", "%p1|%p2") and, unless registers_only, module variables
+ * named as whole identifiers ("gtable", "[gtable+4]"; not ".gtable").
+ */
+static void find_names(struct taint_graph *g, struct ptx_span text, int registers_only)
+{
+	const char *p = text.start, *end = text.start + text.len;
+
+	g->n_found = 0;
+	while (p < end) {
+		struct ptx_span run = { p, 0 };
+		long node;
+
+		if (!is_ident_char(*p) || (p > text.start && is_ident_char(p[-1]))) {
+			p++;
+			continue;
+		}
+		while (p + run.len < end && is_ident_char(p[run.len]))
+			run.len++;
+		if (run.start[0] == '%')
+			node = name_node(g, g->scope, run, 1);
+		else if (!registers_only && !(p > text.start && p[-1] == '.'))
+			node = name_node(g, SCOPE_VARIABLES, run, 0);
+		else
+			node = -1;
+		if (node >= 0)
+			found_push(g, (uint32_t)node);
+		p += run.len;
+	}
+}
+
+static void mark_found_bad(struct taint_graph *g)
+{
+	for (size_t i = 0; i < g->n_found; i++)
+		g->bad[g->found[i]] = 1;
+}
+
+/* call (ret), target, (args): a slot set up for it is bad unless it is vprintf's format. */
+static void taint_call(struct taint_graph *g, struct ptx_span operands)
 {
 	const char *p = operands.start, *end = operands.start + operands.len, *open;
 	struct ptx_span target;
@@ -905,108 +996,173 @@ static int call_is_harmless(struct taint *t, struct ptx_span operands)
 			p++;
 	}
 	target = ident_at(p);
-	open = memchr(p, '(', (size_t)(end - p));
-	if (!open)
-		return t->n_params == 0;
-	for (p = open + 1; p < end && *p != ')';) {
+	open = p < end ? memchr(p, '(', (size_t)(end - p)) : NULL;
+	if (!open) {
+		for (size_t i = 0; i < g->n_slots; i++)
+			g->bad[g->slots[i]] = 1;
+	}
+	for (p = open ? open + 1 : end; p < end && *p != ')';) {
 		struct ptx_span a;
+		long slot;
 
 		while (p < end && (is_space(*p) || *p == ','))
 			p++;
 		a = ident_at(p);
 		if (!a.len)
 			break;
-		for (size_t i = 0; i < t->n_params; i++)
-			if (t->params[i].len == a.len && !memcmp(t->params[i].start, a.start, a.len) &&
-			    !(arg == 0 && span_equals(target, "vprintf")))
-				return 0;
+		if (a.len > (size_t)(end - p))
+			a.len = (size_t)(end - p);
+		slot = name_node(g, g->sequence, a, 0);
+		if (slot >= 0 && !(arg == 0 && span_equals(target, "vprintf")))
+			g->bad[slot] = 1;
 		p += a.len;
 		arg++;
 	}
-	return 1;
+	/* the next call's slots are new nodes, whatever their names */
+	g->sequence = SCOPE_SLOTS | ((g->sequence + 1) & ~SCOPE_SLOTS);
+	g->n_slots = 0;
 }
 
 static int taint_visit(void *ctx, struct ptx_span mnemonic, struct ptx_span operands)
 {
-	struct taint *t = ctx;
+	struct taint_graph *g = ctx;
+	struct ptx_span dest, rest;
 
-	if (t->may_write)
-		return 0;
+	if (g->oom)
+		return 1;
 	if (span_equals(mnemonic, "call") || starts_with(mnemonic, "call.")) {
-		if (!call_is_harmless(t, operands))
-			t->may_write = 1;
-		t->n_params = 0;
-		return 0;
+		taint_call(g, operands);
+		return g->oom;
 	}
-	if (!uses_taint(t, operands))
-		return 0;
+	if (reads_memory(mnemonic))
+		return 0; /* the loaded value is the variable's contents, not its address */
+	dest = operand_text(operands, 0);
+	rest = (struct ptx_span){ dest.start + dest.len,
+				  (size_t)(operands.start + operands.len - (dest.start + dest.len)) };
 	if (starts_with(mnemonic, "st.param")) {
 		/* an argument being set up: harmless only if it goes to vprintf's format */
-		if (uses_taint(t, operand_text(operands, 0)) || t->n_params == 16)
-			t->may_write = 1;
-		else
-			t->params[t->n_params++] = bracket_name(operand_text(operands, 0));
-	} else if (reads_memory(mnemonic)) {
-		/* the loaded value is the variable's contents, not its address */
+		long slot;
+
+		find_names(g, dest, 0);
+		mark_found_bad(g);
+		find_names(g, rest, 0);
+		if (!g->n_found)
+			return g->oom;
+		slot = name_node(g, g->sequence, bracket_name(dest), 1);
+		if (slot < 0 || KS_ALLOC_TRY_GROW(g->slots, g->n_slots + 1, g->alloc_slots) < 0) {
+			g->oom = 1;
+			return 1;
+		}
+		g->slots[g->n_slots++] = (uint32_t)slot;
+		for (size_t i = 0; i < g->n_found; i++)
+			add_edge(g, g->found[i], (uint32_t)slot);
 	} else if (starts_with(mnemonic, "cp.")) {
 		/* copies: a source may be the variable, never the destination */
-		if (uses_taint(t, operand_text(operands, 0)))
-			t->may_write = 1;
-	} else if (writes_memory(mnemonic) || !propagates(mnemonic) || operand_count(operands) < 2) {
-		t->may_write = 1; /* a store through it, or an instruction we cannot vouch for */
+		find_names(g, dest, 0);
+		mark_found_bad(g);
+	} else if (writes_memory(mnemonic) || !propagates(mnemonic) || !dest.len ||
+		   !operand_text(operands, 1).len) {
+		/* a store through it, or an instruction we cannot vouch for */
+		find_names(g, operands, 0);
+		mark_found_bad(g);
 	} else {
-		struct ptx_span dest = operand_text(operands, 0);
-		struct ptx_span rest = { dest.start + dest.len,
-					 (size_t)(operands.start + operands.len - (dest.start + dest.len)) };
+		size_t n_sources;
+		uint32_t via;
 
-		if (uses_taint(t, rest))
-			taint_regs_in(t, dest);
+		find_names(g, rest, 0);
+		n_sources = g->n_found;
+		if (!n_sources)
+			return g->oom;
+		if (n_sources == 1) {
+			via = g->found[0];
+		} else {
+			/* many sources to many destinations: through one node, not every pair */
+			via = new_node(g);
+			for (size_t i = 0; i < n_sources && !g->oom; i++)
+				add_edge(g, g->found[i], via);
+		}
+		find_names(g, dest, 1);
+		for (size_t i = 0; i < g->n_found; i++)
+			add_edge(g, via, g->found[i]);
 	}
-	return 0;
+	return g->oom;
 }
 
 /*
- * Whether the module could change the variable declared by statement
- * own_decl.  An address of it may flow through any register arithmetic;
- * the module may change it if such an address reaches a store, an atomic,
- * the destination of a copy, a call (other than as vprintf's format) or
- * an instruction this analysis does not know, or if it initializes
- * another variable.  No relocatable device code: nothing outside the
- * module can name it.  Registers are tracked per function and without
- * regard to order (a register that ever holds the address counts
- * everywhere), which errs towards refusing.
+ * Which variables the module may change: mutable[i] for variable node i.
+ * Registers are tracked per function and without regard to order (a
+ * register that ever holds an address counts everywhere), which errs
+ * towards refusing.
  */
-static int module_may_write(const struct ptx_module *mod, size_t own_decl, struct ptx_span name)
+static int taint_solve(struct taint_graph *g, const struct ptx_module *mod, const size_t *own_decl)
 {
-	struct taint t = { .name = name };
-	const char *at, *eq;
+	size_t *count = NULL, *stack = NULL, n_stack = 0;
+	uint32_t *preds = NULL;
+	int ret = -1;
 
-	for (size_t i = 0; i < mod->n_decls; i++) {
-		struct ptx_span d = mod->decls[i];
+	/* an address in a module-scope initializer: another variable holds it */
+	for (size_t d = 0; d < mod->n_decls && !g->oom; d++) {
+		struct ptx_span decl = mod->decls[d];
+		const char *eq = memchr(decl.start, '=', decl.len);
 
-		if (i == own_decl) {
-			/* only its own initializer, after '=', can name it a second time */
-			eq = memchr(d.start, '=', d.len);
-			if (!eq)
+		g->scope = 0; /* no registers at module scope */
+		find_names(g, decl, 0);
+		for (size_t i = 0; i < g->n_found; i++) {
+			uint32_t v = g->found[i];
+
+			/* naming itself in its own declaration, before the initializer, is the declaration */
+			if (v < g->n_vars && own_decl[v] == d)
 				continue;
-			d.len -= (size_t)(eq - d.start);
-			d.start = eq;
+			g->bad[v] = 1;
 		}
-		if (mentions(d, name, &at))
-			return 1; /* its address initializes a variable */
+		if (eq && g->n_found) {
+			/* in its own initializer it does count: look again after the '=' */
+			find_names(g, (struct ptx_span){ eq, decl.len - (size_t)(eq - decl.start) }, 0);
+			mark_found_bad(g);
+		}
 	}
-	for (size_t i = 0; i < mod->n_functions && !t.may_write; i++) {
-		t.n_regs = 0;
-		do {
-			t.grew = 0;
-			t.n_params = 0;
-			for_each_instruction(mod->functions[i].body, taint_visit, &t);
-		} while (t.grew && !t.may_write && !t.oom);
-		if (t.oom)
-			t.may_write = 1;
+	for (size_t f = 0; f < mod->n_functions && !g->oom; f++) {
+		g->scope = (uint32_t)(f + 1);
+		g->n_slots = 0;
+		g->sequence = SCOPE_SLOTS | ((g->sequence + 1) & ~SCOPE_SLOTS);
+		for_each_instruction(mod->functions[f].body, taint_visit, g);
 	}
-	free(t.regs);
-	return t.may_write;
+	if (g->oom)
+		goto cleanup;
+	/* predecessors of each node (counting sort of the edges by target), then search back from the bad */
+	count = calloc(g->n_nodes + 1, sizeof(*count));
+	preds = malloc((g->n_edges ? g->n_edges : 1) * sizeof(*preds));
+	stack = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof(*stack));
+	if (!count || !preds || !stack)
+		goto cleanup;
+	for (size_t e = 0; e < g->n_edges; e++)
+		count[g->edges[e][1] + 1]++;
+	for (size_t n = 0; n < g->n_nodes; n++)
+		count[n + 1] += count[n];
+	for (size_t e = 0; e < g->n_edges; e++)
+		preds[count[g->edges[e][1]]++] = g->edges[e][0];
+	/* count[n] is now the end of n's predecessors, and count[n - 1] (0 for n = 0) their start */
+	for (size_t n = 0; n < g->n_nodes; n++)
+		if (g->bad[n])
+			stack[n_stack++] = n;
+	while (n_stack) {
+		size_t n = stack[--n_stack];
+
+		for (size_t i = n ? count[n - 1] : 0; i < count[n]; i++) {
+			uint32_t from = preds[i];
+
+			if (!g->bad[from]) {
+				g->bad[from] = 1;
+				stack[n_stack++] = from;
+			}
+		}
+	}
+	ret = 0;
+cleanup:
+	free(count);
+	free(preds);
+	free(stack);
+	return ret;
 }
 
 /* The state space a module-scope declaration puts its variables in, or NULL. */
@@ -1073,14 +1229,33 @@ static int for_each_declared(const struct ptx_module *mod, size_t index, declare
 struct name_list {
 	char **names;
 	size_t count, alloc;
-	int only_mutable;
+	struct taint_graph *graph; /* NULL: every variable; else only those it finds mutable */
+	size_t *own_decl;	   /* per variable node: the statement that declares it */
+	size_t alloc_own;
+	int registering; /* first pass: give every variable its node */
 };
 
 static int collect_declared(void *ctx, const struct ptx_module *mod, size_t decl, struct ptx_span name)
 {
 	struct name_list *list = ctx;
+	struct taint_graph *g = list->graph;
+	long node;
 
-	if (list->only_mutable && !module_may_write(mod, decl, name))
+	(void)mod;
+	if (g && list->registering) {
+		node = name_node(g, SCOPE_VARIABLES, name, 0);
+		if (node >= 0) {
+			g->bad[node] = 1; /* declared twice: each declaration names it */
+			return 0;
+		}
+		node = name_node(g, SCOPE_VARIABLES, name, 1);
+		if (node < 0 || KS_ALLOC_TRY_GROW(list->own_decl, (size_t)node + 1, list->alloc_own) < 0)
+			return -1;
+		list->own_decl[node] = decl;
+		g->n_vars = (size_t)node + 1;
+		return 0;
+	}
+	if (g && !g->bad[name_node(g, SCOPE_VARIABLES, name, 0)])
 		return 0;
 	return push_name(&list->names, &list->count, &list->alloc, name);
 }
@@ -1089,19 +1264,35 @@ static int module_variables(const char *ptx, int only_mutable, char ***names, si
 			    struct ks_error *err)
 {
 	struct ptx_module mod;
-	struct name_list list = { NULL, 0, 0, only_mutable };
+	struct taint_graph graph = { 0 };
+	struct name_list list = { 0 };
 	int ret = -1;
 
 	*names = NULL;
 	*count = 0;
 	if (module_parse(ptx, &mod, err))
 		goto cleanup;
+	if (only_mutable) {
+		list.graph = &graph;
+		list.registering = 1;
+		for (size_t i = 0; i < mod.n_decls; i++)
+			if (decl_space(mod.decls[i]) && for_each_declared(&mod, i, collect_declared, &list)) {
+				ks_fail(err, "out of memory reading PTX");
+				goto cleanup;
+			}
+		list.registering = 0;
+		if (taint_solve(&graph, &mod, list.own_decl) < 0) {
+			ks_fail(err, "out of memory reading PTX");
+			goto cleanup;
+		}
+	}
 	for (size_t i = 0; i < mod.n_decls; i++) {
 		if (!decl_space(mod.decls[i]))
 			continue;
 		if (for_each_declared(&mod, i, collect_declared, &list)) {
 			ks_fail(err, "out of memory reading PTX");
 			ks_ptx_names_free(list.names, list.count);
+			list.names = NULL;
 			goto cleanup;
 		}
 	}
@@ -1109,6 +1300,12 @@ static int module_variables(const char *ptx, int only_mutable, char ***names, si
 	*count = list.count;
 	ret = 0;
 cleanup:
+	free(list.own_decl);
+	free(graph.table);
+	free(graph.bad);
+	free(graph.edges);
+	free(graph.found);
+	free(graph.slots);
 	module_release(&mod);
 	return ret;
 }

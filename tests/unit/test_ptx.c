@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ksearch/base/util.h"
 #include "ksearch/compile/ptx.h"
@@ -339,6 +340,166 @@ static void test_lists_grow_past_their_first_allocation(void **state)
 	ks_strbuf_release(&sb);
 }
 
+static double seconds_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The mutable globals of ptx, which must be found within a second (the analysis is linear). */
+static size_t mutable_count_fast(const char *ptx, char ***names)
+{
+	struct ks_error err = { "" };
+	size_t count;
+	double t0 = seconds_now();
+
+	if (ks_ptx_mutable_globals(ptx, names, &count, &err))
+		fail_msg("%s", err.msg);
+	if (seconds_now() - t0 > 1.0)
+		fail_msg("the taint analysis took %.1f s on %zu bytes of PTX", seconds_now() - t0,
+			 strlen(ptx));
+	return count;
+}
+
+/*
+ * A chain of N movs from a variable's address, written last to first so
+ * that each register is defined after its use (the order that made the
+ * old fixpoint run N passes of N instructions, each searching N registers:
+ * 800 movs took 12 s); ending in a load (a read-only table) or a store.
+ */
+static void mov_chain(struct ks_strbuf *sb, int n, int store)
+{
+	ks_strbuf_adds(sb, ".version 8.0\n.target sm_90\n.address_size 64\n"
+			   ".const .align 4 .b8 table[64];\n.visible .entry k(\n\t.param .u64 out\n)\n{\n");
+	ks_strbuf_addf(sb, "\t.reg .b32 %%r<2>;\n\t.reg .b64 %%rd<%d>;\n", n + 2);
+	if (store)
+		ks_strbuf_addf(sb, "\tst.u32 [%%rd%d], %%r1;\n", n);
+	else
+		ks_strbuf_addf(sb, "\tld.const.u32 %%r1, [%%rd%d];\n", n);
+	for (int i = n; i > 0; i--)
+		ks_strbuf_addf(sb, "\tmov.u64 %%rd%d, %%rd%d;\n", i, i - 1);
+	ks_strbuf_adds(sb, "\tmov.u64 %rd0, table;\n\tret;\n}\n");
+}
+
+static void test_taint_is_linear_in_a_mov_chain(void **state)
+{
+	struct ks_strbuf sb;
+	char **names;
+	size_t count;
+
+	(void)state;
+	for (int store = 0; store < 2; store++) {
+		ks_strbuf_init(&sb);
+		mov_chain(&sb, 20000, store);
+		count = mutable_count_fast(sb.buf, &names);
+		assert_int_equal(count, store);
+		if (store)
+			assert_string_equal(names[0], "table");
+		ks_ptx_names_free(names, count);
+		ks_strbuf_release(&sb);
+	}
+}
+
+/*
+ * Written differently: the address moves through arithmetic with several
+ * sources and vector destinations, over many variables at once, each
+ * chain interleaved with the others; the odd variables' chains end in an
+ * atomic, the even ones' in loads.
+ */
+static void test_taint_is_linear_over_many_variables_and_operators(void **state)
+{
+	enum { VARS = 2000, STEPS = 10 };
+	static const char *const ops[] = { "add.s64 %%rd%d, %%rd%d, 4;", "cvta.const.u64 %%rd%d, %%rd%d;",
+					   "selp.b64 %%rd%d, %%rd%d, 0, %%p1;",
+					   "mad.lo.s64 %%rd%d, %%rd%d, 1, 0;" };
+	struct ks_strbuf sb;
+	char **names;
+	size_t count;
+
+	(void)state;
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, ".version 8.0\n.target sm_90\n.address_size 64\n");
+	for (int v = 0; v < VARS; v++)
+		ks_strbuf_addf(&sb, ".global .align 4 .u32 var%d[4];\n", v);
+	ks_strbuf_adds(&sb, ".visible .entry k()\n{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<2>;\n");
+	ks_strbuf_addf(&sb, "\t.reg .b64 %%rd<%d>;\n", VARS * (STEPS + 1));
+	for (int v = 0; v < VARS; v++) {
+		int last = v * (STEPS + 1) + STEPS;
+
+		if (v % 2)
+			ks_strbuf_addf(&sb, "\tatom.global.add.u32 %%r1, [%%rd%d], 1;\n", last);
+		else
+			ks_strbuf_addf(&sb, "\tld.global.v2.u32 {%%r0, %%r1}, [%%rd%d];\n", last);
+	}
+	for (int step = STEPS; step > 0; step--)
+		for (int v = 0; v < VARS; v++) {
+			int base = v * (STEPS + 1);
+
+			ks_strbuf_adds(&sb, "\t");
+			ks_strbuf_addf(&sb, ops[(v + step) % 4], base + step, base + step - 1);
+			ks_strbuf_adds(&sb, "\n");
+		}
+	for (int v = 0; v < VARS; v++)
+		ks_strbuf_addf(&sb, "\tmov.u64 %%rd%d, var%d;\n", v * (STEPS + 1), v);
+	ks_strbuf_adds(&sb, "\tret;\n}\n");
+	count = mutable_count_fast(sb.buf, &names);
+	assert_int_equal(count, VARS / 2);
+	assert_string_equal(names[0], "var1");
+	assert_string_equal(names[count - 1], "var1999");
+	ks_ptx_names_free(names, count);
+	ks_strbuf_release(&sb);
+}
+
+/*
+ * Written differently again: many functions, each passing a table to the
+ * next through .param slots and calls, and a printf with thousands of
+ * argument slots; only a table that reaches a call other than as
+ * vprintf's format is mutable, and it is found as fast.
+ */
+static void test_taint_is_linear_through_calls_and_params(void **state)
+{
+	enum { FUNCS = 3000, ARGS = 5000 };
+	struct ks_strbuf sb;
+	char **names;
+	size_t count;
+
+	(void)state;
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, ".version 8.0\n.target sm_90\n.address_size 64\n"
+			    ".extern .func (.param .b32 r) vprintf(.param .b64 f, .param .b64 a);\n"
+			    ".global .align 1 .b8 fmt[4] = {37, 100, 10, 0};\n"
+			    ".global .align 4 .u32 passed[4];\n");
+	for (int f = 0; f < FUNCS; f++) {
+		ks_strbuf_addf(&sb, ".func f%d(.param .b64 p)\n{\n\t.reg .b64 %%rd<4>;\n", f);
+		ks_strbuf_adds(
+			&sb,
+			"\tld.param.u64 %rd1, [p];\n\tmov.u64 %rd2, fmt;\n\t{\n"
+			"\t.param .b64 param0;\n\tst.param.b64 [param0], %rd2;\n"
+			"\t.param .b64 param1;\n\tst.param.b64 [param1], %rd1;\n"
+			"\t.param .b32 retval0;\n\tcall.uni (retval0), vprintf, (param0, param1);\n\t}\n");
+		if (f == FUNCS - 1)
+			ks_strbuf_adds(&sb,
+				       "\tmov.u64 %rd3, passed;\n\t{\n\t.param .b64 param0;\n"
+				       "\tst.param.b64 [param0], %rd3;\n\tcall.uni f0, (param0);\n\t}\n");
+		ks_strbuf_adds(&sb, "\tret;\n}\n");
+	}
+	ks_strbuf_adds(&sb, ".visible .entry k()\n{\n\t.reg .b64 %rd<3>;\n\tmov.u64 %rd1, fmt;\n\t{\n");
+	for (int a = 0; a < ARGS; a++)
+		ks_strbuf_addf(&sb, "\t.param .b64 param%d;\n\tst.param.b64 [param%d], %%rd%d;\n", a, a,
+			       a ? 2 : 1);
+	ks_strbuf_adds(&sb, "\tcall.uni vprintf, (param0");
+	for (int a = 1; a < ARGS; a++)
+		ks_strbuf_addf(&sb, ", param%d", a);
+	ks_strbuf_adds(&sb, ");\n\t}\n\tret;\n}\n");
+	count = mutable_count_fast(sb.buf, &names);
+	assert_int_equal(count, 1);
+	assert_string_equal(names[0], "passed");
+	ks_ptx_names_free(names, count);
+	ks_strbuf_release(&sb);
+}
+
 static void test_has_entry(void **state)
 {
 	char *ptx = read_fixture("edge_sm100a.ptx");
@@ -414,6 +575,9 @@ int main(void)
 		cmocka_unit_test(test_unknown_kernel_fails_naming_it),
 		cmocka_unit_test(test_malformed_ptx_fails_with_line),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_taint_is_linear_in_a_mov_chain),
+		cmocka_unit_test(test_taint_is_linear_over_many_variables_and_operators),
+		cmocka_unit_test(test_taint_is_linear_through_calls_and_params),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
