@@ -379,6 +379,91 @@ long ks_text_control(const char *text, unsigned *code)
 	return -1;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (at most avail bytes), 0 when there is none. */
+static size_t utf8_sequence(const unsigned char *p, size_t avail)
+{
+	size_t n;
+	unsigned lo = 0x80, hi = 0xbf;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 3;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 4;
+	else
+		return 0; /* a continuation byte, an overlong lead (c0, c1) or past U+10FFFF */
+	if (n > avail)
+		return 0;
+	/* the second byte's range rules out overlongs, surrogates and code points past U+10FFFF */
+	if (p[0] == 0xe0)
+		lo = 0xa0;
+	else if (p[0] == 0xed)
+		hi = 0x9f;
+	else if (p[0] == 0xf0)
+		lo = 0x90;
+	else if (p[0] == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+long ks_utf8_invalid(const char *text, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)text;
+
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_sequence(p + i, len - i);
+
+		if (!n)
+			return (long)i;
+		i += n;
+	}
+	return -1;
+}
+
+size_t ks_utf8_prefix(const char *text, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	size_t i = 0;
+
+	while (i < len) {
+		size_t n = utf8_sequence(p + i, len - i);
+
+		if (!n)
+			break;
+		i += n;
+	}
+	return i;
+}
+
+char *ks_utf8_sanitize(const char *text)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	size_t len = strlen(text);
+	struct ks_strbuf sb;
+
+	ks_strbuf_init(&sb);
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_sequence(p + i, len - i);
+
+		if (n) {
+			ks_strbuf_add(&sb, text + i, n);
+			i += n;
+		} else {
+			ks_strbuf_adds(&sb, "\xef\xbf\xbd"); /* U+FFFD */
+			i++;
+		}
+	}
+	return ks_strbuf_detach(&sb);
+}
+
 int ks_line_of(const char *text, size_t offset)
 {
 	int line = 1;

@@ -196,14 +196,16 @@ static int check_file(struct gpu_side *side, const struct ks_op *op, const char 
 	int64_t *params = NULL;
 	char *source = NULL;
 	size_t combos = 1;
-	int worst = KS_EXIT_OK, ret;
+	int worst = KS_EXIT_OK, ret, rc;
 
-	if (ks_candidate_read(path, &source, &err) < 0) {
+	rc = ks_candidate_read(path, &source, &err);
+	if (rc < 0) {
 		ks_cli_error("check", "%s", err.msg);
 		ret = KS_EXIT_FAILED;
 		goto cleanup;
 	}
-	if (ks_candidate_parse(path, source, &cand, &err) < 0 || ks_candidate_bind(&cand, op, &err) < 0) {
+	if (rc > 0 || ks_candidate_parse(path, source, &cand, &err) < 0 ||
+	    ks_candidate_bind(&cand, op, &err) < 0) {
 		if (all) {
 			struct ks_result res;
 
@@ -373,11 +375,14 @@ int cmd_check(int argc, char **argv)
 		int64_t *params;
 		char *source;
 
-		if (ks_candidate_read(positional[f], &source, &err) < 0) {
+		rc = ks_candidate_read(positional[f], &source, &err);
+		if (rc < 0) {
 			ks_cli_error("check", "%s", err.msg);
 			ret = KS_EXIT_FAILED;
 			goto cleanup;
 		}
+		if (rc > 0)
+			continue; /* a contract_error, reported when its turn comes */
 		if (ks_candidate_parse(positional[f], source, &cand, &err) < 0 ||
 		    ks_candidate_bind(&cand, &op, &err) < 0) {
 			free(source);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ksearch/base/json.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/evaluate/result.h"
 #include "ksearch/op/candidate.h"
@@ -98,7 +99,7 @@ static json_t *report_json(const struct ks_candidate *cand, const struct ks_op *
 	snprintf(res.arch, sizeof(res.arch), "%s", arch);
 	for (size_t i = 0; i < cand->n_params; i++)
 		json_object_set_new(pj, cand->params[i].name, json_integer(params[i]));
-	json_object_set_new(obj, "file", json_string(cand->path));
+	json_object_set_new(obj, "file", ks_json_text(cand->path));
 	json_object_set_new(obj, "op", json_string(op->key));
 	json_object_set_new(obj, "params", pj);
 	ks_result_to_json_into(&res, obj);
@@ -200,7 +201,8 @@ int cmd_compile(int argc, char **argv)
 		goto cleanup;
 	}
 	/* a file that cannot be read is no candidate (exit 1); one that breaks the contract is (exit 3) */
-	if (ks_candidate_read(positional[0], &source, &err) < 0) {
+	rc = ks_candidate_read(positional[0], &source, &err);
+	if (rc < 0) {
 		ks_cli_error("compile", "%s", err.msg);
 		ret = KS_EXIT_FAILED;
 		goto cleanup;
@@ -208,12 +210,12 @@ int cmd_compile(int argc, char **argv)
 	arch = ks_cli_pick_arch(arch_given, arch_buf, sizeof(arch_buf), &arch_why);
 	if (json)
 		all = json_array();
-	if (ks_candidate_parse(positional[0], source, &cand, &err) < 0 ||
+	if (rc > 0 || ks_candidate_parse(positional[0], source, &cand, &err) < 0 ||
 	    ks_candidate_bind(&cand, &op, &err) < 0) {
 		ret = EXIT_CANDIDATE_BAD;
 		if (all) {
-			json_t *obj =
-				json_pack("{s:s, s:s, s:{}}", "file", positional[0], "op", op.key, "params");
+			json_t *obj = json_pack("{s:o, s:s, s:{}}", "file", ks_json_text(positional[0]), "op",
+						op.key, "params");
 			struct ks_result res;
 
 			ks_result_init(&res);

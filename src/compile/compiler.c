@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ksearch/base/frame.h"
+#include "ksearch/base/json.h"
 #include "ksearch/base/proc.h"
 #include "ksearch/base/util.h"
 
@@ -83,8 +84,9 @@ int ks_compile_child_main(int in_fd, int out_fd)
 	req.defines = defines;
 	ks_error_clear(&err);
 	rc = ks_nvrtc_compile(&req, &res, &err);
-	reply = json_pack("{s:b, s:s, s:s?, s:o}", "ok", rc == 0, "error", err.msg, "log", res.log, "kernels",
-			  kernels_to_json(&res));
+	/* the log quotes the source: ks_json_text() keeps a byte that is not UTF-8 from losing the reply */
+	reply = json_pack("{s:b, s:o, s:o?, s:o}", "ok", rc == 0, "error", ks_json_text(err.msg), "log",
+			  res.log ? ks_json_text(res.log) : NULL, "kernels", kernels_to_json(&res));
 	out_blobs[0] = (struct ks_blob){ res.ptx, res.ptx ? res.ptx_size : 0 };
 	out_blobs[1] = (struct ks_blob){ res.cubin, res.cubin_size };
 	rc = ks_frame_write(out_fd, ks_now_ms() + 60000, reply, out_blobs, 2, &err);
@@ -120,8 +122,15 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 	for (size_t i = 0; i < req->n_defines; i++)
 		json_array_append_new(
 			defs, json_pack("[sI]", req->defines[i].name, (json_int_t)req->defines[i].value));
-	msg = json_pack("{s:s, s:s, s:s, s:o}", "source", req->source, "source_name", req->source_name,
-			"arch", req->arch, "defines", defs);
+	msg = json_pack("{s:s, s:o, s:s, s:o}", "source", req->source, "source_name",
+			ks_json_text(req->source_name), "arch", req->arch, "defines", defs);
+	if (!msg) {
+		/* ks_candidate_parse() refuses such a source; this is the last line */
+		out->log = ks_strdup("the source is not UTF-8 text (or a define's name is not), so it cannot "
+				     "be sent to the compiler process");
+		ks_fail(err, "compilation failed:\n%s", out->log);
+		goto cleanup;
+	}
 	if (ks_child_spawn(&child, args, &child_limits, err) < 0)
 		goto cleanup;
 	if (ks_frame_write(child.to_child, ks_now_ms() + timeout_ms, msg, NULL, 0, err) < 0) {

@@ -232,7 +232,7 @@ void ks_result_to_json_into(const struct ks_result *res, json_t *obj)
 	if (res->arch[0])
 		json_object_set_new(obj, "arch", json_string(res->arch));
 	json_object_set_new(obj, "verdict", json_string(ks_verdict_name(res->verdict)));
-	json_object_set_new(obj, "evidence", json_string(res->evidence ? res->evidence : ""));
+	json_object_set_new(obj, "evidence", ks_json_text(res->evidence));
 	if (res->has & KS_RESULT_EVALUATED) {
 		json_t *list = json_array();
 
@@ -301,7 +301,7 @@ json_t *ks_result_check_json(const char *file, const struct ks_candidate *cand, 
 {
 	json_t *obj = json_object();
 
-	json_object_set_new(obj, "file", json_string(file));
+	json_object_set_new(obj, "file", ks_json_text(file));
 	if (cand && params) {
 		json_t *pj = json_object();
 

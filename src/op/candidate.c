@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ksearch/base/json.h"
 #include "ksearch/base/util.h"
@@ -19,12 +20,30 @@
  * the first "*" "/".  Only blanks and other comments may come before it, so
  * the launch contract is where a reader expects it: at the top.
  */
-/* A kernel's text is printable: compile logs and `archive show` print it to terminals. */
+/*
+ * A kernel's text is UTF-8 and printable: compile logs and `archive show`
+ * print it to terminals, and results, records and the compiler's requests
+ * carry it as JSON, which is UTF-8 or nothing.
+ */
 static int check_printable(const char *path, const char *src, struct ks_error *err)
 {
+	size_t len = strlen(src);
+	long bad = ks_utf8_invalid(src, len);
 	unsigned code;
-	long at = ks_text_control(src, &code);
+	long at;
 
+	if (len > KS_CANDIDATE_MAX_BYTES)
+		return ks_fail(
+			err,
+			"%s: %zu bytes, larger than the limit of 1 MiB (KS_CANDIDATE_MAX_BYTES, %zu bytes) "
+			"for a candidate's source",
+			path, len, KS_CANDIDATE_MAX_BYTES);
+	if (bad >= 0)
+		return ks_fail(err,
+			       "%s:%d: byte offset %ld: byte 0x%02X is not UTF-8; a kernel's text must be "
+			       "UTF-8 (compile logs, records and reports carry it)",
+			       path, ks_line_of(src, (size_t)bad), bad, (unsigned char)src[bad]);
+	at = ks_text_control(src, &code);
 	if (at < 0)
 		return 0;
 	return ks_fail(err,
@@ -82,6 +101,10 @@ static int take_expr(const json_t *v, const char *where, char **out, struct ks_e
 	if (!json_is_string(v))
 		return ks_fail(err, "%s: expected an expression (string or integer), got %s", where,
 			       ks_json_type_word(v));
+	if (json_string_length(v) > KS_CANDIDATE_MAX_EXPR_BYTES)
+		return ks_fail(err,
+			       "%s: an expression of %zu bytes; at most %d (KS_CANDIDATE_MAX_EXPR_BYTES)",
+			       where, json_string_length(v), KS_CANDIDATE_MAX_EXPR_BYTES);
 	*out = ks_strdup(json_string_value(v));
 	return 0;
 }
@@ -95,6 +118,10 @@ static int parse_params(struct ks_candidate *cand, const json_t *params, struct 
 		return 0;
 	if (!json_is_object(params))
 		return ks_fail(err, "params: expected an object of NAME -> [values]");
+	if (json_object_size(params) > KS_CANDIDATE_MAX_PARAMS)
+		return ks_fail(
+			err, "params: %zu params; a candidate may have at most %d (KS_CANDIDATE_MAX_PARAMS)",
+			json_object_size(params), KS_CANDIDATE_MAX_PARAMS);
 	cand->params = ks_calloc(json_object_size(params), sizeof(*cand->params));
 	json_object_foreach((json_t *)params, name, list)
 	{
@@ -105,6 +132,11 @@ static int parse_params(struct ks_candidate *cand, const json_t *params, struct 
 				       name);
 		if (!json_is_array(list) || json_array_size(list) == 0)
 			return ks_fail(err, "params.%s: expected a non-empty list of integers", name);
+		if (json_array_size(list) > KS_CANDIDATE_MAX_VALUES)
+			return ks_fail(err,
+				       "params.%s: %zu values; a param may have at most %d "
+				       "(KS_CANDIDATE_MAX_VALUES)",
+				       name, json_array_size(list), KS_CANDIDATE_MAX_VALUES);
 		p->name = ks_strdup(name);
 		p->n_values = json_array_size(list);
 		p->values = ks_calloc(p->n_values, sizeof(*p->values));
@@ -159,7 +191,11 @@ static int parse_constraints(struct ks_candidate *cand, const json_t *list, stru
 	if (!json_is_array(list))
 		return ks_fail(err, "constraints: expected a list of conditions over the params, e.g. "
 				    "[\"CHUNK %% TILE == 0\"]");
+	if (json_array_size(list) > KS_CANDIDATE_MAX_CONSTRAINTS)
+		return ks_fail(err, "constraints: %zu conditions; at most %d (KS_CANDIDATE_MAX_CONSTRAINTS)",
+			       json_array_size(list), KS_CANDIDATE_MAX_CONSTRAINTS);
 	cand->constraints = ks_calloc(json_array_size(list) + 1, sizeof(*cand->constraints));
+	cand->constraint_exprs = ks_calloc(json_array_size(list) + 1, sizeof(*cand->constraint_exprs));
 	json_array_foreach(list, i, item)
 	{
 		struct constraint_names cn = { .cand = cand };
@@ -168,8 +204,13 @@ static int parse_constraints(struct ks_candidate *cand, const json_t *list, stru
 		snprintf(where, sizeof(where), "constraints[%zu]", i);
 		if (!json_is_string(item))
 			return ks_fail(err, "%s: expected a condition string", where);
+		if (json_string_length(item) > KS_CANDIDATE_MAX_EXPR_BYTES)
+			return ks_fail(
+				err, "%s: a condition of %zu bytes; at most %d (KS_CANDIDATE_MAX_EXPR_BYTES)",
+				where, json_string_length(item), KS_CANDIDATE_MAX_EXPR_BYTES);
 		cand->constraints[cand->n_constraints++] = ks_strdup(json_string_value(item));
-		if (ks_expr_names(json_string_value(item), constraint_name, &cn, err) < 0) {
+		if (ks_expr_names(json_string_value(item), constraint_name, &cn, err) < 0 ||
+		    ks_expr_parse(json_string_value(item), &cand->constraint_exprs[i], err) < 0) {
 			ks_error_prefix(err, "%s", where);
 			return -1;
 		}
@@ -191,6 +232,9 @@ static int parse_scratch(struct ks_candidate *cand, const json_t *scratch, struc
 		return 0;
 	if (!json_is_object(scratch))
 		return ks_fail(err, "scratch: expected an object of name -> [dtype, element count]");
+	if (json_object_size(scratch) > KS_CANDIDATE_MAX_SCRATCH)
+		return ks_fail(err, "scratch: %zu buffers; at most %d (KS_CANDIDATE_MAX_SCRATCH)",
+			       json_object_size(scratch), KS_CANDIDATE_MAX_SCRATCH);
 	cand->scratch = ks_calloc(json_object_size(scratch), sizeof(*cand->scratch));
 	json_object_foreach((json_t *)scratch, name, spec)
 	{
@@ -257,6 +301,11 @@ static int parse_launches(struct ks_candidate *cand, const json_t *launch, struc
 		return ks_fail(
 			err,
 			"launch: expected a non-empty list of {\"kernel\", \"grid\", \"block\", \"args\"}");
+	if (json_array_size(launch) > KS_CANDIDATE_MAX_LAUNCHES)
+		return ks_fail(
+			err,
+			"launch: %zu launches; a candidate may make at most %d (KS_CANDIDATE_MAX_LAUNCHES)",
+			json_array_size(launch), KS_CANDIDATE_MAX_LAUNCHES);
 	cand->launches = ks_calloc(json_array_size(launch), sizeof(*cand->launches));
 	for (size_t i = 0; i < json_array_size(launch); i++) {
 		const json_t *spec = json_array_get(launch, i);
@@ -318,6 +367,10 @@ static int parse_launches(struct ks_candidate *cand, const json_t *launch, struc
 				       "launch[%zu].args: expected a list of names (op tensors, scalars, "
 				       "axes, scratch)",
 				       i);
+		if (json_array_size(args) > KS_CANDIDATE_MAX_ARGS)
+			return ks_fail(err,
+				       "launch[%zu].args: %zu arguments; at most %d (KS_CANDIDATE_MAX_ARGS)",
+				       i, json_array_size(args), KS_CANDIDATE_MAX_ARGS);
 		l->args = ks_calloc(json_array_size(args), sizeof(*l->args));
 		for (size_t k = 0; k < json_array_size(args); k++) {
 			json_t *a = json_array_get(args, k);
@@ -328,6 +381,38 @@ static int parse_launches(struct ks_candidate *cand, const json_t *launch, struc
 			l->args[l->n_args++].name = ks_strdup(json_string_value(a));
 		}
 	}
+	return 0;
+}
+
+/*
+ * Every enumeration of the params (the first allowed combination, the
+ * count of allowed ones, --all-params, the mutators' scans) is bounded
+ * here, before anything enumerates.
+ */
+static int check_combinations(const struct ks_candidate *cand, struct ks_error *err)
+{
+	uint64_t combos = 1, bytes = 0;
+
+	for (size_t i = 0; i < cand->n_params; i++) {
+		combos *= cand->params[i].n_values; /* each <= 64, checked against 2^20 as it grows */
+		if (combos > KS_CANDIDATE_MAX_COMBINATIONS)
+			return ks_fail(
+				err,
+				"params: more than %d combinations (the product of the value lists' "
+				"lengths, up to params.%s); at most %d (KS_CANDIDATE_MAX_COMBINATIONS)",
+				KS_CANDIDATE_MAX_COMBINATIONS, cand->params[i].name,
+				KS_CANDIDATE_MAX_COMBINATIONS);
+	}
+	for (size_t i = 0; i < cand->n_constraints; i++)
+		bytes += strlen(cand->constraints[i]);
+	if (combos * bytes > KS_CANDIDATE_MAX_CONSTRAINT_WORK)
+		return ks_fail(
+			err,
+			"constraints: %llu combinations times %llu bytes of constraints is %llu; at most "
+			"%llu (KS_CANDIDATE_MAX_CONSTRAINT_WORK): fewer values or shorter constraints",
+			(unsigned long long)combos, (unsigned long long)bytes,
+			(unsigned long long)(combos * bytes),
+			(unsigned long long)KS_CANDIDATE_MAX_CONSTRAINT_WORK);
 	return 0;
 }
 
@@ -387,6 +472,10 @@ int ks_candidate_parse(const char *path, const char *source, struct ks_candidate
 		ks_error_prefix(err, "%s:%d: ksearch block", path, cand->block_line);
 		goto cleanup;
 	}
+	if (check_combinations(cand, err) < 0) {
+		ks_error_prefix(err, "%s:%d: ksearch block", path, cand->block_line);
+		goto cleanup;
+	}
 	for (size_t i = 0; i < cand->n_scratch; i++)
 		for (size_t k = 0; k < cand->n_params; k++)
 			if (!strcmp(cand->scratch[i].name, cand->params[k].name)) {
@@ -405,15 +494,55 @@ cleanup:
 
 int ks_candidate_read(const char *path, char **source, struct ks_error *err)
 {
-	size_t size;
+	struct stat st;
+	struct ks_strbuf sb;
+	char chunk[65536];
+	size_t n;
+	const char *nul;
+	FILE *f;
 
-	if (ks_read_file_max(path, KS_CANDIDATE_MAX_BYTES, source, &size, err) < 0)
-		return -1;
-	if (strlen(*source) != size) {
-		free(*source);
-		*source = NULL;
-		return ks_fail(err, "%s: contains a NUL byte; a candidate is CUDA C++ text", path);
+	*source = NULL;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return ks_fail(err, "%s: is a folder, not a file", path);
+	f = fopen(path, "rb");
+	if (!f)
+		return ks_fail(err, "%s: %s", path, strerror(errno));
+	ks_strbuf_init(&sb);
+	/* one byte past the limit says it is over, without reading on (/dev/zero never ends) */
+	while (sb.len <= KS_CANDIDATE_MAX_BYTES &&
+	       (n = fread(chunk, 1,
+			  sizeof(chunk) < KS_CANDIDATE_MAX_BYTES + 1 - sb.len
+				  ? sizeof(chunk)
+				  : KS_CANDIDATE_MAX_BYTES + 1 - sb.len,
+			  f)) > 0)
+		ks_strbuf_add(&sb, chunk, n);
+	if (ferror(f)) {
+		int e = errno;
+
+		fclose(f);
+		ks_strbuf_release(&sb);
+		return ks_fail(err, "%s: read error: %s", path, strerror(e));
 	}
+	fclose(f);
+	if (sb.len > KS_CANDIDATE_MAX_BYTES) {
+		ks_strbuf_release(&sb);
+		ks_fail(err,
+			"%s: larger than the limit of 1 MiB (KS_CANDIDATE_MAX_BYTES, %zu bytes) for a "
+			"candidate's "
+			"source",
+			path, KS_CANDIDATE_MAX_BYTES);
+		return 1;
+	}
+	nul = memchr(sb.buf, '\0', sb.len);
+	if (nul) {
+		size_t at = (size_t)(nul - sb.buf);
+
+		ks_fail(err, "%s:%d: byte offset %zu: a NUL byte; a candidate is CUDA C++ text", path,
+			ks_line_of(sb.buf, at), at);
+		ks_strbuf_release(&sb);
+		return 1;
+	}
+	*source = ks_strbuf_detach(&sb);
 	return 0;
 }
 
@@ -423,7 +552,7 @@ int ks_candidate_load(const char *path, struct ks_candidate *cand, struct ks_err
 	int ret;
 
 	memset(cand, 0, sizeof(*cand));
-	if (ks_candidate_read(path, &source, err) < 0)
+	if (ks_candidate_read(path, &source, err))
 		return -1;
 	ret = ks_candidate_parse(path, source, cand, err);
 	free(source);
@@ -594,9 +723,13 @@ void ks_candidate_release(struct ks_candidate *cand)
 		free(cand->params[i].values);
 	}
 	free(cand->params);
-	for (size_t i = 0; i < cand->n_constraints; i++)
+	for (size_t i = 0; i < cand->n_constraints; i++) {
 		free(cand->constraints[i]);
+		if (cand->constraint_exprs)
+			ks_expr_free(cand->constraint_exprs[i]);
+	}
 	free(cand->constraints);
+	free(cand->constraint_exprs);
 	for (size_t i = 0; i < cand->n_scratch; i++) {
 
 		free(cand->scratch[i].name);
@@ -715,22 +848,32 @@ void ks_params_nth(const struct ks_candidate *cand, size_t index, int64_t *value
 
 int ks_params_allowed(const struct ks_candidate *cand, const int64_t *values, char *why, size_t size)
 {
-	struct ks_env env;
+	/* called once per combination when enumerating: no allocation, the env lives on the stack */
+	struct ks_env_entry entries[KS_CANDIDATE_MAX_PARAMS];
+	struct ks_env env = { entries, 0, KS_CANDIDATE_MAX_PARAMS };
 	struct ks_error err;
 	int allowed = 1;
 
 	if (!cand->n_constraints)
 		return 1;
-	ks_env_init(&env);
-	for (size_t i = 0; i < cand->n_params; i++)
-		if (ks_env_set(&env, cand->params[i].name, values[i], &err) < 0) {
-			allowed = 0;
-			goto done;
-		}
+	if (cand->n_params > KS_CANDIDATE_MAX_PARAMS)
+		return 0; /* ks_candidate_parse() makes none */
+	for (size_t i = 0; i < cand->n_params; i++) {
+		size_t len = strlen(cand->params[i].name);
+
+		if (len >= sizeof(entries[i].name))
+			return 0;
+		memcpy(entries[i].name, cand->params[i].name, len + 1);
+		entries[i].value = values[i];
+		env.count++;
+	}
 	for (size_t i = 0; i < cand->n_constraints && allowed; i++) {
 		int64_t v = 0;
+		int rc = cand->constraint_exprs && cand->constraint_exprs[i]
+				 ? ks_expr_value(cand->constraint_exprs[i], &env, &v, &err)
+				 : ks_expr_eval(cand->constraints[i], &env, &v, &err);
 
-		if (ks_expr_eval(cand->constraints[i], &env, &v, &err) < 0) {
+		if (rc < 0) {
 			/* a condition that cannot be decided (a division by zero) does not hold */
 			if (why)
 				snprintf(why, size, "constraints[%zu]: %s", i, err.msg);
@@ -738,15 +881,14 @@ int ks_params_allowed(const struct ks_candidate *cand, const int64_t *values, ch
 		} else if (!v) {
 			char params[256];
 
-			ks_params_format(cand, values, params, sizeof(params));
-			if (why)
+			if (why) {
+				ks_params_format(cand, values, params, sizeof(params));
 				snprintf(why, size, "constraints[%zu] \"%s\" does not hold for %s", i,
 					 cand->constraints[i], params);
+			}
 			allowed = 0;
 		}
 	}
-done:
-	ks_env_release(&env);
 	return allowed;
 }
 

@@ -100,4 +100,20 @@ int ks_line_of(const char *text, size_t offset);
  */
 long ks_text_control(const char *text, unsigned *code);
 
+/*
+ * The offset of the first byte of text[0..len) that is not part of well-
+ * formed UTF-8 (a stray continuation byte, a truncated sequence, an
+ * overlong form, a surrogate, a code point past U+10FFFF: what jansson
+ * refuses to put in a JSON string), or -1 when it is all UTF-8.  NUL bytes
+ * count as text here: callers that must refuse them look for them.
+ */
+long ks_utf8_invalid(const char *text, size_t len);
+/* The length of the longest prefix of text[0..len) that ends on a whole UTF-8 sequence. */
+size_t ks_utf8_prefix(const char *text, size_t len);
+/*
+ * A malloc'd copy of the NUL-terminated text with every byte that is not
+ * part of well-formed UTF-8 replaced by U+FFFD: safe to put in JSON.
+ */
+char *ks_utf8_sanitize(const char *text);
+
 #endif

@@ -71,6 +71,7 @@ struct ks_candidate {
 	size_t n_params;
 	char **constraints; /* conditions over the params a combination must meet to be tried */
 	size_t n_constraints;
+	struct ks_expr **constraint_exprs; /* the constraints parsed (NULL: parse them when evaluated) */
 
 	struct ks_scratch *scratch;
 	size_t n_scratch;
@@ -80,22 +81,49 @@ struct ks_candidate {
 };
 
 /*
+ * The limits of a candidate, each checked as the block is parsed (a
+ * contract_error naming the limit), so that nothing a candidate says can
+ * make the coordinator work without bound: every enumeration of the
+ * params, every expression and every per-launch check is bounded by
+ * these.  operators/README.md states them; every seed is well inside.
+ *
  * The largest candidate file read: kernels are a few to a few hundred KiB
  * of text (an LLM's answer is capped at 1 MiB too, answer.h).
  */
 #define KS_CANDIDATE_MAX_BYTES ((size_t)1 << 20)
+#define KS_CANDIDATE_MAX_PARAMS 32	      /* the search's KS_MAX_PARAMS */
+#define KS_CANDIDATE_MAX_VALUES 64	      /* per param */
+#define KS_CANDIDATE_MAX_COMBINATIONS 1048576 /* the product of the value-list lengths, 2^20 */
+#define KS_CANDIDATE_MAX_CONSTRAINTS 32
+/*
+ * Enumerating the combinations tests each against every constraint: the
+ * combinations times the constraints' total length in bytes may be at
+ * most this (2^28; the widest seed needs 6e7), which keeps a full
+ * enumeration to about a second.
+ */
+#define KS_CANDIDATE_MAX_CONSTRAINT_WORK ((uint64_t)1 << 28)
+#define KS_CANDIDATE_MAX_EXPR_BYTES 1024 /* one expression (a size, a dimension, a constraint) */
+#define KS_CANDIDATE_MAX_LAUNCHES 16	 /* as many as the worker runs */
+#define KS_CANDIDATE_MAX_ARGS 64	 /* per launch */
+#define KS_CANDIDATE_MAX_SCRATCH 16	 /* as many buffers as the worker allocates */
 
 /*
- * Read a candidate file's text (caller frees): fails, naming the file,
- * when it cannot be read, is a folder, is larger than
- * KS_CANDIDATE_MAX_BYTES (without reading past the limit) or holds a NUL
- * byte.  A failure here means there is no candidate to judge; one in
- * ks_candidate_parse() or _bind() is a contract_error.
+ * Read a candidate file's text (caller frees).  Returns -1, naming the
+ * file, when it cannot be read or is a folder: there is no candidate to
+ * judge.  Returns 1 with *source NULL when the file is there but its
+ * bytes cannot be a candidate: larger than KS_CANDIDATE_MAX_BYTES (not
+ * read past the limit), a NUL byte (its line and byte offset named):
+ * that candidate's contract_error, like a failure in ks_candidate_parse()
+ * or _bind().
  */
 int ks_candidate_read(const char *path, char **source, struct ks_error *err);
-/* Parse the ksearch block of source; path is used in messages. */
+/*
+ * Parse the ksearch block of source; path is used in messages.  The
+ * source must be printable UTF-8 (a byte that is not names its line and
+ * byte offset) within the limits above.
+ */
 int ks_candidate_parse(const char *path, const char *source, struct ks_candidate *cand, struct ks_error *err);
-/* ks_candidate_read() and ks_candidate_parse(). */
+/* ks_candidate_read() and ks_candidate_parse() (-1 for either's failure). */
 int ks_candidate_load(const char *path, struct ks_candidate *cand, struct ks_error *err);
 /* Resolve argument names and check expression names against op. */
 int ks_candidate_bind(struct ks_candidate *cand, const struct ks_op *op, struct ks_error *err);
@@ -116,7 +144,7 @@ int ks_params_assign(const struct ks_candidate *cand, const char *const *assignm
 		     int64_t *values, struct ks_error *err);
 /* Number of combinations (saturates at SIZE_MAX), whether they meet the constraints or not. */
 size_t ks_params_count(const struct ks_candidate *cand);
-/* Number of combinations that meet every constraint (SIZE_MAX if there are too many to count). */
+/* Number of combinations that meet every constraint (at most KS_CANDIDATE_MAX_COMBINATIONS are tested). */
 size_t ks_params_count_allowed(const struct ks_candidate *cand);
 /*
  * 1 when values meet every constraint; else 0, with why (may be NULL)
