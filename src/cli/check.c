@@ -226,15 +226,15 @@ static int check_file(struct gpu_side *side, const struct ks_op *op, const char 
 		ret = ks_cli_usage("check", "%s", err.msg);
 		goto cleanup;
 	}
-	if (args->all_params)
-		combos = ks_params_count(&cand);
+	if (args->all_params && ks_params_count_allowed(&cand))
+		combos = ks_params_count(&cand); /* none allowed: the first one's contract_error says why */
 	for (size_t c = 0; c < combos; c++) {
 		struct ks_build build;
 		struct ks_result res;
 		char pbuf[256];
 		int code;
 
-		if (args->all_params) {
+		if (combos > 1) {
 			ks_params_nth(&cand, c, params);
 			if (!ks_params_allowed(&cand, params, NULL, 0))
 				continue; /* ruled out before compilation: not a failure */
@@ -393,7 +393,9 @@ int cmd_check(int argc, char **argv)
 		ks_params_first(&cand, params);
 		if (ks_params_assign(&cand, args.param.items, args.param.n, params, &err) < 0)
 			ret = ks_cli_usage("check", "%s", err.msg);
-		else if (!args.all_params && !ks_params_allowed(&cand, params, err.msg, sizeof(err.msg)))
+		else if (args.param.n && !ks_params_allowed(&cand, params, err.msg, sizeof(err.msg)))
+			/* params the user chose; a candidate none of whose combinations is allowed is its
+			 * own contract_error, reported in its turn */
 			ret = ks_cli_usage("check",
 					   "%s: %s: the candidate's constraints rule these params out",
 					   cand.path, err.msg);

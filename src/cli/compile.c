@@ -237,13 +237,16 @@ int cmd_compile(int argc, char **argv)
 		ret = ks_cli_usage("compile", "%s", err.msg);
 		goto cleanup;
 	}
-	if (!ks_params_allowed(&cand, params, err.msg, sizeof(err.msg))) {
+	/* params the user chose; a candidate with no allowed combination at all is a contract_error below */
+	if (param.n && !ks_params_allowed(&cand, params, err.msg, sizeof(err.msg))) {
 		ret = ks_cli_usage("compile", "%s: %s: the candidate's constraints rule these params out",
 				   cand.path, err.msg);
 		goto cleanup;
 	}
 	if (all_params)
 		combos = ks_params_count(&cand);
+	if (all_params && !ks_params_count_allowed(&cand))
+		combos = 1; /* none allowed: the first one's contract_error says why */
 	if (!all && all_params)
 		printf("%s: %zu param combinations meet the constraints (of %zu), op %s, %s (%s)\n\n",
 		       cand.path, ks_params_count_allowed(&cand), combos, op.key, arch, arch_why);
@@ -251,7 +254,7 @@ int cmd_compile(int argc, char **argv)
 		struct ks_build build;
 		char pbuf[256];
 
-		if (all_params) {
+		if (combos > 1) {
 			ks_params_nth(&cand, c, params);
 			if (!ks_params_allowed(&cand, params, NULL, 0))
 				continue; /* ruled out before compilation: not a failure */

@@ -328,6 +328,14 @@ static void fingerprint(const struct ks_candidate *cand, const int64_t *params, 
 	ks_strbuf_release(&sb);
 }
 
+/* The static checks cannot read what the candidate compiled to: refused, since nothing vouches for it. */
+static int ptx_unreadable(const struct ks_candidate *cand, struct ks_build *out, struct ks_error *err)
+{
+	ks_error_prefix(err, "%s: refused: its PTX cannot be checked", cand->path);
+	out->verdict = KS_VERDICT_REFUSED;
+	return 0;
+}
+
 int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params, const char *arch,
 	     unsigned flags, struct ks_build *out, struct ks_error *err)
 {
@@ -406,20 +414,25 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 			return 0;
 		}
 	}
+	/*
+	 * From here on a failure reads the candidate's PTX (one this reader
+	 * cannot follow, or so large it runs out of memory): that candidate's
+	 * verdict, never ksearch's failure, so a search goes on.
+	 */
 	switch (check_launches(cand, op, params, out, err)) {
 	case 1:
 		return 0;
 	case -1:
-		return -1;
+		return ptx_unreadable(cand, out, err);
 	}
 	switch (check_state(cand, out, err)) {
 	case 1:
 		return 0;
 	case -1:
-		return -1;
+		return ptx_unreadable(cand, out, err);
 	}
 	if (ks_ptx_variables(out->compiled.ptx, &out->variables, &out->n_variables, err) < 0)
-		return -1;
+		return ptx_unreadable(cand, out, err);
 
 	for (size_t i = 0; i < cand->n_launches; i++) {
 		struct ks_launch_report *r = &out->launches[i];
@@ -428,7 +441,7 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 		if (res)
 			r->res = *res;
 		if (ks_ptx_kernel_descriptors(out->compiled.ptx, r->kernel, &r->desc, err) < 0)
-			return -1;
+			return ptx_unreadable(cand, out, err);
 		r->smem = r->res.static_smem + r->dynamic_smem;
 		if (ks_occupancy_compute(&out->limits, (int)r->threads, r->res.registers, (size_t)r->smem,
 					 &r->occupancy, err) < 0) {

@@ -403,14 +403,17 @@ static int check_combinations(const struct ks_candidate *cand, struct ks_error *
 				KS_CANDIDATE_MAX_COMBINATIONS, cand->params[i].name,
 				KS_CANDIDATE_MAX_COMBINATIONS);
 	}
+	if (!cand->n_constraints)
+		return 0;
+	bytes = 32; /* what testing one combination costs besides reading the constraints */
 	for (size_t i = 0; i < cand->n_constraints; i++)
 		bytes += strlen(cand->constraints[i]);
 	if (combos * bytes > KS_CANDIDATE_MAX_CONSTRAINT_WORK)
 		return ks_fail(
 			err,
-			"constraints: %llu combinations times %llu bytes of constraints is %llu; at most "
-			"%llu (KS_CANDIDATE_MAX_CONSTRAINT_WORK): fewer values or shorter constraints",
-			(unsigned long long)combos, (unsigned long long)bytes,
+			"constraints: %llu combinations times (32 + %llu bytes of constraints) is %llu; at "
+			"most %llu (KS_CANDIDATE_MAX_CONSTRAINT_WORK): fewer values or shorter constraints",
+			(unsigned long long)combos, (unsigned long long)(bytes - 32),
 			(unsigned long long)(combos * bytes),
 			(unsigned long long)KS_CANDIDATE_MAX_CONSTRAINT_WORK);
 	return 0;

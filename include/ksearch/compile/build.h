@@ -77,8 +77,11 @@ enum ks_build_flags {
 
 /*
  * Build cand (bound to op) with params for arch.  Returns 0 when a verdict
- * was reached (ok or not: see out->verdict and err) and -1 when ksearch
- * itself could not work (NVRTC missing, unknown architecture).
+ * was reached (ok or not: see out->verdict and err) and -1 only when
+ * ksearch itself could not work (NVRTC missing, unknown architecture, no
+ * process could be started): whatever the candidate's text or PTX does
+ * is its verdict (PTX the checks cannot read is refused), so a search
+ * or a batch goes on past it.
  */
 int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params, const char *arch,
 	     unsigned flags, struct ks_build *out, struct ks_error *err);

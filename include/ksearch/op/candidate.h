@@ -97,11 +97,11 @@ struct ks_candidate {
 #define KS_CANDIDATE_MAX_CONSTRAINTS 32
 /*
  * Enumerating the combinations tests each against every constraint: the
- * combinations times the constraints' total length in bytes may be at
- * most this (2^28; the widest seed needs 6e7), which keeps a full
+ * combinations times (32 + the constraints' total length in bytes) may be
+ * at most this (2^27; the widest seed needs 7e7), which keeps a full
  * enumeration to about a second.
  */
-#define KS_CANDIDATE_MAX_CONSTRAINT_WORK ((uint64_t)1 << 28)
+#define KS_CANDIDATE_MAX_CONSTRAINT_WORK ((uint64_t)1 << 27)
 #define KS_CANDIDATE_MAX_EXPR_BYTES 1024 /* one expression (a size, a dimension, a constraint) */
 #define KS_CANDIDATE_MAX_LAUNCHES 16	 /* as many as the worker runs */
 #define KS_CANDIDATE_MAX_ARGS 64	 /* per launch */
