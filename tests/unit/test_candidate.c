@@ -4,7 +4,10 @@
  */
 #include "testlib.h"
 
+#include <time.h>
+
 #include "ksearch/base/sha256.h"
+#include "ksearch/base/util.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/op/op.h"
@@ -240,6 +243,203 @@ static void test_printable_sources_parse(void **state)
 	free(src);
 }
 
+/* A candidate whose ksearch block is built in sb from good's launch; its parse must fail within a second. */
+static void expect_parse_fails_fast(const char *src, const char *expect)
+{
+	struct ks_candidate c;
+	struct ks_error err;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (ks_candidate_parse("hostile.cu", src, &c, &err) == 0) {
+		ks_candidate_release(&c);
+		fail_msg("parsed, but should fail with \"%s\"", expect);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_contains(err.msg, expect);
+	assert_contains(err.msg, "hostile.cu");
+	if ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9 > 1.0)
+		fail_msg("refusing took more than a second (%s)", expect);
+}
+
+static const char launch_one[] = "{\"kernel\": \"scale\", \"grid\": [1], \"block\": [32], \"args\": [\"x\"]}";
+
+/* Every limit, checked as the block is parsed (each would have hung or run for minutes before). */
+static void test_limits_are_checked_as_the_block_is_parsed(void **state)
+{
+	struct ks_strbuf sb;
+
+	(void)state;
+	/* the product of the value lists, however the params are written */
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"params\": {");
+	for (int i = 0; i < 20; i++)
+		ks_strbuf_addf(&sb, "%s\"P%d\": [0,1,2,3,4,5,6,7,8,9]", i ? ", " : "", i);
+	ks_strbuf_addf(&sb, "}, \"constraints\": [\"P0 > 100\"], \"launch\": [%s]} */\n", launch_one);
+	expect_parse_fails_fast(sb.buf, "KS_CANDIDATE_MAX_COMBINATIONS");
+	ks_strbuf_release(&sb);
+	ks_strbuf_init(&sb);
+	ks_strbuf_addf(&sb, "/* ksearch {\"params\": {\"A\": [%s", "1");
+	for (int i = 2; i <= 64; i++)
+		ks_strbuf_addf(&sb, ", %d", i);
+	ks_strbuf_adds(&sb, "], \"B\": [1");
+	for (int i = 2; i <= 64; i++)
+		ks_strbuf_addf(&sb, ", %d", i);
+	ks_strbuf_adds(&sb, "], \"C\": [1");
+	for (int i = 2; i <= 64; i++)
+		ks_strbuf_addf(&sb, ", %d", i);
+	ks_strbuf_addf(&sb, "], \"D\": [1, 2, 3, 4, 5]}, \"launch\": [%s]} */\n", launch_one);
+	expect_parse_fails_fast(sb.buf, "up to params.D");
+	ks_strbuf_release(&sb);
+	/* within the combinations, their count times the constraints' length */
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"params\": {");
+	for (int i = 0; i < 20; i++)
+		ks_strbuf_addf(&sb, "%s\"P%d\": [0, 1]", i ? ", " : "", i);
+	ks_strbuf_adds(&sb, "}, \"constraints\": [\"P0+P1+P2+P3+P4+P5+P6+P7+P8+P9 < 1000 || ");
+	ks_strbuf_addf(
+		&sb,
+		"P10+P11+P12+P13+P14+P15+P16+P17+P18+P19 > 5000 || P0 > 7777777\"], \"launch\": [%s]} */\n",
+		launch_one);
+	expect_parse_fails_fast(sb.buf, "KS_CANDIDATE_MAX_CONSTRAINT_WORK");
+	ks_strbuf_release(&sb);
+	/* params, values, constraints, launches, arguments, scratch, expressions */
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"params\": {");
+	for (int i = 0; i < 70000; i++)
+		ks_strbuf_addf(&sb, "%s\"P%d\": [1]", i ? ", " : "", i);
+	ks_strbuf_addf(&sb, "}, \"launch\": [%s]} */\n", launch_one);
+	expect_parse_fails_fast(sb.buf,
+				"70000 params; a candidate may have at most 32 (KS_CANDIDATE_MAX_PARAMS)");
+	ks_strbuf_release(&sb);
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"params\": {\"V\": [0");
+	for (int i = 1; i < 100000; i++)
+		ks_strbuf_addf(&sb, ",%d", i);
+	ks_strbuf_addf(&sb, "]}, \"launch\": [%s]} */\n", launch_one);
+	expect_parse_fails_fast(sb.buf, "params.V: 100000 values; a param may have at most 64");
+	ks_strbuf_release(&sb);
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"params\": {\"A\": [1]}, \"constraints\": [\"A > 0\"");
+	for (int i = 0; i < 40; i++)
+		ks_strbuf_adds(&sb, ", \"A > 0\"");
+	ks_strbuf_addf(&sb, "], \"launch\": [%s]} */\n", launch_one);
+	expect_parse_fails_fast(sb.buf, "KS_CANDIDATE_MAX_CONSTRAINTS");
+	ks_strbuf_release(&sb);
+	ks_strbuf_init(&sb);
+	ks_strbuf_addf(&sb, "/* ksearch {\"launch\": [%s", launch_one);
+	for (int i = 0; i < 5000; i++)
+		ks_strbuf_addf(&sb, ", %s", launch_one);
+	ks_strbuf_adds(&sb, "]} */\n");
+	expect_parse_fails_fast(sb.buf,
+				"5001 launches; a candidate may make at most 16 (KS_CANDIDATE_MAX_LAUNCHES)");
+	ks_strbuf_release(&sb);
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"launch\": [{\"kernel\": \"k\", \"grid\": [1], \"block\": [1], "
+			    "\"args\": [\"x\"");
+	for (int i = 0; i < 64; i++)
+		ks_strbuf_adds(&sb, ", \"x\"");
+	ks_strbuf_adds(&sb, "]}]} */\n");
+	expect_parse_fails_fast(sb.buf, "65 arguments; at most 64 (KS_CANDIDATE_MAX_ARGS)");
+	ks_strbuf_release(&sb);
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"scratch\": {");
+	for (int i = 0; i < 17; i++)
+		ks_strbuf_addf(&sb, "%s\"s%d\": [\"float32\", 4]", i ? ", " : "", i);
+	ks_strbuf_addf(&sb, "}, \"launch\": [%s]} */\n", launch_one);
+	expect_parse_fails_fast(sb.buf, "17 buffers; at most 16 (KS_CANDIDATE_MAX_SCRATCH)");
+	ks_strbuf_release(&sb);
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"launch\": [{\"kernel\": \"k\", \"grid\": [\"1");
+	for (int i = 0; i < 2000; i++)
+		ks_strbuf_adds(&sb, "+1");
+	ks_strbuf_adds(&sb, "\"], \"block\": [1], \"args\": []}]} */\n");
+	expect_parse_fails_fast(sb.buf, "KS_CANDIDATE_MAX_EXPR_BYTES");
+	ks_strbuf_release(&sb);
+	/* the source itself, given as text (an LLM's answer has no file) */
+	ks_strbuf_init(&sb);
+	ks_strbuf_addf(&sb, "/* ksearch {\"launch\": [%s]} */\n", launch_one);
+	while (sb.len <= KS_CANDIDATE_MAX_BYTES)
+		ks_strbuf_adds(&sb, "// padding padding padding padding padding padding padding\n");
+	expect_parse_fails_fast(sb.buf, "larger than the limit of 1 MiB (KS_CANDIDATE_MAX_BYTES");
+	ks_strbuf_release(&sb);
+}
+
+/* At the limits, a full enumeration (no combination allowed) stays near a second. */
+static void test_enumeration_at_the_limits_is_bounded(void **state)
+{
+	struct ks_strbuf sb;
+	struct ks_candidate c;
+	struct ks_error err;
+	struct timespec t0, t1;
+	int64_t values[20];
+
+	(void)state;
+	ks_strbuf_init(&sb);
+	ks_strbuf_adds(&sb, "/* ksearch {\"params\": {");
+	for (int i = 0; i < 20; i++)
+		ks_strbuf_addf(&sb, "%s\"P%d\": [0, 1]", i ? ", " : "", i);
+	ks_strbuf_addf(&sb, "}, \"constraints\": [\"P0 + P19 > 2 + P7\"], \"launch\": [%s]} */\n",
+		       launch_one);
+	if (ks_candidate_parse("limit.cu", sb.buf, &c, &err) < 0)
+		fail_msg("%s", err.msg);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(ks_params_count_allowed(&c), 0);
+	ks_params_first(&c, values);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9 > 5.0)
+		fail_msg("two enumerations of 2^20 combinations took more than 5 s");
+	assert_int_equal(values[0], 0); /* none allowed: the plain first values */
+	ks_candidate_release(&c);
+	ks_strbuf_release(&sb);
+}
+
+/* Bytes that are not UTF-8 and NUL bytes: the line and the byte offset, in three places each. */
+static void test_text_must_be_utf8_without_nul(void **state)
+{
+	static const struct {
+		const char *from, *to, *expect;
+	} cases[] = {
+		{ "// scales rows\n", "// scales r\351ws\n",
+		  "hostile.cu:1: byte offset 11: byte 0xE9 is not UTF-8" },
+		{ "\"THREADS*4\"", "\"THREADS*4\", \"x\\u00e9\": \"\342\202\"", "hostile.cu:7: byte offset" },
+		{ "\textern __shared__", "\tconst char *s = \"\355\240\200\"; extern __shared__",
+		  "byte 0xED is not UTF-8" },
+	};
+	char path[] = "/tmp/ksearch-nul-XXXXXX";
+	char *source = NULL;
+	struct ks_error err;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *src = test_replace(good, cases[i].from, cases[i].to);
+
+		expect_parse_fails_fast(src, cases[i].expect);
+		free(src);
+	}
+	/* NUL bytes are found where the file is read: at the start, in a comment, in the block */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	for (int where = 0; where < 3; where++) {
+		size_t at = where == 0 ? 0 : where == 1 ? 5 : (size_t)(strstr(good, "THREADS") - good);
+		char want[64];
+
+		f = fopen(path, "wb");
+		fwrite(good, 1, at, f);
+		fputc('\0', f);
+		fwrite(good + at, 1, strlen(good) - at, f);
+		fclose(f);
+		assert_int_equal(ks_candidate_read(path, &source, &err), 1);
+		assert_null(source);
+		snprintf(want, sizeof(want), ":%d: byte offset %zu: a NUL byte", ks_line_of(good, at), at);
+		assert_contains(err.msg, want);
+	}
+	unlink(path);
+}
+
 static void test_broken_blocks_get_clear_errors(void **state)
 {
 	struct fixture *f = *state;
@@ -432,6 +632,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_block_parses),
+		cmocka_unit_test(test_limits_are_checked_as_the_block_is_parsed),
+		cmocka_unit_test(test_enumeration_at_the_limits_is_bounded),
+		cmocka_unit_test(test_text_must_be_utf8_without_nul),
 		cmocka_unit_test(test_plan_resolves_numbers),
 		cmocka_unit_test(test_params_enumerate_and_assign),
 		cmocka_unit_test(test_constraints_rule_combinations_out),

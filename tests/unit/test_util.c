@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/base/error.h"
+#include "ksearch/base/json.h"
 #include "ksearch/base/util.h"
 
 static void test_grow_keeps_contents_in_few_steps(void **state)
@@ -121,6 +123,60 @@ static void test_asprintf(void **state)
 	free(text);
 }
 
+/* What jansson refuses is what ks_utf8_invalid() finds; ks_fail() and ks_json_text() never pass it on. */
+static void test_utf8_is_checked_and_made_safe(void **state)
+{
+	static const struct {
+		const char *text;
+		long bad;
+	} cases[] = {
+		{ "plain", -1 },     { "caf\303\251 \316\261", -1 }, { "caf\351", 3 },
+		{ "\300\257", 0 },   { "x\355\240\200", 1 },	     { "\364\220\200\200", 0 },
+		{ "ok\342\202", 2 }, { "\360\237\230\200!", -1 },    { "\200", 0 },
+	};
+	struct ks_error err;
+	char *clean;
+	json_t *j;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		long bad = ks_utf8_invalid(cases[i].text, strlen(cases[i].text));
+		json_t *plain = json_string(cases[i].text);
+
+		if (bad != cases[i].bad)
+			fail_msg("case %zu: %ld, expected %ld", i, bad, cases[i].bad);
+		assert_int_equal(plain == NULL, bad >= 0); /* the same rule as jansson's */
+		json_decref(plain);
+		clean = ks_utf8_sanitize(cases[i].text);
+		assert_int_equal(ks_utf8_invalid(clean, strlen(clean)), -1);
+		free(clean);
+		j = ks_json_text(cases[i].text);
+		assert_non_null(j);
+		json_decref(j);
+		ks_fail(&err, "%s: bad", cases[i].text);
+		assert_int_equal(ks_utf8_invalid(err.msg, strlen(err.msg)), -1);
+	}
+	/* a message cut at the limit never ends inside a character */
+	{
+		char *long_text = malloc(3 * KS_ERROR_MAX);
+
+		for (size_t i = 0; i + 2 < 3 * KS_ERROR_MAX; i += 2)
+			memcpy(long_text + i, "\303\251", 2);
+		long_text[3 * KS_ERROR_MAX - 1 - (3 * KS_ERROR_MAX - 1) % 2] = '\0';
+		for (int shift = 0; shift < 2; shift++) {
+			ks_fail(&err, "%.*s%s", shift, "x", long_text);
+			assert_int_equal(ks_utf8_invalid(err.msg, strlen(err.msg)), -1);
+			ks_error_prefix(&err, "%.*sctx", shift, "y");
+			assert_int_equal(ks_utf8_invalid(err.msg, strlen(err.msg)), -1);
+		}
+		free(long_text);
+	}
+	assert_int_equal(ks_utf8_prefix("ab\303", 3), 2);
+	j = ks_json_text(NULL);
+	assert_string_equal(json_string_value(j), "");
+	json_decref(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -130,6 +186,7 @@ int main(void)
 		cmocka_unit_test(test_qsort_takes_an_empty_array),
 		cmocka_unit_test(test_strbuf_grows_and_is_usable_after_detach),
 		cmocka_unit_test(test_asprintf),
+		cmocka_unit_test(test_utf8_is_checked_and_made_safe),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
