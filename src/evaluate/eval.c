@@ -9,50 +9,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "ksearch/base/frame.h"
+#include "ksearch/base/random.h"
 #include "ksearch/base/util.h"
 
 /* Writing a job to a worker that stopped reading is given up after this long. */
 #define JOB_WRITE_MS 30000
-
-static void os_random(void *buf, size_t size)
-{
-	size_t got = 0;
-
-	while (got < size) {
-		ssize_t n = getrandom((char *)buf + got, size - got, 0);
-
-		if (n > 0) {
-			got += (size_t)n;
-		} else if (n < 0 && errno != EINTR) {
-			/* no kernel randomness (an ancient kernel): clock and pid, still unknown to a kernel
-			 */
-			uint64_t weak = (uint64_t)ks_now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-
-			for (; got < size;
-			     got++, weak = weak * 6364136223846793005ull + 1442695040888963407ull)
-				((unsigned char *)buf)[got] ^= (unsigned char)(weak >> 56);
-		}
-	}
-}
-
-static uint64_t secret_seed(void)
-{
-	uint64_t seed = 0;
-
-	os_random(&seed, sizeof(seed));
-	return seed;
-}
 
 /* A fresh per-job token: the worker must echo it in every frame of the job. */
 static void job_token(char *hex, size_t size)
 {
 	unsigned char raw[16];
 
-	os_random(raw, sizeof(raw));
+	ks_os_random(raw, sizeof(raw));
 	for (size_t i = 0; i < sizeof(raw) && 2 * i + 2 < size; i++)
 		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
 }
@@ -133,7 +104,6 @@ int ks_evaluator_open(struct ks_evaluator *ev, int gpu, const struct ks_eval_opt
 {
 	memset(ev, 0, sizeof(*ev));
 	ev->gpu = gpu;
-	ev->secret = secret_seed();
 	return start_worker(ev, opts && opts->startup_timeout_ms ? opts->startup_timeout_ms : 180000, err);
 }
 
@@ -170,7 +140,7 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 		     const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
 		     struct ks_result *res, struct ks_error *err)
 {
-	char seed[32], structure[32], token[40];
+	char token[40];
 	json_t *job, *params_json = json_array(), *only = json_array();
 	struct ks_blob cubin = { build->compiled.cubin, build->compiled.cubin_size };
 	int64_t deadline, t0 = ks_now_ms();
@@ -187,26 +157,15 @@ int ks_evaluator_run(struct ks_evaluator *ev, const struct ks_op *op, const stru
 		json_array_append_new(params_json, json_integer(params[i]));
 	for (size_t i = 0; opts && i < opts->n_workloads; i++)
 		json_array_append_new(only, json_string(opts->workloads[i]));
-	snprintf(seed, sizeof(seed), "%llu",
-		 (unsigned long long)(ev->secret ^ (++ev->jobs * 0x9e3779b97f4a7c15ull)));
 	job_token(token, sizeof(token));
 	/*
-	 * The timed workloads' structure (KV length splits, page permutations)
-	 * is fixed per operator, like a benchmark's: every candidate of every
-	 * run, on every GPU, and the reference are timed on the same shapes,
-	 * so their times compare.  The values stay secret and fresh.
+	 * No seed travels: the worker draws every secret of the job (keys,
+	 * guard contents, input values, length splits, which runs are verified)
+	 * from the OS itself, each on its own (worker.c, start_job()).
 	 */
-	{
-		uint64_t h = 1469598103934665603ull;
-
-		for (const char *c = op->name; *c; c++)
-			h = (h ^ (unsigned char)*c) * 1099511628211ull;
-		snprintf(structure, sizeof(structure), "%llu", (unsigned long long)h);
-	}
-	job = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:o}", "type", "eval", "job",
-			(json_int_t)ev->jobs, "token", token, "op_dir", op->dir, "path", cand->path, "source",
-			cand->source, "params", params_json, "seed", seed, "structure_seed", structure,
-			"workloads", only);
+	job = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:o}", "type", "eval", "job",
+			(json_int_t)++ev->jobs, "token", token, "op_dir", op->dir, "path", cand->path,
+			"source", cand->source, "params", params_json, "workloads", only);
 	if (opts && opts->time_cap_ms)
 		json_object_set_new(job, "time_cap_ms", json_integer(opts->time_cap_ms));
 	{

@@ -6,8 +6,8 @@
  * timings.  It enforces the worker's announced deadlines: a worker that
  * does not answer in time (a kernel that hangs) is killed and the verdict
  * is "timeout"; a worker that dies is a "crash".  Either way the next job gets a fresh worker.
- * Inputs are seeded from a secret drawn from the OS at open time, so no
- * candidate can know them.
+ * Each job carries a token drawn from the OS; the worker draws the job's
+ * other secrets itself (docs/design.md, "Secrets").
  */
 #ifndef KSEARCH_EVAL_H
 #define KSEARCH_EVAL_H
@@ -30,7 +30,6 @@ struct ks_evaluator {
 	struct ks_child worker; /* pid 0 while none runs */
 	struct ks_device_profile profile;
 	json_t *profile_json;
-	uint64_t secret;
 	uint64_t jobs;
 	int restarts; /* workers started after the first */
 };
