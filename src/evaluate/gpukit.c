@@ -192,19 +192,19 @@ static const char kit_source[] =
 	"}\n"
 	"\n"
 	"/*\n"
-	" * Guard bands: each region (device pointer, bytes, key) holds the byte\n"
-	" * pattern byte(o & 7) of mix64(key ^ mix64(o >> 3)) at offset o.  One\n"
-	" * launch fills or checks every region (blockIdx.y picks it); a check\n"
-	" * counts the bytes that differ and keeps the lowest (region << 40 | offset).\n"
+	" * Guard bands: each region (device pointer, bytes, offset) holds the\n"
+	" * job's random pattern from its offset on: byte o is pattern[(offset + o)\n"
+	" * & mask].  The pattern is uploaded from the host's copy before every fill\n"
+	" * and check, so a kernel that rewrote it and a band to match is undone\n"
+	" * first.  One launch fills or checks every region (blockIdx.y picks it);\n"
+	" * a check counts the bytes that differ and keeps the lowest (region << 40\n"
+	" * | offset).\n"
 	" */\n"
-	"struct region { u64 ptr, bytes, key; };\n"
+	"struct region { u64 ptr, bytes, offset; };\n"
 	"\n"
-	"__device__ __forceinline__ unsigned char guard_byte(u64 key, u64 o)\n"
-	"{\n"
-	"	return (unsigned char)(mix64(key ^ mix64(o >> 3)) >> (8 * (o & 7)));\n"
-	"}\n"
-	"\n"
-	"extern \"C\" __global__ void ks_guard(const region *regions, int check, u64 *result)\n"
+	"extern \"C\" __global__ void ks_guard(const region *regions, const unsigned char *pattern, u64 "
+	"mask,\n"
+	"				    int check, u64 *result)\n"
 	"{\n"
 	"	const region r = regions[blockIdx.y];\n"
 	"	unsigned char *p = (unsigned char *)r.ptr;\n"
@@ -212,7 +212,7 @@ static const char kit_source[] =
 	"\n"
 	"	for (u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x; o < r.bytes;\n"
 	"	     o += (u64)gridDim.x * blockDim.x) {\n"
-	"		unsigned char want = guard_byte(r.key, o);\n"
+	"		unsigned char want = pattern[(r.offset + o) & mask];\n"
 	"		if (!check) {\n"
 	"			p[o] = want;\n"
 	"		} else if (p[o] != want) {\n"
@@ -616,14 +616,59 @@ static int upload(struct ks_gpukit *kit, CUdeviceptr dst, const void *src, size_
 	return 0;
 }
 
+/* spare over requests at B - 1 uniform cut points (sorted; the gaps between them are the shares). */
+static void split_uniform(struct ks_pcg32 *rng, int64_t spare, int64_t requests, int64_t *lengths)
+{
+	for (int64_t i = 0; i < requests - 1; i++)
+		lengths[i] = (int64_t)bounded64(rng, (uint64_t)spare + 1);
+	qsort(lengths, (size_t)(requests - 1), sizeof(*lengths), cmp_int64);
+	lengths[requests - 1] = spare;
+	/* cut points -> gaps, from the back so each cut is read before it is overwritten */
+	for (int64_t i = requests - 1; i > 0; i--)
+		lengths[i] -= lengths[i - 1];
+}
+
 /*
- * B = numel - 1 request lengths: the given ones, or min each plus a random
- * split of the rest (B - 1 uniform cut points over it, sorted; the gaps
- * between them are the shares), then their int32 prefix sums.
+ * spare over requests in proportion to random weights (even: 1 +- 12.5%;
+ * skewed: log-normal, sigma 1.5), rounded down, and what rounding left
+ * given one token each to requests drawn at random.
+ */
+static void split_shares(struct ks_pcg32 *rng, int64_t spare, int64_t requests, enum ks_split split,
+			 int64_t *lengths)
+{
+	const double two_pi = 6.283185307179586476925286766559;
+	double *weight = ks_calloc((size_t)requests, sizeof(*weight)), sum = 0;
+	int64_t given = 0;
+
+	for (int64_t i = 0; i < requests; i++) {
+		double u0 = 1.0 - ks_pcg32_double(rng), u1 = ks_pcg32_double(rng);
+
+		if (split == KS_SPLIT_EVEN)
+			weight[i] = 0.875 + 0.25 * u1;
+		else
+			weight[i] = exp(1.5 * sqrt(-2.0 * log(u0)) * cos(two_pi * u1));
+		sum += weight[i];
+	}
+	for (int64_t i = 0; i < requests; i++) {
+		lengths[i] = (int64_t)((double)spare * (weight[i] / sum));
+		if (lengths[i] > spare - given)
+			lengths[i] = spare - given;
+		given += lengths[i];
+	}
+	while (given < spare) {
+		lengths[bounded64(rng, (uint64_t)requests)]++;
+		given++;
+	}
+	free(weight);
+}
+
+/*
+ * B = numel - 1 request lengths: the given ones, or min each plus a split
+ * of the rest (enum ks_split), then their int32 prefix sums.
  */
 static int gen_indptr(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtype, int64_t numel,
 		      const struct ks_generator *gen, const struct ks_env *axes, uint64_t seed,
-		      struct ks_error *err)
+		      enum ks_split split, struct ks_error *err)
 {
 	int64_t requests = numel - 1, total, spare, sum = 0;
 	int64_t *lengths = NULL;
@@ -674,13 +719,10 @@ static int gen_indptr(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtyp
 		}
 		spare = total - requests * gen->min;
 		ks_pcg32_seed(&rng, seed, STREAM_INDPTR);
-		for (int64_t i = 0; i < requests - 1; i++)
-			lengths[i] = (int64_t)bounded64(&rng, (uint64_t)spare + 1);
-		qsort(lengths, (size_t)(requests - 1), sizeof(*lengths), cmp_int64);
-		lengths[requests - 1] = spare;
-		/* cut points -> gaps, from the back so each cut is read before it is overwritten */
-		for (int64_t i = requests - 1; i > 0; i--)
-			lengths[i] -= lengths[i - 1];
+		if (split == KS_SPLIT_UNIFORM)
+			split_uniform(&rng, spare, requests, lengths);
+		else
+			split_shares(&rng, spare, requests, split, lengths);
 		for (int64_t i = 0; i < requests; i++)
 			lengths[i] += gen->min;
 	}
@@ -807,12 +849,21 @@ cleanup:
 	return ret;
 }
 
-int ks_gpukit_generate(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtype, int64_t numel,
-		       const struct ks_generator *gen, const struct ks_env *axes, uint64_t seed,
-		       struct ks_error *err)
+const char *ks_split_name(enum ks_split split)
+{
+	static const char *const names[KS_SPLIT_COUNT] = { "uniform", "even", "skewed" };
+
+	return split >= 0 && split < KS_SPLIT_COUNT ? names[split] : "unknown";
+}
+
+int ks_gpukit_generate_split(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtype, int64_t numel,
+			     const struct ks_generator *gen, const struct ks_env *axes, uint64_t seed,
+			     enum ks_split split, struct ks_error *err)
 {
 	if (numel < 0)
 		return ks_fail(err, "cannot generate %lld elements", (long long)numel);
+	if (split < 0 || split >= KS_SPLIT_COUNT)
+		return ks_fail(err, "internal error: split kind %d", (int)split);
 	switch (gen->kind) {
 	case KS_GEN_NORMAL:
 	case KS_GEN_UNIFORM:
@@ -821,11 +872,18 @@ int ks_gpukit_generate(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dty
 			return 0;
 		return fill(kit, dst, dtype, numel, gen, seed, err);
 	case KS_GEN_INDPTR:
-		return gen_indptr(kit, dst, dtype, numel, gen, axes, seed, err);
+		return gen_indptr(kit, dst, dtype, numel, gen, axes, seed, split, err);
 	case KS_GEN_PAGE_PERMUTATION:
 		return gen_page_permutation(kit, dst, dtype, numel, gen, axes, seed, err);
 	}
 	return ks_fail(err, "unknown generator kind %d", (int)gen->kind);
+}
+
+int ks_gpukit_generate(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtype, int64_t numel,
+		       const struct ks_generator *gen, const struct ks_env *axes, uint64_t seed,
+		       struct ks_error *err)
+{
+	return ks_gpukit_generate_split(kit, dst, dtype, numel, gen, axes, seed, KS_SPLIT_UNIFORM, err);
 }
 
 double ks_gpukit_scalar(const struct ks_generator *gen, uint64_t seed)
@@ -877,17 +935,22 @@ int ks_gpukit_checksum_async(struct ks_gpukit *kit, CUdeviceptr src, size_t byte
 }
 
 int ks_gpukit_guards(struct ks_gpukit *kit, CUdeviceptr regions, unsigned int n_regions, uint64_t max_bytes,
-		     CUdeviceptr result, struct ks_error *err)
+		     CUdeviceptr pattern, uint64_t pattern_bytes, CUdeviceptr result, struct ks_error *err)
 {
 	int checking = result != 0;
 	unsigned int grid_x = grid_for(kit->guard_blocks, max_bytes);
-	void *params[] = { &regions, &checking, &result };
+	unsigned long long mask = pattern_bytes - 1;
+	void *params[] = { &regions, &pattern, &mask, &checking, &result };
 	CUresult rc;
 
 	if (!n_regions)
 		return 0;
 	if (n_regions > 65535)
 		return ks_fail(err, "internal error: %u guard regions (at most 65535)", n_regions);
+	if (!pattern_bytes || (pattern_bytes & mask))
+		return ks_fail(err,
+			       "internal error: a guard pattern of %llu bytes (a power of two is needed)",
+			       (unsigned long long)pattern_bytes);
 	if (checking && (check(kit, kit->cu->memset_d32_async(result, 0, 2, kit->stream),
 			       "clearing a guard check", err) ||
 			 check(kit, kit->cu->memset_d32_async(result + 8, 0xffffffffu, 2, kit->stream),

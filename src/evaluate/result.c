@@ -193,10 +193,21 @@ void ks_result_add_evaluation(struct ks_result *res, struct ks_result *eval)
 
 static json_t *workload_json(const struct ks_result_workload *w)
 {
-	return json_pack("{s:s, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f}", "id", w->id, "median_us",
-			 w->median_us, "p10_us", w->p10_us, "p90_us", w->p90_us, "min_us", w->min_us, "reps",
-			 (json_int_t)w->reps, "runs", (json_int_t)w->runs, "ref_median_us", w->ref_median_us,
-			 "speedup", w->speedup, "floor_us", w->floor_us, "sol_fraction", w->sol_fraction);
+	json_t *obj =
+		json_pack("{s:s, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f}", "id", w->id, "median_us",
+			  w->median_us, "p10_us", w->p10_us, "p90_us", w->p90_us, "min_us", w->min_us, "reps",
+			  (json_int_t)w->reps, "runs", (json_int_t)w->runs, "ref_median_us", w->ref_median_us,
+			  "speedup", w->speedup, "floor_us", w->floor_us, "sol_fraction", w->sol_fraction);
+
+	if (w->n_splits) {
+		json_t *splits = json_array();
+
+		for (size_t i = 0; i < w->n_splits; i++)
+			json_array_append_new(splits, json_pack("{s:s, s:f}", "kind", w->splits[i].kind,
+								"median_us", w->splits[i].median_us));
+		json_object_set_new(obj, "splits", splits);
+	}
+	return obj;
 }
 
 static json_t *kernel_json(const struct ks_result_kernel *k)
@@ -397,6 +408,39 @@ static void read_name(struct reader *r, const json_t *obj, const char *name, cha
 		snprintf(out, size, "%s", s);
 }
 
+/* A workload's "splits" (optional: records before generation 3 have none). */
+static void read_splits(struct reader *r, const json_t *list, struct ks_result_workload *out)
+{
+	const json_t *split;
+	size_t i;
+
+	if (!list)
+		return;
+	if (!json_is_array(list) || json_array_size(list) > KS_RESULT_MAX_SPLITS) {
+		ks_fail(r->err, "%s.splits: expected a list of at most %d splits", r->where,
+			KS_RESULT_MAX_SPLITS);
+		r->failed = 1;
+		return;
+	}
+	json_array_foreach(list, i, split)
+	{
+		char where[96];
+		struct reader sub = { where, r->err, 0 };
+
+		if (!json_is_object(split)) {
+			ks_fail(r->err, "%s.splits[%zu]: expected an object, got %s", r->where, i,
+				ks_json_type_word(split));
+			r->failed = 1;
+			return;
+		}
+		snprintf(where, sizeof(where), "%s.splits[%zu]", r->where, i);
+		read_name(&sub, split, "kind", out->splits[i].kind, sizeof(out->splits[i].kind));
+		read_num(&sub, split, "median_us", &out->splits[i].median_us);
+		r->failed |= sub.failed;
+	}
+	out->n_splits = json_array_size(list);
+}
+
 static void read_workloads(struct reader *r, const json_t *list, struct ks_result *res)
 {
 	char where[64];
@@ -425,6 +469,7 @@ static void read_workloads(struct reader *r, const json_t *list, struct ks_resul
 		read_num(&sub, w, "speedup", &out->speedup);
 		read_num(&sub, w, "floor_us", &out->floor_us);
 		read_num(&sub, w, "sol_fraction", &out->sol_fraction);
+		read_splits(&sub, json_object_get(w, "splits"), out);
 		if (sub.failed) {
 			r->failed = 1;
 			return;

@@ -18,6 +18,7 @@
 
 #include "ksearch/base/frame.h"
 #include "ksearch/base/pcg.h"
+#include "ksearch/base/random.h"
 #include "ksearch/base/util.h"
 #include "ksearch/compile/nvrtc.h"
 #include "ksearch/evaluate/compare.h"
@@ -34,6 +35,8 @@
 
 /* Guard band on each side of every buffer a kernel is given. */
 #define GUARD_BYTES (64 * 1024)
+/* The job's random guard pattern (a power of two): each band holds it from a random offset. */
+#define GUARD_PATTERN_BYTES (64 * 1024)
 /* Buffers start at this alignment (cuMemAlloc's own), so vector loads still work. */
 #define BUF_ALIGN 256
 
@@ -45,6 +48,16 @@
  */
 #define VERIFY_ONE_IN 2
 #define MIN_VERIFIED 10
+
+/*
+ * A workload with a structure (KV lengths, page tables) is timed on
+ * DEFAULT_SPLITS splits of it, one of each enum ks_split in turn, drawn
+ * for the job; each split gets SPLIT_VERIFIED verified samples, and the
+ * workload's time is the median of the splits' medians.
+ */
+#define DEFAULT_SPLITS 3
+#define MAX_SPLITS KS_RESULT_MAX_SPLITS
+#define SPLIT_VERIFIED 7
 
 /* Device printf: bytes kept as evidence, and the capture file's size at which it is emptied. */
 #define PRINTF_KEEP 2048
@@ -116,15 +129,32 @@ struct guards {
 struct settings {
 	int trials; /* input sets per check workload */
 	int min_reps, max_reps, warmup;
-	int time_cap_ms; /* per benchmark workload */
+	double warmup_s;   /* warm-up lasts at least this long */
+	int fixed_samples; /* > 0: stop at this many samples (a split), not when the median settles */
+	int time_cap_ms;   /* per benchmark workload */
+	int splits;	   /* length splits a structured benchmark workload is timed on */
 };
 
-/* What this job keeps secret from the candidate: which runs are verified, the keys. */
+/* One structure of a workload: which split of its lengths, and the seed of that split and page table. */
+struct structure {
+	uint64_t seed;
+	enum ks_split split;
+};
+
+/*
+ * What this job keeps secret from the candidate, each drawn from the OS on
+ * its own (start_job()), so that what a kernel can read (a band, an input)
+ * says nothing of the rest: which runs are verified (rng, whose draws never
+ * reach the device), the checksum key (a kernel argument of the checksum
+ * launches, never in device memory), the guard pattern (checked against
+ * this copy, uploaded before every check).
+ */
 struct job {
 	json_int_t id;
 	char token[64];
 	struct ks_pcg32 rng;
 	struct ks_hash_key key;
+	unsigned char pattern[GUARD_PATTERN_BYTES];
 };
 
 struct worker {
@@ -134,7 +164,8 @@ struct worker {
 	CUstream stream;
 	struct ks_device_profile prof;
 	CUevent start, stop;
-	CUdeviceptr slots; /* scratch words for queued checks */
+	CUdeviceptr slots;   /* scratch words for queued checks */
+	CUdeviceptr pattern; /* the device copy of job.pattern, written anew before every guard launch */
 	size_t n_slots;
 	struct job job;
 	CUevent prepared; /* recorded before a timed run's preparation: prepared..start is its GPU time */
@@ -169,22 +200,6 @@ static uint64_t mix64(uint64_t a, uint64_t b)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
-}
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
-
-static uint64_t rng64(struct ks_pcg32 *rng)
-{
-	uint64_t hi = ks_pcg32_next(rng);
-
-	return hi << 32 | ks_pcg32_next(rng);
 }
 
 static double now_s(void)
@@ -344,14 +359,14 @@ static void guards_release(struct worker *w, struct guards *g)
 	memset(g, 0, sizeof(*g));
 }
 
-/* One more buffer to guard: its two bands, keyed by the job's secret. */
-static void guards_add(struct worker *w, struct guards *g, const struct gbuf *b, const char *kind,
-		       const char *name)
+/* One more buffer to guard: its two bands, each the job's pattern from a random offset. */
+static void guards_add(struct guards *g, const struct gbuf *b, const char *kind, const char *name)
 {
-	struct ks_guard_region before = { b->base, (uint64_t)(b->ptr - b->base), rng64(&w->job.rng) };
+	struct ks_guard_region before = { b->base, (uint64_t)(b->ptr - b->base),
+					  ks_os_random64() & (GUARD_PATTERN_BYTES - 1) };
 	struct ks_guard_region after = { b->ptr + b->bytes,
 					 (uint64_t)(b->base + b->alloc - b->ptr - b->bytes),
-					 rng64(&w->job.rng) };
+					 ks_os_random64() & (GUARD_PATTERN_BYTES - 1) };
 
 	KS_ALLOC_GROW(g->regions, (size_t)g->n + 2, g->alloc_regions);
 	KS_ALLOC_GROW(g->what, (size_t)g->n + 2, g->alloc_what);
@@ -403,42 +418,52 @@ static int structural(enum ks_generator_kind kind)
 	return kind == KS_GEN_INDPTR || kind == KS_GEN_PAGE_PERMUTATION;
 }
 
+/* Which inputs inputs_fill() makes anew. */
+enum fill {
+	FILL_ALL,
+	FILL_FRESH,	/* those that get new values for every timed call (fresh_per_call) */
+	FILL_STRUCTURE, /* the workload's structure: indptr lengths, page permutations */
+};
+
 /*
- * Fill the inputs: values from seed, structure (indptr lengths, page
- * permutations) from structure_seed, so that timed input sets differ in
- * their data but not in their shape: a random split of the KV lengths
- * changes a kernel's time, and every candidate of a run (and the
- * reference) must be timed on the same one.  With values_only, only the
- * inputs that get new values for every timed call (fresh_per_call) are
- * made again.  Then the keyed sum of every input made, for the check
- * after the next run.
+ * Fill the inputs: values each from a seed of their own drawn from the OS
+ * (what a kernel can learn of one, by reading it, predicts no other),
+ * structure (indptr lengths, page permutations) from st, so that a
+ * workload's timed input sets differ in their data but not in their
+ * shape until the timing moves to its next split.  Then the keyed sum of
+ * every input made, for the check after the next run.
  */
-static int inputs_fill(struct worker *w, const struct ks_workload *wl, uint64_t seed, uint64_t structure_seed,
-		       int values_only, struct inputs *in, struct outcome *oc)
+static int inputs_fill(struct worker *w, const struct ks_workload *wl, const struct structure *st,
+		       enum fill what, struct inputs *in, struct outcome *oc)
 {
 	const struct ks_op *op = &w->op;
 	struct ks_error err;
 	CUresult rc;
 
 	uint64_t *sums = ks_calloc(op->n_inputs ? op->n_inputs : 1, sizeof(*sums));
+	char *made = ks_calloc(op->n_inputs ? op->n_inputs : 1, 1);
 	int ret = -1;
 
 	if (slots_reserve(w, op->n_inputs, oc) < 0)
 		goto cleanup;
 	for (size_t i = 0; i < op->n_inputs; i++) {
 		const struct ks_tensor *t = &op->inputs[i];
-		enum ks_generator_kind kind = wl->generators[i].kind;
-		uint64_t s = mix64(structural(kind) ? structure_seed : seed, i + 1);
+		int is_structure = structural(wl->generators[i].kind);
 		int64_t numel = (int64_t)(in->buf[i].bytes / ks_dtype_size(t->dtype));
+		uint64_t s;
 
-		if (values_only && !t->fresh_per_call)
+		/* the structure stays as it is within a split, fresh_per_call or not */
+		made[i] = is_structure ? what != FILL_FRESH
+				       : what == FILL_ALL || (what == FILL_FRESH && t->fresh_per_call);
+		if (!made[i])
 			continue;
+		s = is_structure ? mix64(st->seed, i + 1) : ks_os_random64();
 		if (t->is_scalar) {
 			in->scalar[i] = ks_gpukit_scalar(&wl->generators[i], s);
 			continue;
 		}
-		if (ks_gpukit_generate(w->kit, in->buf[i].ptr, t->dtype, numel, &wl->generators[i], &wl->axes,
-				       s, &err) < 0 ||
+		if (ks_gpukit_generate_split(w->kit, in->buf[i].ptr, t->dtype, numel, &wl->generators[i],
+					     &wl->axes, s, st ? st->split : KS_SPLIT_UNIFORM, &err) < 0 ||
 		    (in->buf[i].bytes && ks_gpukit_checksum_async(w->kit, in->buf[i].ptr, in->buf[i].bytes,
 								  &w->job.key, w->slots + 8 * i, &err) < 0)) {
 			fail_internal(oc, err.msg);
@@ -453,15 +478,16 @@ static int inputs_fill(struct worker *w, const struct ks_workload *wl, uint64_t 
 		goto cleanup;
 	}
 	for (size_t i = 0; i < op->n_inputs; i++)
-		if (in->buf[i].bytes && (!values_only || op->inputs[i].fresh_per_call))
+		if (in->buf[i].bytes && made[i])
 			in->sum[i] = sums[i];
 	ret = 0;
 cleanup:
 	free(sums);
+	free(made);
 	return ret;
 }
 
-static int inputs_make(struct worker *w, const struct ks_workload *wl, uint64_t seed, uint64_t structure_seed,
+static int inputs_make(struct worker *w, const struct ks_workload *wl, const struct structure *st,
 		       struct inputs *in, struct outcome *oc)
 {
 	const struct ks_op *op = &w->op;
@@ -486,7 +512,7 @@ static int inputs_make(struct worker *w, const struct ks_workload *wl, uint64_t 
 			return fail_internal(oc, err.msg);
 		}
 	}
-	return inputs_fill(w, wl, seed, structure_seed, 0, in, oc);
+	return inputs_fill(w, wl, st, FILL_ALL, in, oc);
 }
 
 static void outputs_free(struct worker *w, const struct ks_op *op, struct outputs *out)
@@ -551,14 +577,20 @@ static int scratch_make(struct worker *w, const struct program *prog, const stru
 }
 
 /*
- * The region table on the device, queued anew before every use: it sits
- * in device memory a kernel could find, and a table it had emptied would
- * pass every check.  (From pageable memory the copy is staged before the
- * call returns, and it is ordered on the stream before the guard kernel.)
+ * The region table and the pattern on the device, queued anew from the
+ * host's copies before every use: they sit in device memory a kernel could
+ * find, and a table it had emptied, or a pattern it had rewritten to match
+ * a band it wrote, would pass every check.  (From pageable memory the copy
+ * is staged before the call returns, and it is ordered on the stream
+ * before the guard kernel.)
  */
 static CUresult guards_upload(struct worker *w, const struct guards *g)
 {
-	return w->cu->memcpy_htod_async(g->table, g->regions, g->n * sizeof(*g->regions), w->stream);
+	CUresult rc = w->cu->memcpy_htod_async(g->table, g->regions, g->n * sizeof(*g->regions), w->stream);
+
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->memcpy_htod_async(w->pattern, w->job.pattern, sizeof(w->job.pattern), w->stream);
+	return rc;
 }
 
 /* Guard every buffer a candidate is given (inputs, outputs, scratch) and fill the bands. */
@@ -573,11 +605,11 @@ static int guards_make(struct worker *w, const struct program *prog, const struc
 	memset(g, 0, sizeof(*g));
 	for (size_t i = 0; i < op->n_inputs; i++)
 		if (in->buf[i].base)
-			guards_add(w, g, &in->buf[i], "input", op->inputs[i].name);
+			guards_add(g, &in->buf[i], "input", op->inputs[i].name);
 	for (size_t i = 0; i < op->n_outputs; i++)
-		guards_add(w, g, &out->buf[i], "output", op->outputs[i].name);
+		guards_add(g, &out->buf[i], "output", op->outputs[i].name);
 	for (size_t i = 0; i < s->n; i++)
-		guards_add(w, g, &s->buf[i], "scratch", prog->cand->scratch[i].name);
+		guards_add(g, &s->buf[i], "scratch", prog->cand->scratch[i].name);
 	rc = w->cu->mem_alloc(&g->table, g->n * sizeof(*g->regions));
 	if (rc == CUDA_SUCCESS)
 		rc = guards_upload(w, g);
@@ -586,7 +618,8 @@ static int guards_make(struct worker *w, const struct program *prog, const struc
 		oc->internal = 1;
 		return -1;
 	}
-	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, 0, &err) < 0)
+	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, w->pattern, GUARD_PATTERN_BYTES, 0, &err) <
+	    0)
 		return fail_internal(oc, err.msg);
 	return 0;
 }
@@ -825,7 +858,8 @@ static int check_after_run(struct worker *w, const struct program *prog, const s
 		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s%s: checking guard bands", wl->id, when);
 		goto cleanup;
 	}
-	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, w->slots + 8 * guard_slot, &err) < 0)
+	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, w->pattern, GUARD_PATTERN_BYTES,
+			     w->slots + 8 * guard_slot, &err) < 0)
 		goto internal;
 
 	rc = w->cu->memcpy_dtoh_async(got, w->slots, (guard_slot + 2) * sizeof(*got), w->stream);
@@ -1056,11 +1090,15 @@ cleanup:
 /* ---- correctness ---- */
 
 static int check_workload(struct worker *w, const struct program *cand, const struct ks_workload *wl,
-			  uint64_t seed, const struct settings *set, struct outcome *oc)
+			  const struct settings *set, struct outcome *oc)
 {
 	struct ks_plan plan = { 0 };
 	struct ks_error err;
 	int ret = -1;
+
+	/* each trial a split of its own kind (a workload with given lengths ignores it), the first at random
+	 */
+	unsigned first_split = (unsigned)(ks_os_random64() % KS_SPLIT_COUNT);
 
 	if (ks_plan_resolve(cand->cand, &w->op, wl, cand->params, &plan, &err) < 0)
 		return fail_cuda(oc, KS_VERDICT_CONTRACT_ERROR, CUDA_SUCCESS, "%s", err.msg);
@@ -1071,12 +1109,13 @@ static int check_workload(struct worker *w, const struct program *cand, const st
 		struct guards g = { 0 };
 		void *ref[16] = { 0 }, *got[16] = { 0 };
 		const char *when = trial ? " (second input set)" : "";
-		uint64_t trial_seed = mix64(seed, (uint64_t)trial);
+		struct structure st = { ks_os_random64(),
+					(enum ks_split)((first_split + (unsigned)trial) % KS_SPLIT_COUNT) };
 		double ref_s = 0;
 		int ok = 0;
 
 		announce(w, 120);
-		if (inputs_make(w, wl, trial_seed, trial_seed, &in, oc) < 0 ||
+		if (inputs_make(w, wl, &st, &in, oc) < 0 ||
 		    reference_outputs(w, wl, &in, ref, &ref_s, oc) < 0)
 			goto trial_done;
 		/* the candidate gets a hundred times the reference's time, and a few seconds */
@@ -1125,6 +1164,7 @@ static double quantile(const double *sorted, int n, double q)
 }
 
 struct stats {
+	double *samples; /* the caller's room for max_reps samples, or NULL */
 	double median, p10, p90, min;
 	int reps; /* timed runs the statistics are made of (for a candidate: the verified ones) */
 	int runs; /* timed runs made */
@@ -1158,8 +1198,7 @@ struct timed {
  * launch sequence alone, between events.  After it, for a candidate: its
  * inputs, variables and guard bands checked.
  */
-static int run_timed(struct worker *w, const struct timed *t, uint64_t seed, int run, double *us,
-		     struct outcome *oc)
+static int run_timed(struct worker *w, const struct timed *t, int run, double *us, struct outcome *oc)
 {
 	struct ks_error err;
 	char when[64];
@@ -1169,7 +1208,7 @@ static int run_timed(struct worker *w, const struct timed *t, uint64_t seed, int
 	double t0 = now_s(), t1;
 	float prep_ms = 0;
 
-	if (inputs_fill(w, t->wl, seed, 0, 1, t->in, oc) < 0)
+	if (inputs_fill(w, t->wl, NULL, FILL_FRESH, t->in, oc) < 0)
 		return -1;
 	w->overhead.inputs += now_s() - t0;
 	rc = w->cu->event_record(w->prepared, w->stream);
@@ -1268,8 +1307,8 @@ cleanup:
  * and only verified runs are samples: the time rests on runs whose output
  * was checked, and the kernel cannot tell which those will be.
  */
-static int time_program(struct worker *w, const struct timed *t, const struct settings *set, uint64_t seed,
-			double ref_s, struct stats *st, struct outcome *oc)
+static int time_program(struct worker *w, const struct timed *t, const struct settings *set, double ref_s,
+			struct stats *st, struct outcome *oc)
 {
 	double *samples = ks_calloc((size_t)set->max_reps + 1, sizeof(*samples));
 	double *sorted = ks_calloc((size_t)set->max_reps + 1, sizeof(*sorted));
@@ -1280,10 +1319,10 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 
 	int step = verify ? 5 : 10;
 
-	/* warm up until the clocks have settled: a few runs and at least 5 ms */
-	for (int i = 0; i < set->warmup || now_s() - t_start < 0.005; i++) {
+	/* warm up until the clocks have settled: a few runs and at least warmup_s (5 ms) */
+	for (int i = 0; i < set->warmup || now_s() - t_start < set->warmup_s; i++) {
 		announce(w, 10 + 110 * ref_s);
-		if (run_timed(w, t, mix64(seed, 500 + (uint64_t)i), 0, &us, oc) < 0)
+		if (run_timed(w, t, 0, &us, oc) < 0)
 			goto cleanup;
 		if (now_s() - t_start > set->time_cap_ms / 2000.0)
 			break; /* a slow kernel: its timed runs need the time more */
@@ -1294,7 +1333,7 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 
 		announce(w, 10 + 110 * ref_s);
 		run++;
-		if (run_timed(w, t, mix64(seed, 1000 + (uint64_t)run), run, &us, oc) < 0)
+		if (run_timed(w, t, run, &us, oc) < 0)
 			goto cleanup;
 		counted = !verify || ks_pcg32_bounded(&w->job.rng, VERIFY_ONE_IN) == 0;
 		/* never a time without a verified run behind it */
@@ -1316,9 +1355,11 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 		if (!counted)
 			continue;
 		samples[n++] = us;
+		if (set->fixed_samples > 0 && n >= set->fixed_samples)
+			break;
 		if (n >= 3 && now_s() - t_start > set->time_cap_ms / 1000.0)
 			break;
-		if (n >= min_samples && n % step == 0) {
+		if (set->fixed_samples <= 0 && n >= min_samples && n % step == 0) {
 			double median;
 
 			memcpy(sorted, samples, (size_t)n * sizeof(*samples));
@@ -1337,6 +1378,8 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 	/* the inputs that kept their values through every run: still every byte as made */
 	if (verify && check_after_run(w, t->prog, t->wl, t->in, t->g, 0, " (after the timed runs)", oc) < 0)
 		goto cleanup;
+	if (st->samples)
+		memcpy(st->samples, samples, (size_t)n * sizeof(*samples));
 	summarize(samples, n, st);
 	st->runs = run;
 	ret = 0;
@@ -1348,63 +1391,177 @@ cleanup:
 
 struct timing {
 	const char *id;
-	struct stats cand;
+	struct stats cand; /* over the splits: the median of their medians; quantiles of all samples */
 	double ref_median;
 	double floor_us;
+	int n_splits;
+	double split_us[MAX_SPLITS]; /* each split's median */
+	enum ks_split split[MAX_SPLITS];
 };
 
-static int time_workload(struct worker *w, const struct program *cand, size_t wi, uint64_t seed,
-			 uint64_t structure_seed, const struct settings *set, struct timing *tm,
-			 struct outcome *oc)
+/* Does the workload have a structure (indptr lengths, a page table) that a split can change? */
+static int has_structure(const struct ks_workload *wl, const struct ks_op *op)
+{
+	for (size_t i = 0; i < op->n_inputs; i++)
+		if (structural(wl->generators[i].kind))
+			return 1;
+	return 0;
+}
+
+static double median_of(const double *values, int n)
+{
+	double sorted[MAX_SPLITS];
+
+	memcpy(sorted, values, (size_t)n * sizeof(*values));
+	qsort(sorted, (size_t)n, sizeof(*sorted), cmp_double);
+	return quantile(sorted, n, 0.5);
+}
+
+/* FNV-1a of a string: the public seed of an operator's canonical structures. */
+static uint64_t fnv(const char *text)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*text)
+		h = (h ^ (unsigned char)*text++) * 1099511628211ull;
+	return h;
+}
+
+/*
+ * The reference's time on benchmark workload wi, once per worker: the median of its
+ * medians on n_splits canonical splits, one of each kind in turn, drawn
+ * from the operator's and the workload's names.  The reference is
+ * trusted, so its structure may be public, and a fixed one keeps fitness
+ * (reference time over the candidate's) on one scale across workers and
+ * runs; the candidates' splits are secret.  Leaves in allocated (with the
+ * last canonical structure) for the candidate's splits to refill.
+ */
+static int time_reference(struct worker *w, size_t wi, const struct ks_plan *ref_plan,
+			  const struct settings *ref_set, int n_splits, struct inputs *in,
+			  struct outputs *ref_out, struct scratch *ref_scratch, struct outcome *oc)
+{
+	const struct ks_workload *wl = &w->op.workloads[wi];
+	double split_us[MAX_SPLITS];
+
+	for (int k = 0; k < n_splits; k++) {
+		struct structure st = { mix64(fnv(w->op.name), fnv(wl->id) + (uint64_t)k),
+					(enum ks_split)((KS_SPLIT_EVEN + k) % KS_SPLIT_COUNT) };
+		struct timed t = { &w->ref, ref_plan, wl, in, ref_out, ref_scratch, NULL };
+		struct settings this_set = *ref_set;
+		struct stats stats = { 0 };
+		void *ref_host[16] = { 0 };
+		double ref_s = 0;
+		int failed;
+
+		if (k > 0) {
+			this_set.warmup = 1;
+			this_set.warmup_s = 0;
+		}
+		announce(w, 120);
+		failed = (k == 0 ? inputs_make(w, wl, &st, in, oc)
+				 : inputs_fill(w, wl, &st, FILL_STRUCTURE, in, oc)) < 0 ||
+			 reference_outputs(w, wl, in, ref_host, &ref_s, oc) < 0;
+		host_free(ref_host, w->op.n_outputs);
+		if (failed)
+			return -1;
+		if ((k == 0 && (outputs_make(w, wl, ref_out, oc) < 0 ||
+				scratch_make(w, &w->ref, ref_plan, ref_scratch, oc) < 0)) ||
+		    time_program(w, &t, &this_set, ref_s, &stats, oc) < 0) {
+			oc->internal = 1;
+			return -1;
+		}
+		split_us[k] = stats.median;
+	}
+	w->ref_us[wi] = median_of(split_us, n_splits);
+	return 0;
+}
+
+/*
+ * Time the candidate on benchmark workload wi.  A workload with a
+ * structure is timed on set->splits splits of it drawn for this job, one
+ * of each kind in turn from a random first (even, skewed, uniform), each
+ * with a page table of its own: no kernel can bake in the split or the
+ * page table it will be timed on, and its time is the median of the
+ * splits' medians, a time that holds for splits the search never saw.
+ * The reference is timed once per worker, on canonical splits of the same
+ * kinds (time_reference()).
+ */
+static int time_workload(struct worker *w, const struct program *cand, size_t wi, const struct settings *set,
+			 struct timing *tm, struct outcome *oc)
 {
 	const struct ks_workload *wl = &w->op.workloads[wi];
 	struct inputs in = { 0 };
-	void *ref_host[16] = { 0 };
 	struct ks_plan plan = { 0 }, ref_plan = { 0 };
 	struct outputs out = { 0 }, ref_out = { 0 };
 	struct scratch s = { 0 }, ref_scratch = { 0 };
 	struct guards g = { 0 };
 	struct ks_error err;
-	double ref_s = 0;
+	struct settings split_set = *set, ref_set = *set;
+	double *pool = NULL;
+	unsigned first_kind = (unsigned)(ks_os_random64() % KS_SPLIT_COUNT);
+	int n_splits = has_structure(wl, &w->op) ? set->splits : 1, pooled = 0, time_ref = w->ref_us[wi] < 0;
 	int ret = -1;
 
 	tm->id = wl->id;
+	tm->n_splits = n_splits;
+	if (n_splits > 1) {
+		/* a fixed count of verified samples per split; the clocks warm up on the first split only */
+		split_set.fixed_samples = SPLIT_VERIFIED;
+		split_set.time_cap_ms = set->time_cap_ms / n_splits > 1 ? set->time_cap_ms / n_splits : 1;
+		ref_set.min_reps = set->min_reps / n_splits > 10 ? set->min_reps / n_splits : 10;
+		ref_set.time_cap_ms = split_set.time_cap_ms;
+	}
+	pool = ks_calloc((size_t)n_splits * ((size_t)set->max_reps + 1), sizeof(*pool));
 	if (ks_plan_resolve(cand->cand, &w->op, wl, cand->params, &plan, &err) < 0) {
 		fail_cuda(oc, KS_VERDICT_CONTRACT_ERROR, CUDA_SUCCESS, "%s", err.msg);
 		goto cleanup;
 	}
-	announce(w, 120);
-	/* one reference run: it must give finite values, and its time sets the deadlines */
-	if (inputs_make(w, wl, mix64(seed, 1), mix64(structure_seed, hash_str(wl->id)), &in, oc) < 0 ||
-	    reference_outputs(w, wl, &in, ref_host, &ref_s, oc) < 0)
+	if (time_ref && ks_plan_resolve(w->ref.cand, &w->op, wl, w->ref.params, &ref_plan, &err) < 0) {
+		fail_internal(oc, err.msg);
 		goto cleanup;
-	if (w->ref_us[wi] < 0) {
-		struct stats ref_stats;
-		struct timed t;
+	}
+	if (time_ref &&
+	    time_reference(w, wi, &ref_plan, &ref_set, n_splits, &in, &ref_out, &ref_scratch, oc) < 0)
+		goto cleanup;
+	for (int k = 0; k < n_splits; k++) {
+		struct structure st = { ks_os_random64(),
+					(enum ks_split)((first_kind + (unsigned)k) % KS_SPLIT_COUNT) };
+		struct stats cand_stats = { .samples = pool + pooled };
+		void *ref_host[16] = { 0 };
+		double ref_s = 0;
+		int failed;
 
-		if (ks_plan_resolve(w->ref.cand, &w->op, wl, w->ref.params, &ref_plan, &err) < 0) {
-			fail_internal(oc, err.msg);
+		tm->split[k] = st.split;
+		announce(w, 120);
+		/* one reference run per split: it must give finite values, and its time sets the deadlines */
+		failed = (in.buf ? inputs_fill(w, wl, &st, FILL_STRUCTURE, &in, oc)
+				 : inputs_make(w, wl, &st, &in, oc)) < 0 ||
+			 reference_outputs(w, wl, &in, ref_host, &ref_s, oc) < 0;
+		host_free(ref_host, w->op.n_outputs);
+		if (failed)
 			goto cleanup;
+		{
+			struct timed t = { cand, &plan, wl, &in, &out, &s, &g };
+			struct settings this_set = split_set;
+
+			if (k > 0) {
+				this_set.warmup = 1;
+				this_set.warmup_s = 0;
+			}
+			if (k == 0 &&
+			    (outputs_make(w, wl, &out, oc) < 0 || scratch_make(w, cand, &plan, &s, oc) < 0 ||
+			     guards_make(w, cand, &in, &out, &s, &g, oc) < 0))
+				goto cleanup;
+			if (time_program(w, &t, &this_set, ref_s, &cand_stats, oc) < 0)
+				goto cleanup;
 		}
-		t = (struct timed){ &w->ref, &ref_plan, wl, &in, &ref_out, &ref_scratch, NULL };
-		if (outputs_make(w, wl, &ref_out, oc) < 0 ||
-		    scratch_make(w, &w->ref, &ref_plan, &ref_scratch, oc) < 0 ||
-		    time_program(w, &t, set, mix64(seed, 2), ref_s, &ref_stats, oc) < 0) {
-			oc->internal = 1;
-			goto cleanup;
-		}
-		w->ref_us[wi] = ref_stats.median;
+		tm->split_us[k] = cand_stats.median;
+		pooled += cand_stats.reps;
+		tm->cand.runs += cand_stats.runs;
 	}
 	tm->ref_median = w->ref_us[wi];
-
-	{
-		struct timed t = { cand, &plan, wl, &in, &out, &s, &g };
-
-		if (outputs_make(w, wl, &out, oc) < 0 || scratch_make(w, cand, &plan, &s, oc) < 0 ||
-		    guards_make(w, cand, &in, &out, &s, &g, oc) < 0 ||
-		    time_program(w, &t, set, mix64(seed, 3), ref_s, &tm->cand, oc) < 0)
-			goto cleanup;
-	}
+	summarize(pool, pooled, &tm->cand);
+	tm->cand.median = median_of(tm->split_us, n_splits);
 	{
 		int64_t bytes = 0, flops = 0;
 		double t_bytes, t_flops;
@@ -1420,7 +1577,7 @@ static int time_workload(struct worker *w, const struct program *cand, size_t wi
 	}
 	ret = 0;
 cleanup:
-	host_free(ref_host, w->op.n_outputs);
+	free(pool);
 	guards_release(w, &g);
 	inputs_free(w, &w->op, &in);
 	outputs_free(w, &w->op, &out);
@@ -1438,9 +1595,13 @@ static void read_settings(const json_t *job, struct settings *set)
 {
 	const json_t *v;
 
-	*set = (struct settings){
-		.trials = 2, .min_reps = 30, .max_reps = 500, .warmup = 3, .time_cap_ms = 300
-	};
+	*set = (struct settings){ .trials = 2,
+				  .min_reps = 30,
+				  .max_reps = 500,
+				  .warmup = 3,
+				  .warmup_s = 0.005,
+				  .time_cap_ms = 300,
+				  .splits = DEFAULT_SPLITS };
 	if ((v = json_object_get(job, "trials")) && json_integer_value(v) >= 2)
 		set->trials = (int)json_integer_value(v);
 	if ((v = json_object_get(job, "min_reps")) && json_integer_value(v) >= 3)
@@ -1449,6 +1610,9 @@ static void read_settings(const json_t *job, struct settings *set)
 		set->max_reps = (int)json_integer_value(v);
 	if ((v = json_object_get(job, "time_cap_ms")) && json_integer_value(v) > 0)
 		set->time_cap_ms = (int)json_integer_value(v);
+	if ((v = json_object_get(job, "splits")) && json_integer_value(v) >= 1 &&
+	    json_integer_value(v) <= MAX_SPLITS)
+		set->splits = (int)json_integer_value(v);
 }
 
 /* The plan's launches as the driver sees them, at the largest benchmark workload, into res. */
@@ -1476,7 +1640,7 @@ static void launches_into(struct worker *w, const struct program *cand, struct k
 }
 
 /* The job's secrets: its id and token (echoed in every frame) and a generator no kernel can see. */
-static int start_job(struct worker *w, const json_t *job, uint64_t seed)
+static int start_job(struct worker *w, const json_t *job)
 {
 	const char *token = json_string_value(json_object_get(job, "token"));
 	const json_t *id = json_object_get(job, "job");
@@ -1485,9 +1649,13 @@ static int start_job(struct worker *w, const json_t *job, uint64_t seed)
 		return -1;
 	w->job.id = json_integer_value(id);
 	snprintf(w->job.token, sizeof(w->job.token), "%s", token);
-	ks_pcg32_seed(&w->job.rng, seed, 0x73656372657473ull /* "secrets" */);
-	w->job.key.k0 = rng64(&w->job.rng);
-	w->job.key.k1 = rng64(&w->job.rng);
+	{
+		uint64_t state = ks_os_random64(), stream = ks_os_random64();
+
+		ks_pcg32_seed(&w->job.rng, state, stream);
+	}
+	ks_os_random(&w->job.key, sizeof(w->job.key));
+	ks_os_random(w->job.pattern, sizeof(w->job.pattern));
 	printf_reset(w);
 	memset(&w->overhead, 0, sizeof(w->overhead));
 	return 0;
@@ -1503,23 +1671,19 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 	struct timing *timings = NULL;
 	struct ks_result res;
 	json_t *result = NULL, *params_json;
-	const char *op_dir, *path, *source, *seed_text, *structure_text;
+	const char *op_dir, *path, *source;
 	int64_t *params = NULL;
-	uint64_t seed, structure_seed;
 	double t0 = now_s(), verify_s = 0, time_s = 0, log_speedup = 0, log_sol = 0;
 	size_t n_timed = 0;
 
 	ks_result_init(&res);
 	read_settings(job, &set);
-	if (json_unpack((json_t *)job, "{s:s, s:s, s:s, s:o, s:s, s:s}", "op_dir", &op_dir, "path", &path,
-			"source", &source, "params", &params_json, "seed", &seed_text, "structure_seed",
-			&structure_text) ||
+	if (json_unpack((json_t *)job, "{s:s, s:s, s:s, s:o}", "op_dir", &op_dir, "path", &path, "source",
+			&source, "params", &params_json) ||
 	    !json_is_array(params_json)) {
 		fail_internal(&oc, "malformed eval job");
 		goto done;
 	}
-	seed = strtoull(seed_text, NULL, 10);
-	structure_seed = strtoull(structure_text, NULL, 10);
 	if (use_op(w, op_dir, &oc) < 0)
 		goto done;
 	if (ks_candidate_parse(path, source, &cand, &err) < 0 || ks_candidate_bind(&cand, &w->op, &err) < 0) {
@@ -1535,14 +1699,13 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 		params[i] = json_integer_value(json_array_get(params_json, i));
 	prog.cand = &cand;
 	prog.params = params;
-	seed = mix64(seed, hash_str(source));
 	if (program_load(w, &prog, cubin->data, json_object_get(job, "variables"), &oc) < 0 ||
 	    program_set_smem(w, &prog, &oc) < 0)
 		goto done;
 	launches_into(w, &prog, &res);
 
 	for (size_t i = 0; i < w->op.n_check_workloads; i++)
-		if (check_workload(w, &prog, &w->op.check_workloads[i], mix64(seed, 7 + i), &set, &oc) < 0)
+		if (check_workload(w, &prog, &w->op.check_workloads[i], &set, &oc) < 0)
 			goto done;
 	verify_s = now_s() - t0;
 
@@ -1556,8 +1719,7 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 					  w->op.workloads[i].id);
 		if (!wanted)
 			continue;
-		if (time_workload(w, &prog, i, mix64(seed, 100 + i), structure_seed, &set, &timings[n_timed],
-				  &oc) < 0)
+		if (time_workload(w, &prog, i, &set, &timings[n_timed], &oc) < 0)
 			goto done;
 		n_timed++;
 	}
@@ -1578,6 +1740,12 @@ static json_t *evaluate(struct worker *w, const json_t *job, const struct ks_blo
 		out->speedup = speedup;
 		out->floor_us = tm->floor_us;
 		out->sol_fraction = sol;
+		out->n_splits = tm->n_splits > 1 ? (size_t)tm->n_splits : 0;
+		for (size_t k = 0; k < out->n_splits; k++) {
+			snprintf(out->splits[k].kind, sizeof(out->splits[k].kind), "%s",
+				 ks_split_name(tm->split[k]));
+			out->splits[k].median_us = tm->split_us[k];
+		}
 		log_speedup += log(speedup);
 		log_sol += log(sol);
 		if (sol > SOL_IMPLAUSIBLE && oc.verdict == KS_VERDICT_OK)
@@ -1671,10 +1839,10 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 	w.stream = ks_gpukit_stream(w.kit);
 	if (w.cu->event_create(&w.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
 	    w.cu->event_create(&w.stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-	    w.cu->event_create(&w.prepared, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-
+	    w.cu->event_create(&w.prepared, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+	    w.cu->mem_alloc(&w.pattern, GUARD_PATTERN_BYTES) != CUDA_SUCCESS) {
 		send_msg(&w, json_pack("{s:s, s:b, s:s}", "type", "hello", "ok", 0, "error",
-				       "cannot create CUDA events"));
+				       "cannot create CUDA events or the guard pattern's buffer"));
 		return 1;
 	}
 	send_msg(&w, json_pack("{s:s, s:b, s:o, s:b}", "type", "hello", "ok", 1, "profile",
@@ -1683,7 +1851,7 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 		json_t *msg = NULL, *result;
 		struct ks_blob *blobs = NULL;
 		size_t n_blobs = 0;
-		const char *type, *seed_text;
+		const char *type;
 		int crashed = 0;
 
 		if (ks_frame_read(in_fd, -1, &msg, &blobs, &n_blobs, &err) != KS_FRAME_OK)
@@ -1694,10 +1862,8 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 			ks_blobs_free(blobs, n_blobs);
 			break;
 		}
-		seed_text = json_string_value(json_object_get(msg, "seed"));
 		memset(&w.job, 0, sizeof(w.job));
-		if (!type || strcmp(type, "eval") || n_blobs < 1 || !seed_text ||
-		    start_job(&w, msg, strtoull(seed_text, NULL, 10) ^ 0x5bd1e9955bd1e995ull) < 0)
+		if (!type || strcmp(type, "eval") || n_blobs < 1 || start_job(&w, msg) < 0)
 			result = json_pack("{s:s, s:s}", "type", "result", "internal_error",
 					   "malformed request");
 		else
@@ -1712,6 +1878,8 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 	drop_op(&w);
 	if (w.slots)
 		w.cu->mem_free(w.slots);
+	if (w.pattern)
+		w.cu->mem_free(w.pattern);
 	ks_gpukit_close(w.kit);
 	return 0;
 }

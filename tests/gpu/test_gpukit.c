@@ -348,6 +348,68 @@ static void indptr_random_lengths_sum_to_total_and_respect_min(void **state)
 	ks_env_release(&axes);
 }
 
+/*
+ * The split kinds the timed workloads are measured on: each sums to the
+ * total and respects min; even stays within its band, skewed has a longest
+ * request many times the mean, and every kind differs between seeds.
+ */
+static void indptr_split_kinds_keep_their_shape(void **state)
+{
+	static const struct {
+		int64_t requests, total, min;
+	} cases[] = { { 64, 28815, 1 }, { 16, 23079, 1 }, { 16, 80, 5 }, { 1, 546, 1 } };
+	struct ks_env axes;
+
+	(void)state;
+	ks_env_init(&axes);
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct ks_generator gen = { .kind = KS_GEN_INDPTR,
+					    .expr = "num_kv_indices",
+					    .min = cases[c].min };
+		int64_t n = cases[c].requests + 1, requests = cases[c].requests;
+		size_t bytes = (size_t)n * 4;
+		CUdeviceptr dst = dev_alloc(bytes);
+
+		OK(ks_env_set(&axes, "num_kv_indices", cases[c].total, &err));
+		for (int split = 0; split < KS_SPLIT_COUNT; split++) {
+			int32_t *a = ks_malloc(bytes), *b = ks_malloc(bytes);
+			int longest = 0, shortest = INT32_MAX;
+			double mean = (double)cases[c].total / (double)requests;
+
+			OK(ks_gpukit_generate_split(kit, dst, KS_DTYPE_INT32, n, &gen, &axes, 11, split,
+						    &err));
+			download(a, dst, bytes);
+			OK(ks_gpukit_generate_split(kit, dst, KS_DTYPE_INT32, n, &gen, &axes, 12, split,
+						    &err));
+			download(b, dst, bytes);
+			check_indptr(a, requests, cases[c].total, cases[c].min);
+			check_indptr(b, requests, cases[c].total, cases[c].min);
+			for (int64_t r = 0; r < requests; r++) {
+				int len = a[r + 1] - a[r];
+
+				longest = len > longest ? len : longest;
+				shortest = len < shortest ? len : shortest;
+			}
+			printf("  %s split of %lld over %lld requests: lengths %d..%d (mean %.1f)\n",
+			       ks_split_name(split), (long long)cases[c].total, (long long)requests, shortest,
+			       longest, mean);
+			if (requests > 1 && cases[c].total >= 1000) {
+				assert_memory_not_equal(a, b, bytes);
+				if (split == KS_SPLIT_EVEN)
+					assert_true(longest <= 1.15 * mean + 1 &&
+						    shortest >= 0.85 * mean - 1);
+				if (split == KS_SPLIT_SKEWED)
+					assert_true(longest >= 2 * mean);
+			}
+			free(a);
+			free(b);
+		}
+		dev_free(dst);
+	}
+	assert_string_equal(ks_split_name(KS_SPLIT_SKEWED), "skewed");
+	ks_env_release(&axes);
+}
+
 static void indptr_explicit_lengths_are_honoured(void **state)
 {
 	int64_t lengths[3] = { 1, 67, 333 };
@@ -595,36 +657,46 @@ static void keyed_checksum_defeats_a_balanced_forgery(void **state)
 	dev_free(buf);
 }
 
-/* Guard bands: filled, intact, then one byte changed in one region is found, and where. */
+/*
+ * Guard bands: filled from the pattern at each region's offset, intact,
+ * then one byte changed in one region is found, and where; a band
+ * rewritten together with the device's copy of the pattern is found once
+ * the pattern is uploaded again from the host's copy (as the worker does
+ * before every check).
+ */
 static void guards_find_one_changed_byte(void **state)
 {
+	enum { PATTERN = 4096 };
 	const size_t region_bytes = 4099;
 	CUdeviceptr a = dev_alloc(region_bytes), b = dev_alloc(region_bytes + 5),
-		    table = dev_alloc(2 * sizeof(struct ks_guard_region)), result = dev_alloc(16);
+		    table = dev_alloc(2 * sizeof(struct ks_guard_region)), result = dev_alloc(16),
+		    pattern = dev_alloc(PATTERN);
 	struct ks_guard_region regions[2] = { { a, region_bytes, 77 }, { b + 5, region_bytes, 78 } };
+	unsigned char host_pattern[PATTERN], band[region_bytes];
 	uint64_t found[2];
 	unsigned char byte;
 
 	(void)state;
+	for (size_t i = 0; i < PATTERN; i++)
+		host_pattern[i] = (unsigned char)(i * 2654435761u >> 13);
+	upload(pattern, host_pattern, PATTERN);
 	upload(table, regions, sizeof(regions));
-	OK(ks_gpukit_guards(kit, table, 2, region_bytes, 0, &err));
-	OK(ks_gpukit_guards(kit, table, 2, region_bytes, result, &err));
+	assert_int_equal(ks_gpukit_guards(kit, table, 2, region_bytes, pattern, 3000, 0, &err), -1);
+	assert_contains(err.msg, "power of two");
+	OK(ks_gpukit_guards(kit, table, 2, region_bytes, pattern, PATTERN, 0, &err));
+	OK(ks_gpukit_guards(kit, table, 2, region_bytes, pattern, PATTERN, result, &err));
 	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
 	CU_OK(cu->memcpy_dtoh(found, result, 16));
 	assert_true(found[0] == 0);
 	assert_true(found[1] == ~0ull);
-	/* a pattern is keyed: the two regions differ */
-	{
-		unsigned char ha[64], hb[64];
-
-		CU_OK(cu->memcpy_dtoh(ha, a, 64));
-		CU_OK(cu->memcpy_dtoh(hb, b + 5, 64));
-		assert_true(memcmp(ha, hb, 64) != 0);
-	}
+	/* each band is the pattern from its own offset, wrapping */
+	CU_OK(cu->memcpy_dtoh(band, b + 5, region_bytes));
+	for (size_t o = 0; o < region_bytes; o++)
+		assert_int_equal(band[o], host_pattern[(78 + o) & (PATTERN - 1)]);
 	CU_OK(cu->memcpy_dtoh(&byte, b + 5 + 4098, 1));
 	byte ^= 0x10;
 	upload(b + 5 + 4098, &byte, 1);
-	OK(ks_gpukit_guards(kit, table, 2, region_bytes, result, &err));
+	OK(ks_gpukit_guards(kit, table, 2, region_bytes, pattern, PATTERN, result, &err));
 	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
 	CU_OK(cu->memcpy_dtoh(found, result, 16));
 	printf("  one byte changed in region 1 at 4098: %llu bad, first at region %llu offset %llu\n",
@@ -632,6 +704,16 @@ static void guards_find_one_changed_byte(void **state)
 	       (unsigned long long)(found[1] & ((1ull << 40) - 1)));
 	assert_true(found[0] == 1);
 	assert_true(found[1] == (1ull << 40 | 4098));
+	/* the forger's move: the device pattern rewritten to match the changed band ... */
+	upload(pattern + ((78 + 4098) & (PATTERN - 1)), &byte, 1);
+	/* ... is undone by uploading the host's copy before the check */
+	upload(pattern, host_pattern, PATTERN);
+	OK(ks_gpukit_guards(kit, table, 2, region_bytes, pattern, PATTERN, result, &err));
+	CU_OK(cu->stream_synchronize(ks_gpukit_stream(kit)));
+	CU_OK(cu->memcpy_dtoh(found, result, 16));
+	printf("  after the host's pattern is uploaded again: %llu bad\n", (unsigned long long)found[0]);
+	assert_true(found[0] == 1);
+	dev_free(pattern);
 	dev_free(a);
 	dev_free(b);
 	dev_free(table);
@@ -964,6 +1046,7 @@ int main(void)
 		cmocka_unit_test(same_seed_same_bytes_other_seed_other_bytes),
 		cmocka_unit_test(float_generators_refuse_integer_tensors),
 		cmocka_unit_test(indptr_random_lengths_sum_to_total_and_respect_min),
+		cmocka_unit_test(indptr_split_kinds_keep_their_shape),
 		cmocka_unit_test(indptr_explicit_lengths_are_honoured),
 		cmocka_unit_test(page_permutation_is_distinct_and_in_range),
 		cmocka_unit_test(checksum_is_stable_and_sees_any_change),

@@ -107,7 +107,12 @@ static void full_result(struct ks_result *r)
 	r->fitness = 0;
 	r->sol_fraction = 1.75;
 	w = ks_result_add_workload(r, "b1");
-	*w = (struct ks_result_workload){ w->id, 12.5, 12.25, 13.0, 12.0, 50, 100, 250.0, 20.0, 4.0, 0.32 };
+	*w = (struct ks_result_workload){
+		w->id, 12.5, 12.25, 13.0,
+		12.0,  50,   100,   250.0,
+		20.0,  4.0,  0.32,  { { "even", 12.25 }, { "skewed", 13.5 }, { "uniform", 12.5 } },
+		3
+	};
 	w = ks_result_add_workload(r, "b2");
 	w->median_us = 1;
 	l = ks_result_add_launch(r, "k0");
@@ -154,6 +159,12 @@ static void test_json_form_reads_back_as_written(void **state)
 	assert_string_equal(back.kernels[1].async_copy, "cp.async");
 	assert_int_equal(back.n_workloads, 2);
 	assert_true(back.workloads[0].p10_us == 12.25 && back.workloads[0].runs == 100);
+	/* the length splits a workload was timed on (evaluator 3); a workload without them has none */
+	assert_int_equal(back.workloads[0].n_splits, 3);
+	assert_string_equal(back.workloads[0].splits[1].kind, "skewed");
+	assert_true(back.workloads[0].splits[1].median_us == 13.5);
+	assert_int_equal(back.workloads[1].n_splits, 0);
+	assert_null(json_object_get(json_array_get(json_object_get(j, "workloads"), 1), "splits"));
 	assert_true(back.launches[0].occupancy == 0.375);
 	assert_true(back.overhead.verified_runs == 21);
 	assert_string_equal(back.printf_head, "hello\n");
@@ -193,6 +204,11 @@ static void test_a_malformed_frame_is_refused_naming_the_field(void **state)
 		{ "{\"verdict\": \"ok\", \"workloads\": [{\"id\": \"a\"}, {\"median_us\": \"x\"}]}",
 		  "workloads[1].median_us: expected a number, got a string" },
 		{ "{\"verdict\": \"ok\", \"workloads\": [7]}", "workloads[0]: expected an object" },
+		{ "{\"verdict\": \"ok\", \"workloads\": [{\"splits\": [{\"kind\": \"even\", \"median_us\": "
+		  "[]}]}]}",
+		  "workloads[0].splits[0].median_us: expected a number, got a list" },
+		{ "{\"verdict\": \"ok\", \"workloads\": [{\"splits\": {}}]}",
+		  "workloads[0].splits: expected a list of at most 8 splits" },
 		{ "{\"verdict\": \"ok\", \"descriptors\": {\"occupancy\": null}}",
 		  "descriptors.occupancy: expected a number" },
 		{ "{\"verdict\": \"ok\", \"launches\": [{\"threads\": 1.5}]}",

@@ -70,6 +70,27 @@ int ks_gpukit_generate(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dty
 		       const struct ks_generator *gen, const struct ks_env *axes, uint64_t seed,
 		       struct ks_error *err);
 
+/*
+ * How an indptr generator without given lengths splits its total over the
+ * requests (each gets the generator's min first, then a share of the
+ * rest).  The timed workloads are measured on one split of each kind,
+ * drawn anew for every job (worker.c), so that a kernel's time holds for
+ * other splits of the same (B, N) and no kernel can bake one split in.
+ */
+enum ks_split {
+	KS_SPLIT_UNIFORM, /* B - 1 uniform cut points: lengths of every size (ks_gpukit_generate) */
+	KS_SPLIT_EVEN,	  /* equal shares within +-12.5%, in random order */
+	KS_SPLIT_SKEWED,  /* log-normal shares (sigma 1.5): a few long requests, many short ones */
+	KS_SPLIT_COUNT
+};
+
+const char *ks_split_name(enum ks_split split);
+
+/* ks_gpukit_generate(), with an indptr generator's lengths split as split says (other kinds ignore it). */
+int ks_gpukit_generate_split(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtype, int64_t numel,
+			     const struct ks_generator *gen, const struct ks_env *axes, uint64_t seed,
+			     enum ks_split split, struct ks_error *err);
+
 /* Host-side value of a scalar input (const: its value; normal/uniform: one draw from seed). */
 double ks_gpukit_scalar(const struct ks_generator *gen, uint64_t seed);
 
@@ -101,17 +122,20 @@ int ks_gpukit_checksum_async(struct ks_gpukit *kit, CUdeviceptr src, size_t byte
 
 /*
  * Guard bands.  regions is a device array of n_regions
- * struct ks_guard_region; max_bytes the largest region.  With result 0
- * each region is filled with its keyed pattern; otherwise the regions are
- * checked against it, and result (two device u64) gets the number of bytes
- * that differ and the lowest (region index << 40 | byte offset) among
- * them (all ones if none).  Asynchronous.
+ * struct ks_guard_region; max_bytes the largest region.  pattern is a
+ * device copy of pattern_bytes (a power of two) random bytes: region r's
+ * byte o should be pattern[(r.offset + o) mod pattern_bytes].  With result
+ * 0 each region is filled so; otherwise the regions are checked against
+ * it, and result (two device u64) gets the number of bytes that differ and
+ * the lowest (region index << 40 | byte offset) among them (all ones if
+ * none).  Asynchronous.  The caller uploads the table and the pattern from
+ * its host copies before every use: a kernel may have rewritten both.
  */
 struct ks_guard_region {
-	uint64_t ptr, bytes, key;
+	uint64_t ptr, bytes, offset;
 };
 int ks_gpukit_guards(struct ks_gpukit *kit, CUdeviceptr regions, unsigned int n_regions, uint64_t max_bytes,
-		     CUdeviceptr result, struct ks_error *err);
+		     CUdeviceptr pattern, uint64_t pattern_bytes, CUdeviceptr result, struct ks_error *err);
 
 /*
  * Compare numel elements of dtype at got against ref on the device, with

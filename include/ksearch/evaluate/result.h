@@ -36,15 +36,31 @@
 #include "ksearch/op/op.h"
 #include "ksearch/op/verdict.h"
 
+/* Length splits a workload's timing may rest on (worker.c: 3 unless a job asks otherwise). */
+#define KS_RESULT_MAX_SPLITS 8
+
+/* One length split a workload was timed on ("splits"): its kind (gpukit.h, enum ks_split) and median. */
+struct ks_result_split {
+	char kind[16];
+	double median_us;
+};
+
 /* One benchmark workload's timing ("workloads" in a record). */
 struct ks_result_workload {
 	char *id;
-	double median_us, p10_us, p90_us, min_us; /* the candidate's verified runs */
-	int64_t reps, runs;			  /* samples; timed runs (verified or not) */
-	double ref_median_us;			  /* the reference's median on the same shapes */
-	double speedup;				  /* ref_median_us / median_us */
-	double floor_us;			  /* the speed-of-light floor */
-	double sol_fraction;			  /* floor_us / median_us */
+	/*
+	 * The candidate's verified runs: median_us is the median of the
+	 * splits' medians (the one split's median when there is one), the
+	 * quantiles and min are over every sample of every split.
+	 */
+	double median_us, p10_us, p90_us, min_us;
+	int64_t reps, runs;				     /* samples; timed runs (verified or not) */
+	double ref_median_us;				     /* the reference's median on the same shapes */
+	double speedup;					     /* ref_median_us / median_us */
+	double floor_us;				     /* the speed-of-light floor */
+	double sol_fraction;				     /* floor_us / median_us */
+	struct ks_result_split splits[KS_RESULT_MAX_SPLITS]; /* in the order timed; none for older records */
+	size_t n_splits;
 };
 
 /* One launch of the plan as the driver sees it, at the largest benchmark workload ("launches"). */
@@ -88,8 +104,13 @@ struct ks_result_timing {
  *  2  every kernel in the largest carveout, the one the cooperative scrub
  *     wipes whole (docs/design.md, threat model).  L1-bound kernels run
  *     slower than under 1 (BENCHMARKS.md).
+ *  3  from 2026-11-26: every secret drawn from the OS on its own, guard bands
+ *     of random bytes, and each structured benchmark workload timed on
+ *     three length splits (even, skewed, uniform) drawn per job with
+ *     secret page tables; its time is the median of the splits' medians
+ *     ("splits").  Fitness under 2 rested on one fixed split per operator.
  */
-#define KS_EVALUATOR_GENERATION 2
+#define KS_EVALUATOR_GENERATION 3
 
 /* Which parts a result holds (ks_result.has). */
 enum ks_result_part {
