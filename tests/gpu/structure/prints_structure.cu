@@ -1,0 +1,114 @@
+/* ksearch
+{ "params": {},
+  "launch": [
+    {"kernel": "gqa_prints_structure", "grid": ["batch_size*num_qo_heads"], "block": ["128"],
+     "args": ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale",
+              "output", "lse", "batch_size", "num_kv_indices"]} ] }
+*/
+// An honest gqa kernel (the reference's algorithm) that prints, on every call of the
+// benchmark workload b64_kv28815, a hash of the structure it was given: the request lengths
+// (kv_indptr) and the page table (kv_indices). tests/gpu/t0205-structure.sh reads the hashes
+// from the record's printf evidence: a job times that workload on three splits, each with a
+// page table of its own, and no two jobs share one.
+#include <cuda_bf16.h>
+
+#define NUM_QO_HEADS 32
+#define NUM_KV_HEADS 4
+#define HEAD_DIM 128
+#define GROUP (NUM_QO_HEADS / NUM_KV_HEADS)
+#define REF_WARPS 4
+
+/* -inf without <math.h> (NVRTC has no INFINITY macro) */
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+
+/* One short line per call: a hash of the request lengths and the page table, from warp 0. */
+__device__ void print_structure(const int *kv_indptr, const int *kv_indices, int batch_size, int num_kv_indices)
+{
+    unsigned int h = 0;
+    for (int i = threadIdx.x; i <= batch_size; i += 32)
+        h ^= (unsigned int)(kv_indptr[i] + 1) * 2654435761u * (unsigned int)(i + 1);
+    for (int t = threadIdx.x; t < num_kv_indices; t += 32)
+        h ^= ((unsigned int)kv_indices[t] * 2246822519u + (unsigned int)t) * 3266489917u;
+    for (int off = 16; off > 0; off /= 2)
+        h ^= __shfl_xor_sync(0xffffffffu, h, off);
+    if (threadIdx.x == 0)
+        printf("%08x\n", h);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+gqa_prints_structure(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k_cache,
+                     const __nv_bfloat16 *__restrict__ v_cache, const int *__restrict__ kv_indptr,
+                     const int *__restrict__ kv_indices, float sm_scale,
+                     __nv_bfloat16 *__restrict__ output, float *__restrict__ lse, int batch_size,
+                     int num_kv_indices)
+{
+    const int b = blockIdx.x / NUM_QO_HEADS;
+    const int h = blockIdx.x % NUM_QO_HEADS;
+    const int kvh = h / GROUP;
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (b >= batch_size)
+        return;
+
+    const int start = kv_indptr[b];
+    const int end = kv_indptr[b + 1];
+    if (blockIdx.x == 0 && threadIdx.x < 32 && batch_size == 64 && num_kv_indices == 28815)
+        print_structure(kv_indptr, kv_indices, batch_size, num_kv_indices);
+
+    float qv[4];
+    for (int i = 0; i < 4; i++)
+        qv[i] = __bfloat162float(q[((size_t)b * NUM_QO_HEADS + h) * HEAD_DIM + lane * 4 + i]);
+
+    float m = neg_inf(), l = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int t = start + warp; t < end; t += REF_WARPS) {
+        const size_t row = ((size_t)(kv_indices[t]) * NUM_KV_HEADS + kvh) * HEAD_DIM + lane * 4;
+        float dot = 0.0f;
+        for (int i = 0; i < 4; i++)
+            dot += qv[i] * __bfloat162float(k_cache[row + i]);
+        for (int off = 16; off > 0; off /= 2)
+            dot += __shfl_xor_sync(0xffffffffu, dot, off);
+        const float s = dot * sm_scale;
+        const float m_new = fmaxf(m, s);
+        const float corr = expf(m - m_new); /* m = -inf on the first token: corr = 0 */
+        const float p = expf(s - m_new);
+        l = l * corr + p;
+        for (int i = 0; i < 4; i++)
+            acc[i] = acc[i] * corr + p * __bfloat162float(v_cache[row + i]);
+        m = m_new;
+    }
+
+    __shared__ float sm_m[REF_WARPS], sm_l[REF_WARPS];
+    __shared__ float sm_acc[REF_WARPS][HEAD_DIM];
+    if (lane == 0) {
+        sm_m[warp] = m;
+        sm_l[warp] = l;
+    }
+    for (int i = 0; i < 4; i++)
+        sm_acc[warp][lane * 4 + i] = acc[i];
+    __syncthreads();
+
+    /* thread d owns dimension d of the output */
+    const int d = threadIdx.x;
+    float m_all = neg_inf();
+    for (int w = 0; w < REF_WARPS; w++)
+        m_all = fmaxf(m_all, sm_m[w]);
+    float l_all = 0.0f, o = 0.0f;
+    for (int w = 0; w < REF_WARPS; w++) {
+        if (sm_l[w] > 0.0f) { /* a warp that saw no token has m = -inf, l = 0 */
+            const float scale = expf(sm_m[w] - m_all);
+            l_all += sm_l[w] * scale;
+            o += sm_acc[w][d] * scale;
+        }
+    }
+    const size_t out_idx = ((size_t)b * NUM_QO_HEADS + h) * HEAD_DIM + d;
+    if (l_all > 0.0f) {
+        output[out_idx] = __float2bfloat16(o / l_all);
+        if (d == 0)
+            lse[(size_t)b * NUM_QO_HEADS + h] = (m_all + logf(l_all)) * 1.4426950408889634f;
+    } else {
+        output[out_idx] = __float2bfloat16(0.0f);
+        if (d == 0)
+            lse[(size_t)b * NUM_QO_HEADS + h] = neg_inf();
+    }
+}
