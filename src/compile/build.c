@@ -49,45 +49,38 @@ static void names_list(struct ks_strbuf *list, char **names, size_t count)
 /*
  * The contract's rules about state: nothing a kernel can write may survive
  * the call.  Returns 1 with out->verdict refused, 0 when the module
- * passes, -1 when the PTX cannot be read.
+ * passes.
  */
-static int check_state(const struct ks_candidate *cand, struct ks_build *out, struct ks_error *err)
+static int check_state(const struct ks_candidate *cand, const struct ks_ptx_analysis *a, struct ks_build *out,
+		       struct ks_error *err)
 {
-	char **names;
-	size_t count;
 	struct ks_strbuf list;
 
-	if (ks_ptx_forbidden_calls(out->compiled.ptx, &names, &count, err) < 0)
-		return -1;
-	if (count) {
+	if (a->n_forbidden_calls) {
 		ks_strbuf_init(&list);
-		names_list(&list, names, count);
+		names_list(&list, a->forbidden_calls, a->n_forbidden_calls);
 		ks_fail(err,
 			"%s: refused: calls the external function%s %s; a kernel may call only what its "
 			"module defines, plus printf and assert (device malloc/free are refused: the device "
 			"heap outlives a call, so it could carry results from one call to the next; use a "
 			"scratch buffer)",
-			cand->path, count > 1 ? "s" : "", list.buf);
+			cand->path, a->n_forbidden_calls > 1 ? "s" : "", list.buf);
 		ks_strbuf_release(&list);
-		ks_ptx_names_free(names, count);
 		out->verdict = KS_VERDICT_REFUSED;
 		return 1;
 	}
-	if (ks_ptx_mutable_globals(out->compiled.ptx, &names, &count, err) < 0)
-		return -1;
-	if (!count)
+	if (!a->n_mutable_globals)
 		return 0;
 	ks_strbuf_init(&list);
-	names_list(&list, names, count);
+	names_list(&list, a->mutable_globals, a->n_mutable_globals);
 	ks_fail(err,
 		"%s: refused: mutable global %s (a __device__ or __constant__ variable, string literals "
 		"included, that a store can reach): a kernel could keep state in %s between calls and "
 		"return results carried from a previous call. Read-only tables (data no store reaches) are "
 		"fine; use scratch buffers for working memory",
 
-		cand->path, list.buf, count > 1 ? "them" : "it");
+		cand->path, list.buf, a->n_mutable_globals > 1 ? "them" : "it");
 	ks_strbuf_release(&list);
-	ks_ptx_names_free(names, count);
 	out->verdict = KS_VERDICT_REFUSED;
 	return 1;
 }
@@ -148,7 +141,7 @@ static int dims_match(const int64_t *have, const int *want)
  * .reqntid) on any workload.  Returns 1 with out->verdict contract_error.
  */
 static int check_launches(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params,
-			  struct ks_build *out, struct ks_error *err)
+			  const struct ks_ptx_analysis *analysis, struct ks_build *out, struct ks_error *err)
 {
 	const struct ks_workload *lists[2] = { op->workloads, op->check_workloads };
 	size_t counts[2] = { op->n_workloads, op->n_check_workloads };
@@ -156,10 +149,8 @@ static int check_launches(const struct ks_candidate *cand, const struct ks_op *o
 
 	for (size_t i = 0; i < cand->n_launches && !ret; i++) {
 		const struct ks_launch *launch = &cand->launches[i];
-		struct ks_ptx_entry entry;
+		const struct ks_ptx_entry entry = analysis->kernels[i].entry;
 
-		if (ks_ptx_entry(out->compiled.ptx, launch->kernel, &entry, err) < 0)
-			return -1;
 		if (entry.n_params != launch->n_args) {
 			ks_fail(err,
 				"%s: launch[%zu] (%s) passes %zu argument%s, but the kernel takes %zu "
@@ -188,10 +179,8 @@ static int check_launches(const struct ks_candidate *cand, const struct ks_op *o
 				int64_t bound =
 					(int64_t)entry.maxntid[0] * entry.maxntid[1] * entry.maxntid[2];
 
-				if (ks_plan_resolve(cand, op, &lists[l][w], params, &plan, err) < 0) {
-					ks_ptx_entry_release(&entry);
-					return -1;
-				}
+				if (ks_plan_resolve(cand, op, &lists[l][w], params, &plan, err) < 0)
+					return -1; /* resolve_all() resolved it before */
 				d = &plan.launches[i];
 				if (bound > 0 && d->threads > bound) {
 					ks_fail(err,
@@ -215,7 +204,6 @@ static int check_launches(const struct ks_candidate *cand, const struct ks_op *o
 				ks_plan_release(&plan);
 			}
 		}
-		ks_ptx_entry_release(&entry);
 	}
 	if (ret)
 		out->verdict = KS_VERDICT_CONTRACT_ERROR;
@@ -336,11 +324,18 @@ static int ptx_unreadable(const struct ks_candidate *cand, struct ks_build *out,
 	return 0;
 }
 
+static int check_analysis(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params,
+			  const char *arch, struct ks_ptx_analysis *analysis, struct ks_build *out,
+			  struct ks_error *err);
+
 int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params, const char *arch,
 	     unsigned flags, struct ks_build *out, struct ks_error *err)
 {
 	struct ks_define *defines = NULL;
 	struct ks_compile_request req;
+	struct ks_ptx_analysis analysis = { 0 };
+	const char **kernels;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (!cand->bound)
@@ -392,20 +387,45 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 		.defines = defines,
 		.n_defines = cand->n_params,
 	};
-	if ((flags & KS_BUILD_ISOLATED ? ks_compile_isolated(&req, NULL, &out->compiled, err)
-				       : ks_nvrtc_compile(&req, &out->compiled, err)) < 0) {
-		free(defines);
+	kernels = ks_calloc(cand->n_launches ? cand->n_launches : 1, sizeof(*kernels));
+	for (size_t i = 0; i < cand->n_launches; i++)
+		kernels[i] = cand->launches[i].kernel;
+	req.kernels = kernels;
+	req.n_kernels = cand->n_launches;
+	/*
+	 * Isolated, the child reads the PTX too, under the compiler's deadline
+	 * and memory limit: whatever a candidate's PTX makes the analysis do
+	 * costs that candidate a verdict, never the caller's time.
+	 */
+	rc = flags & KS_BUILD_ISOLATED ? ks_compile_isolated(&req, NULL, &out->compiled, &analysis, err)
+				       : ks_nvrtc_compile(&req, &out->compiled, err);
+	free(defines);
+	if (rc == 0 && !(flags & KS_BUILD_ISOLATED) &&
+	    ks_ptx_analyze(out->compiled.ptx, kernels, cand->n_launches, &analysis, err) < 0)
+		rc = 1;
+	free(kernels);
+	if (rc < 0) {
 		if (!out->compiled.log)
 			return -1; /* NVRTC itself is unusable: not the candidate's fault */
 		out->verdict = KS_VERDICT_COMPILE_ERROR;
 		return 0;
 	}
-	free(defines);
+	if (rc > 0)
+		return ptx_unreadable(cand, out, err);
+	rc = check_analysis(cand, op, params, arch, &analysis, out, err);
+	ks_ptx_analysis_release(&analysis);
+	return rc;
+}
 
+/* The static checks on what the candidate compiled to, from the analysis of its PTX. */
+static int check_analysis(const struct ks_candidate *cand, const struct ks_op *op, const int64_t *params,
+			  const char *arch, struct ks_ptx_analysis *analysis, struct ks_build *out,
+			  struct ks_error *err)
+{
 	for (size_t i = 0; i < cand->n_launches; i++) {
 		struct ks_launch_report *r = &out->launches[i];
 
-		if (!ks_ptx_has_entry(out->compiled.ptx, r->kernel)) {
+		if (!analysis->kernels[i].found) {
 			ks_fail(err,
 				"%s: launch[%zu] names kernel '%s', but the source defines no such "
 				"extern \"C\" __global__ function",
@@ -414,25 +434,15 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 			return 0;
 		}
 	}
-	/*
-	 * From here on a failure reads the candidate's PTX (one this reader
-	 * cannot follow, or so large it runs out of memory): that candidate's
-	 * verdict, never ksearch's failure, so a search goes on.
-	 */
-	switch (check_launches(cand, op, params, out, err)) {
-	case 1:
+	if (check_launches(cand, op, params, analysis, out, err) < 0)
+		out->verdict = KS_VERDICT_CONTRACT_ERROR; /* a plan resolve_all() resolved: never */
+	if (out->verdict != KS_VERDICT_OK || check_state(cand, analysis, out, err))
 		return 0;
-	case -1:
-		return ptx_unreadable(cand, out, err);
-	}
-	switch (check_state(cand, out, err)) {
-	case 1:
-		return 0;
-	case -1:
-		return ptx_unreadable(cand, out, err);
-	}
-	if (ks_ptx_variables(out->compiled.ptx, &out->variables, &out->n_variables, err) < 0)
-		return ptx_unreadable(cand, out, err);
+	/* the evaluator checks these after every run: the build takes them from the analysis */
+	out->variables = analysis->variables;
+	out->n_variables = analysis->n_variables;
+	analysis->variables = NULL;
+	analysis->n_variables = 0;
 
 	for (size_t i = 0; i < cand->n_launches; i++) {
 		struct ks_launch_report *r = &out->launches[i];
@@ -440,8 +450,7 @@ int ks_build(const struct ks_candidate *cand, const struct ks_op *op, const int6
 
 		if (res)
 			r->res = *res;
-		if (ks_ptx_kernel_descriptors(out->compiled.ptx, r->kernel, &r->desc, err) < 0)
-			return ptx_unreadable(cand, out, err);
+		r->desc = analysis->kernels[i].desc;
 		r->smem = r->res.static_smem + r->dynamic_smem;
 		if (ks_occupancy_compute(&out->limits, (int)r->threads, r->res.registers, (size_t)r->smem,
 					 &r->occupancy, err) < 0) {

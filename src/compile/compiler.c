@@ -11,6 +11,7 @@
 #include "ksearch/base/json.h"
 #include "ksearch/base/proc.h"
 #include "ksearch/base/util.h"
+#include "ksearch/compile/ptx.h"
 
 static json_t *kernels_to_json(const struct ks_compile_result *res)
 {
@@ -50,6 +51,112 @@ static int kernels_from_json(const json_t *arr, struct ks_compile_result *res, s
 	return 0;
 }
 
+/* ---- the analysis of the PTX, as the child sends it ---- */
+
+static json_t *names_to_json(char **names, size_t count)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; i < count; i++)
+		json_array_append_new(arr, ks_json_text(names[i]));
+	return arr;
+}
+
+static int names_from_json(const json_t *arr, char ***names, size_t *count)
+{
+	*names = NULL;
+	*count = 0;
+	if (!json_is_array(arr))
+		return -1;
+	*names = ks_calloc(json_array_size(arr) ? json_array_size(arr) : 1, sizeof(**names));
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		const char *name = json_string_value(json_array_get(arr, i));
+
+		if (!name)
+			return -1;
+		(*names)[(*count)++] = ks_strdup(name);
+	}
+	return 0;
+}
+
+static json_t *analysis_to_json(const struct ks_ptx_analysis *a)
+{
+	json_t *kernels = json_array();
+
+	for (size_t i = 0; i < a->n_kernels; i++) {
+		const struct ks_ptx_kernel_facts *k = &a->kernels[i];
+		json_t *params = json_array();
+
+		for (size_t p = 0; p < k->entry.n_params; p++)
+			json_array_append_new(params,
+					      json_pack("[i, i, s]", (int)k->entry.params[p].cls,
+							k->entry.params[p].bytes, k->entry.params[p].type));
+		json_array_append_new(kernels,
+				      json_pack("{s:b, s:o, s:[i,i,i], s:[i,i,i], s:i, s:i, s:i}", "found",
+						k->found, "params", params, "maxntid", k->entry.maxntid[0],
+						k->entry.maxntid[1], k->entry.maxntid[2], "reqntid",
+						k->entry.reqntid[0], k->entry.reqntid[1], k->entry.reqntid[2],
+						"tensor_cores", (int)k->desc.tensor_cores, "async_copy",
+						(int)k->desc.async_copy, "widest_load_bytes",
+						k->desc.widest_load_bytes));
+	}
+	return json_pack("{s:o, s:o, s:o, s:o}", "kernels", kernels, "forbidden_calls",
+			 names_to_json(a->forbidden_calls, a->n_forbidden_calls), "mutable_globals",
+			 names_to_json(a->mutable_globals, a->n_mutable_globals), "variables",
+			 names_to_json(a->variables, a->n_variables));
+}
+
+static int analysis_from_json(const json_t *obj, const struct ks_compile_request *req,
+			      struct ks_ptx_analysis *a, struct ks_error *err)
+{
+	const json_t *kernels = json_object_get(obj, "kernels");
+
+	memset(a, 0, sizeof(*a));
+	if (!json_is_array(kernels) || json_array_size(kernels) != req->n_kernels)
+		goto malformed;
+	a->kernels = ks_calloc(req->n_kernels ? req->n_kernels : 1, sizeof(*a->kernels));
+	a->n_kernels = req->n_kernels;
+	for (size_t i = 0; i < req->n_kernels; i++) {
+		struct ks_ptx_kernel_facts *k = &a->kernels[i];
+		json_t *params = NULL;
+		int tc = 0, ac = 0;
+
+		k->name = ks_strdup(req->kernels[i]);
+		if (json_unpack(json_array_get(kernels, i), "{s:b, s:o, s:[iii], s:[iii], s:i, s:i, s:i}",
+				"found", &k->found, "params", &params, "maxntid", &k->entry.maxntid[0],
+				&k->entry.maxntid[1], &k->entry.maxntid[2], "reqntid", &k->entry.reqntid[0],
+				&k->entry.reqntid[1], &k->entry.reqntid[2], "tensor_cores", &tc, "async_copy",
+				&ac, "widest_load_bytes", &k->desc.widest_load_bytes) ||
+		    !json_is_array(params))
+			goto malformed;
+		k->desc.tensor_cores = (enum ks_tensor_cores)tc;
+		k->desc.async_copy = (enum ks_async_copy)ac;
+		k->entry.params = ks_calloc(json_array_size(params) ? json_array_size(params) : 1,
+					    sizeof(*k->entry.params));
+		for (size_t p = 0; p < json_array_size(params); p++) {
+			struct ks_ptx_param *param = &k->entry.params[p];
+			const char *type = NULL;
+			int cls = 0;
+
+			if (json_unpack(json_array_get(params, p), "[iis]", &cls, &param->bytes, &type))
+				goto malformed;
+			param->cls = (enum ks_ptx_param_class)cls;
+			snprintf(param->type, sizeof(param->type), "%s", type);
+			k->entry.n_params++;
+		}
+	}
+	if (names_from_json(json_object_get(obj, "forbidden_calls"), &a->forbidden_calls,
+			    &a->n_forbidden_calls) < 0 ||
+	    names_from_json(json_object_get(obj, "mutable_globals"), &a->mutable_globals,
+			    &a->n_mutable_globals) < 0 ||
+	    names_from_json(json_object_get(obj, "variables"), &a->variables, &a->n_variables) < 0)
+		goto malformed;
+	return 0;
+malformed:
+	ks_ptx_analysis_release(a);
+	return ks_fail(err, "compiler process: malformed answer (analysis)");
+}
+
 int ks_compile_child_main(int in_fd, int out_fd)
 {
 	struct ks_compile_request req = { 0 };
@@ -58,7 +165,8 @@ int ks_compile_child_main(int in_fd, int out_fd)
 	struct ks_blob *blobs = NULL, out_blobs[2];
 	size_t n_blobs = 0;
 	struct ks_error err;
-	json_t *msg = NULL, *reply = NULL, *defs;
+	json_t *msg = NULL, *reply = NULL, *defs, *kernels;
+	const char **names = NULL;
 	int rc;
 
 	if (ks_frame_read(in_fd, -1, &msg, &blobs, &n_blobs, &err) != KS_FRAME_OK) {
@@ -82,11 +190,34 @@ int ks_compile_child_main(int in_fd, int out_fd)
 		defines[i].value = value;
 	}
 	req.defines = defines;
+	kernels = json_object_get(msg, "analyze");
+	if (json_is_array(kernels)) {
+		req.n_kernels = json_array_size(kernels);
+		names = ks_calloc(req.n_kernels ? req.n_kernels : 1, sizeof(*names));
+		for (size_t i = 0; i < req.n_kernels; i++)
+			names[i] = json_string_value(json_array_get(kernels, i))
+					   ? json_string_value(json_array_get(kernels, i))
+					   : "";
+		req.kernels = names;
+	}
 	ks_error_clear(&err);
 	rc = ks_nvrtc_compile(&req, &res, &err);
 	/* the log quotes the source: ks_json_text() keeps a byte that is not UTF-8 from losing the reply */
 	reply = json_pack("{s:b, s:o, s:o?, s:o}", "ok", rc == 0, "error", ks_json_text(err.msg), "log",
 			  res.log ? ks_json_text(res.log) : NULL, "kernels", kernels_to_json(&res));
+	if (rc == 0 && json_is_array(kernels)) {
+		/* the candidate's PTX is read here, under this process's deadline and memory limit */
+		struct ks_ptx_analysis analysis;
+		struct ks_error why;
+
+		ks_error_clear(&why);
+		if (ks_ptx_analyze(res.ptx, req.kernels, req.n_kernels, &analysis, &why) < 0) {
+			json_object_set_new(reply, "analysis_error", ks_json_text(why.msg));
+		} else {
+			json_object_set_new(reply, "analysis", analysis_to_json(&analysis));
+			ks_ptx_analysis_release(&analysis);
+		}
+	}
 	out_blobs[0] = (struct ks_blob){ res.ptx, res.ptx ? res.ptx_size : 0 };
 	out_blobs[1] = (struct ks_blob){ res.cubin, res.cubin_size };
 	rc = ks_frame_write(out_fd, ks_now_ms() + 60000, reply, out_blobs, 2, &err);
@@ -94,12 +225,13 @@ int ks_compile_child_main(int in_fd, int out_fd)
 	json_decref(msg);
 	ks_blobs_free(blobs, n_blobs);
 	free(defines);
+	free(names);
 	ks_compile_result_release(&res);
 	return rc < 0 ? 1 : 0;
 }
 
 int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_compile_limits *limits,
-			struct ks_compile_result *out, struct ks_error *err)
+			struct ks_compile_result *out, struct ks_ptx_analysis *analysis, struct ks_error *err)
 {
 	static const char *const args[] = { "__compile", NULL };
 	struct ks_child_limits child_limits = { .address_space = (size_t)8 << 30 };
@@ -124,6 +256,14 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 			defs, json_pack("[sI]", req->defines[i].name, (json_int_t)req->defines[i].value));
 	msg = json_pack("{s:s, s:o, s:s, s:o}", "source", req->source, "source_name",
 			ks_json_text(req->source_name), "arch", req->arch, "defines", defs);
+	if (msg && analysis) {
+		json_t *kernels = json_array();
+
+		memset(analysis, 0, sizeof(*analysis));
+		for (size_t i = 0; i < req->n_kernels; i++)
+			json_array_append_new(kernels, ks_json_text(req->kernels[i]));
+		json_object_set_new(msg, "analyze", kernels);
+	}
 	if (!msg) {
 		/* ks_candidate_parse() refuses such a source; this is the last line */
 		out->log = ks_strdup("the source is not UTF-8 text (or a define's name is not), so it cannot "
@@ -141,8 +281,9 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 	st = ks_frame_read(child.from_child, ks_now_ms() + timeout_ms, &reply, &blobs, &n_blobs, err);
 	if (st == KS_FRAME_TIMEOUT) {
 		ks_child_kill(&child);
-		out->log =
-			ks_asprintf("NVRTC ran past its time limit (%d s) and was killed", timeout_ms / 1000);
+		out->log = ks_asprintf("the compiler process (NVRTC, then the PTX checks) ran past its time "
+				       "limit (%d s) and was killed",
+				       timeout_ms / 1000);
 		ks_fail(err, "compilation failed:\n%s", out->log);
 		goto cleanup;
 	}
@@ -176,6 +317,17 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 	out->cubin = blobs[1].data;
 	out->cubin_size = blobs[1].size;
 	blobs[1].data = NULL;
+	if (analysis) {
+		const char *why = json_string_value(json_object_get(reply, "analysis_error"));
+
+		if (why) {
+			ks_fail(err, "%s", why);
+			ret = 1;
+			goto cleanup;
+		}
+		if (analysis_from_json(json_object_get(reply, "analysis"), req, analysis, err) < 0)
+			goto cleanup;
+	}
 	ret = 0;
 cleanup:
 	json_decref(msg);

@@ -1507,6 +1507,54 @@ void ks_ptx_names_free(char **names, size_t count)
 	free(names);
 }
 
+int ks_ptx_analyze(const char *ptx, const char *const *kernels, size_t n_kernels, struct ks_ptx_analysis *out,
+		   struct ks_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->kernels = calloc(n_kernels ? n_kernels : 1, sizeof(*out->kernels));
+	if (!out->kernels)
+		return ks_fail(err, "out of memory reading PTX");
+	out->n_kernels = n_kernels;
+	for (size_t i = 0; i < n_kernels; i++) {
+		struct ks_ptx_kernel_facts *k = &out->kernels[i];
+
+		k->name = strdup(kernels[i]);
+		if (!k->name) {
+			ks_fail(err, "out of memory reading PTX");
+			goto fail;
+		}
+		k->found = ks_ptx_has_entry(ptx, kernels[i]);
+		if (!k->found)
+			continue;
+		if (ks_ptx_entry(ptx, kernels[i], &k->entry, err) < 0 ||
+		    ks_ptx_kernel_descriptors(ptx, kernels[i], &k->desc, err) < 0)
+			goto fail;
+	}
+	if (ks_ptx_forbidden_calls(ptx, &out->forbidden_calls, &out->n_forbidden_calls, err) < 0 ||
+	    ks_ptx_mutable_globals(ptx, &out->mutable_globals, &out->n_mutable_globals, err) < 0 ||
+	    ks_ptx_variables(ptx, &out->variables, &out->n_variables, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	ks_ptx_analysis_release(out);
+	return -1;
+}
+
+void ks_ptx_analysis_release(struct ks_ptx_analysis *analysis)
+{
+	if (!analysis)
+		return;
+	for (size_t i = 0; i < analysis->n_kernels; i++) {
+		free(analysis->kernels[i].name);
+		ks_ptx_entry_release(&analysis->kernels[i].entry);
+	}
+	free(analysis->kernels);
+	ks_ptx_names_free(analysis->forbidden_calls, analysis->n_forbidden_calls);
+	ks_ptx_names_free(analysis->mutable_globals, analysis->n_mutable_globals);
+	ks_ptx_names_free(analysis->variables, analysis->n_variables);
+	memset(analysis, 0, sizeof(*analysis));
+}
+
 const char *ks_tensor_cores_name(enum ks_tensor_cores tc)
 {
 	switch (tc) {

@@ -35,7 +35,11 @@ static const char tile_source[] =
 static int compile(const char *source, const char *name, const char *arch, const struct ks_define *defines,
 		   size_t n_defines, struct ks_compile_result *out, struct ks_error *err)
 {
-	struct ks_compile_request req = { source, name, arch, defines, n_defines, 0 };
+	struct ks_compile_request req = { .source = source,
+					  .source_name = name,
+					  .arch = arch,
+					  .defines = defines,
+					  .n_defines = n_defines };
 
 	return ks_nvrtc_compile(&req, out, err);
 }

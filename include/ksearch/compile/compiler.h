@@ -2,9 +2,10 @@
  * compiler.h - NVRTC in a killable child process.
  *
  * A candidate can make the compiler hang or eat memory (deep templates,
- * huge unrolls).  ks_compile_isolated() runs ks_nvrtc_compile() in a child
- * ("ksearch __compile") under an address-space limit and a wall-clock
- * deadline, so such a candidate costs one compile_error, not the search.
+ * huge unrolls), and so can the analysis of the PTX it compiles to.
+ * ks_compile_isolated() runs ks_nvrtc_compile(), then ks_ptx_analyze(), in a
+ * child ("ksearch __compile") under an address-space limit and a wall-clock
+ * deadline, so such a candidate costs one verdict, not the search.
  * The result is the same struct ks_compile_result as an in-process compile.
  */
 #ifndef KSEARCH_COMPILER_H
@@ -12,6 +13,7 @@
 
 #include "ksearch/base/error.h"
 #include "ksearch/compile/nvrtc.h"
+#include "ksearch/compile/ptx.h"
 
 struct ks_compile_limits {
 	int timeout_ms;	     /* wall clock; default 120 s */
@@ -23,9 +25,17 @@ struct ks_compile_limits {
  * error (a timeout or a killed compiler counts as one, with a log saying
  * so); -1 with out->log NULL is ksearch's own failure (no NVRTC, cannot
  * start a process).
+ *
+ * With analysis not NULL, the child also reads the PTX
+ * (ks_ptx_analyze(), for req->kernels) before it answers, so that the
+ * analysis of what a candidate compiled to runs under the same deadline
+ * and memory limit as the compiler: 0 with *analysis filled (the caller
+ * releases it), or 1 when it compiled but its PTX cannot be read (err
+ * says why; the candidate's verdict).
  */
 int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_compile_limits *limits,
-			struct ks_compile_result *out, struct ks_error *err);
+			struct ks_compile_result *out, struct ks_ptx_analysis *analysis,
+			struct ks_error *err);
 
 /* The child's side: read one request on in_fd, answer on out_fd. Returns an exit code. */
 int ks_compile_child_main(int in_fd, int out_fd);

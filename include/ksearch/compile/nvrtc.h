@@ -51,6 +51,9 @@ struct ks_compile_request {
 	 * evaluator's own trusted kernels do not.
 	 */
 	int resources_optional;
+	/* the kernels whose facts ks_compile_isolated() reads from the PTX (ignored by ks_nvrtc_compile()) */
+	const char *const *kernels;
+	size_t n_kernels;
 };
 
 /* What ptxas reported for one kernel (an .entry in the PTX). */

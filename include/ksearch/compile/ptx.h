@@ -105,6 +105,37 @@ void ks_ptx_entry_release(struct ks_ptx_entry *entry);
 
 void ks_ptx_names_free(char **names, size_t count);
 
+/*
+ * Everything the static checks read from a module, in one place, so that
+ * the killable compiler process (compiler.h) computes it under its
+ * deadline and memory limit and the coordinator only reads the answer.
+ * kernels[i] is about the i-th name asked for (launches may repeat one).
+ * Every array is owned by the analysis; release with
+ * ks_ptx_analysis_release().
+ */
+struct ks_ptx_kernel_facts {
+	char *name;
+	int found; /* the module defines an .entry of that name; the rest is valid only then */
+	struct ks_ptx_entry entry;
+	struct ks_ptx_descriptors desc;
+};
+
+struct ks_ptx_analysis {
+	struct ks_ptx_kernel_facts *kernels;
+	size_t n_kernels;
+	char **forbidden_calls; /* ks_ptx_forbidden_calls() */
+	size_t n_forbidden_calls;
+	char **mutable_globals; /* ks_ptx_mutable_globals() */
+	size_t n_mutable_globals;
+	char **variables; /* ks_ptx_variables() */
+	size_t n_variables;
+};
+
+/* Fails (the PTX cannot be read, memory ran out) with out released. */
+int ks_ptx_analyze(const char *ptx, const char *const *kernels, size_t n_kernels, struct ks_ptx_analysis *out,
+		   struct ks_error *err);
+void ks_ptx_analysis_release(struct ks_ptx_analysis *analysis);
+
 const char *ks_tensor_cores_name(enum ks_tensor_cores tc);
 const char *ks_async_copy_name(enum ks_async_copy ac);
 
