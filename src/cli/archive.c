@@ -6,6 +6,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,6 +503,41 @@ static void show_cell(struct ks_archive *ar, const json_t *record)
 	printf("\n");
 }
 
+/*
+ * Each workload's time on the length splits it was timed on (evaluator 3):
+ * the median is theirs, and the spread says how much the kernel's time
+ * depends on how the lengths fall.
+ */
+static void show_splits(const json_t *workloads)
+{
+	size_t i, k;
+	json_t *w, *split;
+	int header = 0;
+
+	json_array_foreach(workloads, i, w)
+	{
+		const json_t *splits = json_object_get(w, "splits");
+		double lo = INFINITY, hi = 0, median = ks_record_num(w, "median_us");
+
+		if (!json_array_size(splits))
+			continue;
+		if (!header++)
+			printf("\nlength splits (the median above is theirs; spread: (slowest - fastest) / "
+			       "median)\n");
+		printf("%-16s", ks_record_str(w, "id", "?"));
+		json_array_foreach(splits, k, split)
+		{
+			double us = ks_record_num(split, "median_us");
+
+			lo = us < lo ? us : lo;
+			hi = us > hi ? us : hi;
+			printf(" %s %.2f us%s", ks_record_str(split, "kind", "?"), us,
+			       k + 1 < json_array_size(splits) ? "," : "");
+		}
+		printf("  (spread %.0f%%)\n", median > 0 ? 100 * (hi - lo) / median : 0.0);
+	}
+}
+
 static void show_workloads(const json_t *record)
 {
 	const json_t *list = json_object_get(record, "workloads");
@@ -520,6 +556,7 @@ static void show_workloads(const json_t *record)
 		       ks_record_num(w, "ref_median_us"), ks_record_num(w, "speedup"),
 		       ks_record_num(w, "floor_us"), 100 * ks_record_num(w, "sol_fraction"));
 	}
+	show_splits(list);
 }
 
 /* The profiler's counters, or how to get them. */
