@@ -818,7 +818,11 @@ static int evaluator_check(struct search *s, uint64_t candidates, struct ks_erro
 				"evaluator %d%s; their times and fitness may not compare (`ksearch "
 				"evolve --fresh` starts a new archive and keeps the old one).",
 				oldest, now,
-				oldest < 2 && now >= 2
+				oldest < 3 && now >= 3
+					? " (evaluator 3 times each workload with request lengths on three "
+					  "secret length splits and the reference on canonical ones, so "
+					  "fitness moved)"
+				: oldest < 2 && now >= 2
 					? " (evaluator 2 runs every kernel in the largest shared-memory "
 					  "carveout, so kernels that rely on L1 run slower than they were "
 					  "timed before)"
