@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -348,6 +349,8 @@ int ks_is_close(const char *a, const char *b)
 	size_t la = strlen(a), lb = strlen(b);
 	size_t limit = (la < lb ? la : lb) <= 4 ? 1 : 2;
 
+	if (!strcasecmp(a, b))
+		return 1; /* the same name in other case: GQA for gqa */
 	if (la >= 3 && !strncmp(a, b, la))
 		return 1; /* a prefix of b */
 	return ks_edit_distance(a, b) <= limit;

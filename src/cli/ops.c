@@ -136,7 +136,11 @@ int cmd_ops(int argc, char **argv)
 		ks_op_release(&op);
 		goto cleanup;
 	}
-	ks_op_dirs(&dirs, &count, &err);
+	if (ks_op_dirs(&dirs, &count, &err) < 0) {
+		ks_cli_error("ops", "%s", err.msg);
+		ret = KS_EXIT_FAILED;
+		goto cleanup;
+	}
 	if (!count) {
 		ks_cli_error("ops", "no operators found (looked in $KSEARCH_OPERATORS, ./operators and "
 				    "beside the binary)");

@@ -1073,12 +1073,25 @@ static size_t search_roots(char **roots, size_t max)
 
 int ks_op_dirs(char ***dirs, size_t *count, struct ks_error *err)
 {
+	const char *env = getenv("KSEARCH_OPERATORS");
 	char *roots[4];
-	size_t n_roots = search_roots(roots, 4), alloc = 0;
+	size_t n_roots, alloc = 0;
+	DIR *named;
 
-	(void)err;
 	*dirs = NULL;
 	*count = 0;
+	/* a folder the user named must be there: silently looking elsewhere would hide the mistake */
+	if (env && *env) {
+		if (!(named = opendir(env)))
+			return ks_fail(
+				err,
+				"KSEARCH_OPERATORS names '%s', which cannot be read (%s); point it at a "
+				"folder of operator folders, or unset it to use ./operators and the "
+				"operators beside the ksearch binary",
+				env, strerror(errno));
+		closedir(named);
+	}
+	n_roots = search_roots(roots, 4);
 	for (size_t r = 0; r < n_roots; r++) {
 		DIR *d = opendir(roots[r]);
 		struct dirent *ent;

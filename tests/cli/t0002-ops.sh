@@ -54,6 +54,15 @@ PY
 
 run 1 "$KSEARCH" ops --op gqb
 err_has "unknown operator 'gqb'; did you mean 'gqa'?"
+run 1 "$KSEARCH" ops --op GQA
+err_has "unknown operator 'GQA'; did you mean 'gqa'?"
+run 1 "$KSEARCH" compile tests/gpu/hostile/zz_good.cu --op Rmsnorm
+err_has "did you mean 'rmsnorm'?"
+# a folder the user named that is not there is said, not skipped (issue 26)
+run 1 env KSEARCH_OPERATORS="$TMP/no-such-folder" "$KSEARCH" ops
+err_has "KSEARCH_OPERATORS names '$TMP/no-such-folder', which cannot be read (No such file or directory)"
+run 1 env KSEARCH_OPERATORS="$TMP/no-such-folder" "$KSEARCH" compile tests/gpu/hostile/zz_good.cu --op rmsnorm
+err_has "unset it to use ./operators"
 
 # a broken operator is reported and the others still listed
 mkdir -p "$TMP/ops/broken" "$TMP/ops/gqa"

@@ -81,7 +81,7 @@ int ks_is_identifier(const char *s);
 
 /* Levenshtein distance, for "did you mean" suggestions. */
 size_t ks_edit_distance(const char *a, const char *b);
-/* Whether b is a plausible intended spelling of a. */
+/* Whether b is a plausible intended spelling of a (the same in other case, a prefix, a typo). */
 int ks_is_close(const char *a, const char *b);
 
 /* qsort comparators for arrays of char *. */
