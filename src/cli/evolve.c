@@ -49,8 +49,9 @@ static const struct ks_help help = {
 		       "A candidate that crashes, hangs or is refused costs one evaluation.\n"
 		       "\n"
 		       "On an existing archive the search resumes where it stopped (the same\n"
-		       "choices as if it had never stopped).  Ctrl-C (or SIGTERM) finishes the\n"
-		       "candidates in flight and stops; a second Ctrl-C quits at once.  Nothing\n"
+		       "choices as if it had never stopped).  Ctrl-C (or SIGTERM, or SIGHUP when\n"
+		       "its terminal closes) finishes the candidates in flight and stops; a\n"
+		       "second Ctrl-C quits at once.  Nothing\n"
 		       "committed is ever lost: every result is its own transaction.\n"
 		       "\n"
 		       "Without --budget, --time or --target the search stops after 100\n"
@@ -628,8 +629,10 @@ int cmd_evolve(int argc, char **argv)
 	cfg.out = stdout;
 	cfg.status_tty = isatty(STDOUT_FILENO);
 	cfg.stop = &stop_flag;
+	/* a closed terminal (SIGHUP) ends a search as Ctrl-C and SIGTERM do; children have groups of their own */
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
 	if (ks_search_run(ar, &op, families, n_families, &gb.backend, &cfg, &sum, &err) < 0) {
 		ks_cli_error("evolve",
 			     "%s (every result so far is in the archive; run the same command to resume)",
@@ -661,6 +664,7 @@ int cmd_evolve(int argc, char **argv)
 cleanup:
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
 	ks_archive_close(ar);
 	if (gb_open)
 		ks_gpu_backend_close(&gb);
