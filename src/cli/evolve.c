@@ -17,6 +17,7 @@
 #include "ksearch/evaluate/backend.h"
 #include "ksearch/evaluate/cuda.h"
 #include "ksearch/evaluate/profile.h"
+#include "ksearch/evaluate/sanitize.h"
 #include "ksearch/llm/llm.h"
 #include "ksearch/llm/llm_context.h"
 #include "ksearch/op/op.h"
@@ -204,6 +205,32 @@ static int set_aside(const char *dir, char *moved, size_t size, struct ks_error 
 	return 0;
 }
 
+/* What the sanitizer checked: how many, which failed (demoted), the GPU time it took. */
+static void print_sanitizer_summary(const struct ks_op *op, const struct ks_search_summary *sum,
+				    const struct ks_search_config *cfg)
+{
+	const struct ks_search_evidence *san = &sum->sanitizer;
+
+	if (san->off[0])
+		printf("sanitizer: %s%s\n", san->off,
+		       san->stored ? "" : "; no best was checked (`ksearch sanitize` says more)");
+	if (san->stored || san->failed) {
+		printf("sanitizer: %llu new best%s checked, %llu failed", (unsigned long long)san->stored,
+		       san->stored == 1 ? "" : "s", (unsigned long long)san->changed);
+		for (size_t i = 0; i < san->changed && i < KS_SEARCH_EVIDENCE_IDS; i++)
+			printf("%s#%llu", i ? ", " : " (demoted: ", (unsigned long long)san->changed_ids[i]);
+		if (san->changed > KS_SEARCH_EVIDENCE_IDS)
+			printf(", ...");
+		printf("%s, %llu could not be; %.0f s, %.1f%% of the GPU time (at most %.0f%%)\n",
+		       san->changed ? ")" : "", (unsigned long long)san->failed, san->seconds,
+		       100.0 * san->share, 100.0 * cfg->sanitize_share);
+	} else if (!san->off[0] && cfg->sanitize_share > 0 && sum->evaluated)
+		printf("sanitizer: no best checked yet: checks take at most %.0f%% of the GPU time, and this "
+		       "run's GPU time did not pay for one (`ksearch sanitize --op %s --best` checks it "
+		       "now)\n",
+		       100.0 * cfg->sanitize_share, op->key);
+}
+
 /* with_llm: an LLM mutator was in cfg's list */
 static void print_summary(struct ks_archive *ar, const struct ks_op *op, const char *root,
 			  const struct ks_search_summary *sum, const struct ks_search_config *cfg,
@@ -225,9 +252,10 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 
 	if (sum->evaluated)
 		printf("time: compile %.0f s (summed over processes), GPU evaluation %.0f s, GPUs busy "
-		       "%.0f%% of the wall time (evaluating and profiling)\n",
+		       "%.0f%% of the wall time (evaluating, profiling and checking)\n",
 		       sum->compile_s, sum->eval_s,
-		       100.0 * (sum->gpu_busy_s + sum->profile_s) / (sum->wall_s * (double)lanes));
+		       100.0 * (sum->gpu_busy_s + sum->profiles.seconds + sum->sanitizer.seconds) /
+			       (sum->wall_s * (double)lanes));
 
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
 		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM "
@@ -242,20 +270,22 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 	for (size_t i = 0; i < cfg->n_mutators; i++)
 		if (cfg->mutators[i]->summary)
 			cfg->mutators[i]->summary(cfg->mutators[i]->ctx, stdout);
-	if (sum->profiler_off[0])
-		printf("profiler: %s%s\n", sum->profiler_off,
-		       sum->profiled ? "" : "; no candidate was profiled (`ksearch profile` says more)");
-	if (sum->profiled || sum->profile_failed)
+	if (sum->profiles.off[0])
+		printf("profiler: %s%s\n", sum->profiles.off,
+		       sum->profiles.stored ? ""
+					    : "; no candidate was profiled (`ksearch profile` says more)");
+	if (sum->profiles.stored || sum->profiles.failed)
 		printf("profiler: %llu new elite%s profiled (%llu moved to another cell), %llu could not be; "
 		       "%.0f s, %.1f%% of the GPU time (at most %.0f%%)\n",
-		       (unsigned long long)sum->profiled, sum->profiled == 1 ? "" : "s",
-		       (unsigned long long)sum->profile_moved, (unsigned long long)sum->profile_failed,
-		       sum->profile_s, 100.0 * sum->profile_share, 100.0 * cfg->profile_share);
-	else if (!sum->profiler_off[0] && cfg->profile_share > 0 && sum->evaluated)
+		       (unsigned long long)sum->profiles.stored, sum->profiles.stored == 1 ? "" : "s",
+		       (unsigned long long)sum->profiles.changed, (unsigned long long)sum->profiles.failed,
+		       sum->profiles.seconds, 100.0 * sum->profiles.share, 100.0 * cfg->profile_share);
+	else if (!sum->profiles.off[0] && cfg->profile_share > 0 && sum->evaluated)
 		printf("profiler: no elite profiled yet: profiles take at most %.0f%% of the GPU time, and "
 		       "this run's GPU time did not pay for one (`ksearch profile --op %s --best` profiles "
 		       "one now)\n",
 		       100.0 * cfg->profile_share, op->key);
+	print_sanitizer_summary(op, sum, cfg);
 	if (ks_archive_metrics(ar, &m, &err) == 0)
 		printf("archive: %llu candidates, %llu/%llu cells filled (%.0f%%), QD-score %.2f\n",
 		       (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
@@ -410,6 +440,11 @@ int cmd_evolve(int argc, char **argv)
 		KS_OPT_DOUBLE(0, "profile-share", &cfg.profile_share, "F", 0, 0.5, "a share from 0 to 0.5",
 			      "profile new elites with ncu in at most this share of the GPU time "
 			      "(default 0.1; 0: never)"),
+		KS_OPT_DOUBLE(
+			0, "sanitize-share", &cfg.sanitize_share, "F", 0, 0.5, "a share from 0 to 0.5",
+			"check every new best and per-workload best with compute-sanitizer (memcheck, "
+			"racecheck on shared memory) in at most this share of the GPU time; a best that "
+			"fails is demoted (default 0.1; 0: never)"),
 		KS_OPT_BOOL(0, "fresh", &fresh,
 			    "start a new archive; the old one is moved aside, not deleted"),
 		KS_OPT_INT(0, "time-cap", &time_cap, "MS", 1, 3600000, "milliseconds from 1 to 3600000",
@@ -472,6 +507,7 @@ int cmd_evolve(int argc, char **argv)
 
 	llm_init(&llm);
 	cfg.profile_share = 0.1;
+	cfg.sanitize_share = 0.1;
 	cfg.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (cfg.jobs > 8)
 		cfg.jobs = 8;
@@ -563,6 +599,22 @@ int cmd_evolve(int argc, char **argv)
 			cfg.profile_share = 0;
 		free(ncu);
 	}
+	if (cfg.sanitize_share > 0) {
+		char *sanitizer = ks_sanitize_find(NULL);
+
+		if (sanitizer)
+			printf("sanitizer: %s; new bests are checked in at most %.0f%% of the GPU time\n",
+			       sanitizer, 100.0 * cfg.sanitize_share);
+		else
+			printf("sanitizer: %s not found (NVIDIA's compute-sanitizer, in the CUDA toolkit; on "
+			       "PATH, or name it with KSEARCH_COMPUTE_SANITIZER); the search goes on without "
+			       "sanitizer checks\n",
+			       getenv("KSEARCH_COMPUTE_SANITIZER") ? getenv("KSEARCH_COMPUTE_SANITIZER")
+								   : "compute-sanitizer");
+		if (!sanitizer)
+			cfg.sanitize_share = 0;
+		free(sanitizer);
+	}
 	if (llm.wanted) {
 		if (ks_llm_system_prompt(llm.prompts_dir, &op, &gb.evaluators[0].profile, &llm.system_prompt,
 					 &err) < 0 ||
@@ -629,7 +681,8 @@ int cmd_evolve(int argc, char **argv)
 	cfg.out = stdout;
 	cfg.status_tty = isatty(STDOUT_FILENO);
 	cfg.stop = &stop_flag;
-	/* a closed terminal (SIGHUP) ends a search as Ctrl-C and SIGTERM do; children have groups of their own */
+	/* a closed terminal (SIGHUP) ends a search as Ctrl-C and SIGTERM do; children have groups of their
+	 * own */
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);

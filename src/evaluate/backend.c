@@ -12,6 +12,7 @@
 #include "ksearch/compile/build.h"
 #include "ksearch/base/util.h"
 #include "ksearch/evaluate/profile.h"
+#include "ksearch/evaluate/sanitize.h"
 
 int ks_gpu_build(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
 		 const char *arch, unsigned flags, struct ks_build *build, struct ks_result *res,
@@ -88,29 +89,62 @@ static int gb_evaluate(void *ctx, int lane, const struct ks_family *fam, const i
 	return ret;
 }
 
+/* fam's params as "NAME=VALUE" strings, for the profiler's and the sanitizer's runner; free with
+ * free_assign(). */
+static char **assign_params(const struct ks_family *fam, const int64_t *params)
+{
+	size_t n = fam->cand.n_params;
+	char **assign = ks_calloc(n ? n : 1, sizeof(*assign));
+
+	for (size_t i = 0; i < n; i++)
+		assign[i] = ks_asprintf("%s=%lld", fam->cand.params[i].name, (long long)params[i]);
+	return assign;
+}
+
+static void free_assign(char **assign, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(assign[i]);
+	free(assign);
+}
+
 /* Profile a new elite with the lane's GPU, which is between two evaluations (profile.h). */
 static int gb_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 		      const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
 		      struct ks_error *err)
 {
 	struct ks_gpu_backend *gb = ctx;
-	size_t n = fam->cand.n_params;
-	char **assign = ks_calloc(n ? n : 1, sizeof(*assign));
+	char **assign = assign_params(fam, params);
 	struct ks_profile_request req = { .op = gb->op,
 					  .source = fam->cand.source,
 					  .path = fam->cand.path,
 					  .params = (const char *const *)assign,
-					  .n_params = n,
+					  .n_params = fam->cand.n_params,
 					  .gpu = gb->gpus[lane],
 					  .cancel = cancel };
-	int rc;
+	int rc = ks_profile_run(&req, out, err);
 
-	for (size_t i = 0; i < n; i++)
-		assign[i] = ks_asprintf("%s=%lld", fam->cand.params[i].name, (long long)params[i]);
-	rc = ks_profile_run(&req, out, err);
-	for (size_t i = 0; i < n; i++)
-		free(assign[i]);
-	free(assign);
+	free_assign(assign, fam->cand.n_params);
+	return rc;
+}
+
+/* Check a new best with compute-sanitizer on the lane's GPU, between two evaluations (sanitize.h). */
+static int gb_sanitize(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+		       const volatile sig_atomic_t *cancel, struct ks_sanitize_outcome *out,
+		       struct ks_error *err)
+{
+	struct ks_gpu_backend *gb = ctx;
+	char **assign = assign_params(fam, params);
+	struct ks_sanitize_request req = { .op = gb->op,
+					   .source = fam->cand.source,
+					   .path = fam->cand.path,
+					   .params = (const char *const *)assign,
+					   .n_params = fam->cand.n_params,
+					   .gpu = gb->gpus[lane],
+					   .cancel = cancel };
+	int rc = ks_sanitize_run(&req, out, err);
+
+	free_assign(assign, fam->cand.n_params);
 	return rc;
 }
 
@@ -154,7 +188,8 @@ int ks_gpu_backend_open(struct ks_gpu_backend *gb, const struct ks_op *op, const
 					   .build = gb_build,
 					   .evaluate = gb_evaluate,
 					   .discard = gb_discard,
-					   .profile = gb_profile };
+					   .profile = gb_profile,
+					   .sanitize = gb_sanitize };
 	return 0;
 }
 

@@ -23,7 +23,7 @@
 #include "ksearch/base/sha256.h"
 #include "ksearch/base/util.h"
 #include "ksearch/search/mutator.h"
-#include "search_profile.h"
+#include "search_evidence.h"
 
 #define RECENT 8
 
@@ -58,6 +58,9 @@ struct search;
 struct ks_mutator_host {
 	struct search *s;
 };
+
+/* The search's kinds of hardware evidence, indexes into search.evidence. */
+enum { SANITIZER, PROFILES, N_EVIDENCE };
 
 struct family_slot {
 	struct ks_family *fam; /* the seeds borrowed, the added ones owned */
@@ -101,7 +104,8 @@ struct search {
 	double t_start, last_status;
 	uint64_t improvements;
 	size_t mutators_started;
-	struct ks_search_profiler profiler; /* new elites' profiles (search_profile.h) */
+	/* hardware evidence, taken by the lanes in this order (search_evidence.h) */
+	struct ks_evidence_queue evidence[2];
 	/*
 	 * Every binary built (build.h's fingerprint) and who holds its result:
 	 * the record's id once inserted, before that the job evaluating it.
@@ -508,6 +512,26 @@ struct lane {
 	pthread_t thread;
 };
 
+/* Under lock: the GPU time spent on everything but q's jobs (what q's share is of, with them). */
+static double gpu_besides(const struct search *s, const struct ks_evidence_queue *q)
+{
+	double t = s->gpu_busy_s;
+
+	for (int i = 0; i < N_EVIDENCE; i++)
+		if (&s->evidence[i] != q)
+			t += s->evidence[i].budget.spent_s;
+	return t;
+}
+
+/* Under lock: may a lane start a check or a profile now? */
+static int evidence_ready(struct search *s)
+{
+	for (int i = 0; i < N_EVIDENCE; i++)
+		if (ks_evidence_queue_ready(&s->evidence[i], gpu_besides(s, &s->evidence[i])))
+			return 1;
+	return 0;
+}
+
 static void *lane_thread(void *arg)
 {
 	struct lane *lane = arg;
@@ -518,18 +542,19 @@ static void *lane_thread(void *arg)
 		double t0;
 		int rc;
 
-		struct ks_profile_job *pj;
+		struct ks_evidence_job *ej = NULL;
+		struct ks_evidence_queue *eq = NULL;
 
 		pthread_mutex_lock(&s->lock);
-		while (!s->shutdown && !s->eval_q.count &&
-		       !ks_search_profiler_ready(&s->profiler, s->gpu_busy_s))
+		while (!s->shutdown && !s->eval_q.count && !evidence_ready(s))
 			pthread_cond_wait(&s->cond, &s->lock);
-		/* between two evaluations the GPU is this lane's: a new elite's profile goes first */
-		pj = s->shutdown ? NULL : ks_search_profiler_take(&s->profiler, s->gpu_busy_s);
-		job = pj ? NULL : queue_pop(&s->eval_q);
+		/* between two evaluations the GPU is this lane's: a check or a profile goes first */
+		for (int i = 0; !s->shutdown && !ej && i < N_EVIDENCE; i++)
+			ej = ks_evidence_queue_take(eq = &s->evidence[i], gpu_besides(s, &s->evidence[i]));
+		job = ej ? NULL : queue_pop(&s->eval_q);
 		pthread_mutex_unlock(&s->lock);
-		if (pj) {
-			ks_search_profiler_run(&s->profiler, lane->index, pj);
+		if (ej) {
+			ks_evidence_queue_run(eq, lane->index, ej);
 			continue;
 		}
 		if (!job)
@@ -844,6 +869,30 @@ static int by_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Is kind i off for the run (no tool, share 0, or stopped)? */
+static int evidence_off(struct search *s, int i)
+{
+	int off;
+
+	pthread_mutex_lock(&s->lock);
+	off = s->evidence[i].off;
+	pthread_mutex_unlock(&s->lock);
+	return off;
+}
+
+/* Queue record id (an ok one of a known family) for kind i, unless it has field already. */
+static void queue_unless(struct search *s, int i, const char *field, uint64_t id, const json_t *record)
+{
+	enum ks_verdict verdict;
+	int64_t params[KS_MAX_PARAMS];
+	int fam;
+
+	if (ks_record_verdict(record, &verdict) == 0 && verdict == KS_VERDICT_OK &&
+	    !json_object_get(record, field) && (fam = family_of(s, id)) >= 0 &&
+	    params_from_json(s->fams[fam].fam, json_object_get(record, "params"), params) == 0)
+		ks_evidence_queue_add(&s->evidence[i], s->fams[fam].fam, params, id);
+}
+
 /*
  * The grid's elites that have no profile yet (an earlier run stopped with
  * them waiting, or ran without profiling) wait for one as this run's new
@@ -855,29 +904,83 @@ static int queue_unprofiled(struct search *s, struct ks_error *err)
 	struct ks_archive_elite *elites = NULL;
 	size_t n = 0;
 
-	if (s->profiler.off)
+	if (evidence_off(s, PROFILES))
 		return 0;
 	if (ks_archive_elites(s->ar, &elites, &n, err) < 0)
 		return -1;
 	KS_QSORT(elites, n, by_id);
 	for (size_t i = 0; i < n; i++) {
 		json_t *record = NULL;
-		enum ks_verdict verdict;
-		int64_t params[KS_MAX_PARAMS];
-		int fam;
 
 		if (ks_archive_get(s->ar, elites[i].id, &record, NULL, err) < 0) {
 			free(elites);
 			return -1;
 		}
-		if (ks_record_verdict(record, &verdict) == 0 && verdict == KS_VERDICT_OK &&
-		    !json_object_get(record, "profile") && (fam = family_of(s, elites[i].id)) >= 0 &&
-		    params_from_json(s->fams[fam].fam, json_object_get(record, "params"), params) == 0)
-			ks_search_profiler_elite(&s->profiler, s->fams[fam].fam, params, elites[i].id);
+		queue_unless(s, PROFILES, "profile", elites[i].id, record);
 		json_decref(record);
 	}
 	free(elites);
 	return 0;
+}
+
+/*
+ * The best and the workloads' bests that have no sanitizer check (an
+ * earlier run stopped with them waiting or ran without checks, or a
+ * failed check just made them the bests) wait for one; the best is taken
+ * first.
+ */
+static int queue_unsanitized(struct search *s, struct ks_error *err)
+{
+	json_t *best = NULL, *bests = NULL, *entry;
+	const char *workload;
+	int ret = -1;
+
+	if (evidence_off(s, SANITIZER))
+		return 0;
+	if (ks_archive_workload_bests(s->ar, &bests, err) < 0 || ks_archive_best(s->ar, &best, NULL, err) < 0)
+		goto cleanup;
+	json_object_foreach(bests, workload, entry)
+	{
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(entry, "id"));
+		json_t *record = NULL;
+
+		if (best && id == ks_record_id(best))
+			continue;
+		if (ks_archive_get(s->ar, id, &record, NULL, err) < 0)
+			goto cleanup;
+		queue_unless(s, SANITIZER, "sanitizer", id, record);
+		json_decref(record);
+	}
+	if (best)
+		queue_unless(s, SANITIZER, "sanitizer", ks_record_id(best), best);
+	ret = 0;
+cleanup:
+	json_decref(best);
+	json_decref(bests);
+	return ret;
+}
+
+/* Is record id (ok, just inserted) the archive's best or a workload's best now? */
+static int is_a_best(struct search *s, uint64_t id, struct ks_error *err)
+{
+	struct ks_archive_metrics m;
+	json_t *bests = NULL, *entry;
+	const char *workload;
+	int ret = 0;
+
+	if (ks_archive_metrics(s->ar, &m, err) < 0)
+		return -1;
+	if (m.best_id == id)
+		return 1;
+	if (ks_archive_workload_bests(s->ar, &bests, err) < 0)
+		return -1;
+	json_object_foreach(bests, workload, entry)
+	{
+		if ((uint64_t)json_integer_value(json_object_get(entry, "id")) == id)
+			ret = 1;
+	}
+	json_decref(bests);
+	return ret;
 }
 
 /* ---- proposals ---- */
@@ -1087,6 +1190,11 @@ static void status_line(struct search *s, int final)
 	char fails[256] = "", extra[320] = "", dups[48] = "";
 	size_t used = 0, extra_used = 0;
 
+	if (sum->sanitizer.stored)
+		extra_used = (size_t)snprintf(extra, sizeof(extra), "  sanitizer %llu checked, %llu failed",
+					      (unsigned long long)sum->sanitizer.stored,
+					      (unsigned long long)sum->sanitizer.changed);
+
 	for (size_t i = 0; i < cfg->n_mutators; i++) {
 		const struct ks_mutator *mu = cfg->mutators[i];
 
@@ -1196,6 +1304,22 @@ static int remember_binary(struct search *s, struct job *job, uint64_t id, struc
 	return ks_archive_state_put(s->ar, key, value, sizeof(value), err);
 }
 
+/* A duplicate shares its original's sanitizer check; any other new best waits for one. */
+static int sanitize_if_best(struct search *s, const struct job *job, uint64_t id, struct ks_error *err)
+{
+	int best;
+
+	if (job->duplicate)
+		return ks_evidence_sanitize_inherit(s->ar, job->duplicate_of, id, err);
+	if (job->result.verdict != KS_VERDICT_OK || evidence_off(s, SANITIZER))
+		return 0;
+	if ((best = is_a_best(s, id, err)) < 0)
+		return -1;
+	if (best)
+		ks_evidence_queue_add(&s->evidence[SANITIZER], job->fam, job->p.params, id);
+	return 0;
+}
+
 static int insert_result(struct search *s, struct job *job, struct ks_error *err)
 {
 	const struct ks_family *f = job->fam;
@@ -1216,8 +1340,11 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 			s->recent[s->n_recent < RECENT ? s->n_recent++ : s->improvements % RECENT] =
 				(uint64_t)res.cell;
 			s->improvements++;
-			ks_search_profiler_elite(&s->profiler, f, job->p.params, res.id);
+			ks_evidence_queue_add(&s->evidence[PROFILES], f, job->p.params, res.id);
 		}
+		ret = sanitize_if_best(s, job, res.id, err);
+	}
+	if (ret == 0) {
 		if (job->duplicate)
 			s->summary->duplicates++;
 		else
@@ -1506,6 +1633,22 @@ static int resume_saved(struct search *s, struct ks_error *err)
 	return 0;
 }
 
+/*
+ * Store the checks and profiles that came back.  A failed check that
+ * demoted a best makes others the bests: they wait for a check too.
+ */
+static int apply_evidence(struct search *s, struct ks_error *err)
+{
+	uint64_t demoted = s->summary->sanitizer.changed;
+
+	for (int i = 0; i < N_EVIDENCE; i++)
+		if (ks_evidence_queue_apply(&s->evidence[i], err) < 0)
+			return -1;
+	if (s->summary->sanitizer.changed != demoted)
+		return queue_unsanitized(s, err);
+	return 0;
+}
+
 int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks_family *families,
 		  size_t n_families, const struct ks_backend *backend, const struct ks_search_config *cfg,
 		  struct ks_search_summary *summary, struct ks_error *err)
@@ -1530,15 +1673,17 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 		add_family(&s, (struct ks_family *)&families[i], 1);
 	s.n_seeds = n_families;
 	{
-		struct ks_search_profiler_env env = { .backend = backend,
-						      .cfg = cfg,
-						      .summary = summary,
-						      .ar = ar,
-						      .lock = &s.lock,
-						      .cond = &s.cond,
-						      .t_start = s.t_start };
+		struct ks_evidence_env env = { .backend = backend,
+					       .cfg = cfg,
+					       .ar = ar,
+					       .lock = &s.lock,
+					       .cond = &s.cond,
+					       .t_start = s.t_start };
 
-		ks_search_profiler_init(&s.profiler, &env);
+		ks_evidence_queue_init(&s.evidence[SANITIZER], &ks_evidence_sanitize, &env,
+				       cfg->sanitize_share, cfg->sanitize_guess_s, &summary->sanitizer);
+		ks_evidence_queue_init(&s.evidence[PROFILES], &ks_evidence_profile, &env, cfg->profile_share,
+				       cfg->profile_guess_s, &summary->profiles);
 	}
 
 	if (ks_archive_metrics(ar, &m0, err) < 0 || load_counter(&s, "search/inserted", &inserted, err) < 0 ||
@@ -1554,7 +1699,8 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 		}
 	}
 	summary->resumed_from = m0.candidates;
-	if (evaluator_check(&s, m0.candidates, err) < 0 || queue_unprofiled(&s, err) < 0)
+	if (evaluator_check(&s, m0.candidates, err) < 0 || queue_unprofiled(&s, err) < 0 ||
+	    queue_unsanitized(&s, err) < 0)
 		goto cleanup;
 
 	s.next_insert = s.next_seq = s.dispatch_end = inserted;
@@ -1624,7 +1770,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 		}
 		if (step_mutators(&s, 0, stopping, err) < 0)
 			goto shutdown;
-		if (ks_search_profiler_apply(&s.profiler, err) < 0)
+		if (apply_evidence(&s, err) < 0)
 			goto shutdown;
 		if (top_up(&s, &reason, err) < 0)
 			goto shutdown;
@@ -1664,9 +1810,10 @@ shutdown:
 	for (int i = 0; threads && i < backend->lanes; i++)
 		pthread_join(lanes[i].thread, NULL);
 	/* profiles that finished while the search wound down are stored too */
-	if (ret == 0 && ks_search_profiler_apply(&s.profiler, err) < 0)
+	if (ret == 0 && apply_evidence(&s, err) < 0)
 		ret = -1;
-	ks_search_profiler_finish(&s.profiler, s.gpu_busy_s);
+	for (int i = 0; i < N_EVIDENCE; i++)
+		ks_evidence_queue_finish(&s.evidence[i], gpu_besides(&s, &s.evidence[i]));
 	/* anything still queued after a failure: release it */
 	for (size_t i = 0; i < s.depth; i++) {
 		struct job *job = s.ring[i];

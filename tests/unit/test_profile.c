@@ -150,35 +150,35 @@ static void test_profile_json_and_its_lines(void **state)
 /* Profiling may start only while it stays within its share of the GPU time. */
 static void test_budget_keeps_profiling_to_its_share(void **state)
 {
-	struct ks_profile_budget b;
+	struct ks_evidence_budget b;
 
 	(void)state;
-	ks_profile_budget_init(&b, 0.1, 10);
-	assert_false(ks_profile_budget_allows(&b, 0)); /* no GPU time yet to pay for it */
+	ks_evidence_budget_init(&b, 0.1, 10);
+	assert_false(ks_evidence_budget_allows(&b, 0)); /* no GPU time yet to pay for it */
 	b.eval_s = 89;
-	assert_false(ks_profile_budget_allows(&b, 0)); /* 10 / 99 > 10% */
+	assert_false(ks_evidence_budget_allows(&b, 0)); /* 10 / 99 > 10% */
 	b.eval_s = 90;
-	assert_true(ks_profile_budget_allows(&b, 0));  /* 10 / 100 */
-	assert_false(ks_profile_budget_allows(&b, 1)); /* not with one already running */
-	ks_profile_budget_spent(&b, 4);
+	assert_true(ks_evidence_budget_allows(&b, 0));	/* 10 / 100 */
+	assert_false(ks_evidence_budget_allows(&b, 1)); /* not with one already running */
+	ks_evidence_budget_spent(&b, 4);
 	assert_near(b.expected_s, 4);
-	assert_near(ks_profile_budget_used(&b), 4.0 / 94);
+	assert_near(ks_evidence_budget_used(&b), 4.0 / 94);
 	/* 4 + 4 <= 0.1 * (90 + 4 + 4)? no: 8 > 9.8 is false, so yes */
-	assert_true(ks_profile_budget_allows(&b, 0));
-	ks_profile_budget_spent(&b, 6);
+	assert_true(ks_evidence_budget_allows(&b, 0));
+	ks_evidence_budget_spent(&b, 6);
 	assert_near(b.expected_s, 5);
-	assert_false(ks_profile_budget_allows(&b, 0)); /* 15 > 0.1 * 105 */
+	assert_false(ks_evidence_budget_allows(&b, 0)); /* 15 > 0.1 * 105 */
 	/* whatever is allowed, the share never passes the budget by more than a surprise */
 	for (int i = 0; i < 1000; i++) {
 		b.eval_s += 3;
-		if (ks_profile_budget_allows(&b, 0))
-			ks_profile_budget_spent(&b, 5);
-		assert_true(ks_profile_budget_used(&b) <= 0.1 + 1e-12);
+		if (ks_evidence_budget_allows(&b, 0))
+			ks_evidence_budget_spent(&b, 5);
+		assert_true(ks_evidence_budget_used(&b) <= 0.1 + 1e-12);
 	}
-	assert_true(ks_profile_budget_used(&b) > 0.09);
-	ks_profile_budget_init(&b, 0, 1);
+	assert_true(ks_evidence_budget_used(&b) > 0.09);
+	ks_evidence_budget_init(&b, 0, 1);
 	b.eval_s = 1e9;
-	assert_false(ks_profile_budget_allows(&b, 0)); /* share 0: never */
+	assert_false(ks_evidence_budget_allows(&b, 0)); /* share 0: never */
 }
 
 /* ---- the profiler as a subprocess, through fake ncu scripts ---- */

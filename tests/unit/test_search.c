@@ -12,6 +12,7 @@
 
 #include "fakellm.h"
 #include "ksearch/archive/archive.h"
+#include "ksearch/archive/record.h"
 #include "ksearch/llm/llm.h"
 #include "ksearch/search/mutator.h"
 #include "ksearch/search/mutator_llm.h"
@@ -50,7 +51,10 @@ struct toy {
 	int builds, evaluations;
 	int profiles;			       /* profile calls */
 	enum ks_profile_status profile_status; /* what a profile comes back with */
-	int fail_internal_at;		       /* evaluation number that fails ksearch itself, or 0 */
+	int sanitizes;			       /* sanitize calls */
+	int sanitize_fail_first;	       /* this many checks fail (FAILED), the rest come back clean */
+	enum ks_sanitize_status sanitize_status; /* or, when not CLEAN, what every check comes back with */
+	int fail_internal_at;			 /* evaluation number that fails ksearch itself, or 0 */
 	int eval_us;	    /* extra time per evaluation, so LLM answers arrive during a run */
 	int by_first_param; /* builds fingerprint their binary by family and first param only */
 };
@@ -157,6 +161,48 @@ static int toy_profile(void *ctx, int lane, const struct ks_family *f, const int
 	out->profile.dram_fraction = (double)(h % 100) / 100.0;
 	out->profile.achieved_occupancy = 0.25;
 	out->profile.seconds = 0.001;
+	return 0;
+}
+
+/* Sanitizer checks in two milliseconds: the first sanitize_fail_first fail, or all come back sanitize_status.
+ */
+static int toy_sanitize(void *ctx, int lane, const struct ks_family *f, const int64_t *params,
+			const volatile sig_atomic_t *cancel, struct ks_sanitize_outcome *out,
+			struct ks_error *err)
+{
+	struct toy *t = ctx;
+	int n;
+
+	(void)lane;
+	(void)f;
+	(void)params;
+	(void)cancel;
+	(void)err;
+	pthread_mutex_lock(&t->lock);
+	n = ++t->sanitizes;
+	pthread_mutex_unlock(&t->lock);
+	usleep(2000);
+	memset(out, 0, sizeof(*out));
+	out->status = t->sanitize_status;
+	if (out->status == KS_SANITIZE_CLEAN && n <= t->sanitize_fail_first)
+		out->status = KS_SANITIZE_FAILED;
+	snprintf(out->check.version, sizeof(out->check.version), "toy-sanitizer 1.0");
+	snprintf(out->check.tools[0], sizeof(out->check.tools[0]), "memcheck");
+	out->check.n_tools = 1;
+	snprintf(out->check.workloads[0], sizeof(out->check.workloads[0]), "n1024");
+	out->check.n_workloads = 1;
+	out->check.seconds = 0.002;
+	if (out->status == KS_SANITIZE_FAILED) {
+		out->check.errors = 1;
+		snprintf(out->check.first, sizeof(out->check.first),
+			 "Invalid __global__ write of size 4 bytes");
+		snprintf(out->check.first_tool, sizeof(out->check.first_tool), "memcheck");
+	} else if (out->status == KS_SANITIZE_UNAVAILABLE) {
+		snprintf(out->why, sizeof(out->why),
+			 "compute-sanitizer cannot check on this machine: Device not supported");
+	} else if (out->status == KS_SANITIZE_INCOMPLETE) {
+		snprintf(out->why, sizeof(out->why), "memcheck did not finish within 300 s (killed)");
+	}
 	return 0;
 }
 
@@ -517,9 +563,9 @@ static void test_target_stops_and_internal_failure_is_reported(void **state)
 
 /* ---- the profiler ---- */
 
-/* A search whose backend profiles; *out_text gets what it printed. */
-/* The profiler's share in run_profiled()'s searches. */
-static double profiled_share = 0.5;
+/* A search whose backend profiles and checks; *out_text gets what it printed. */
+/* The profiler's and the sanitizer's shares in run_profiled()'s searches. */
+static double profiled_share = 0.5, sanitized_share = 0;
 
 static void run_profiled(struct fixture *f, const char *archive, struct toy *toy, uint64_t budget,
 			 struct ks_search_summary *sum, char **out_text, char **log_text)
@@ -529,7 +575,8 @@ static void run_profiled(struct fixture *f, const char *archive, struct toy *toy
 				      .build = toy_build,
 				      .evaluate = toy_evaluate,
 				      .discard = toy_discard,
-				      .profile = toy_profile };
+				      .profile = toy_profile,
+				      .sanitize = toy_sanitize };
 	struct ks_search_config cfg = { .seed = 4,
 					.budget = budget,
 					.jobs = 2,
@@ -537,7 +584,9 @@ static void run_profiled(struct fixture *f, const char *archive, struct toy *toy
 					.exploit = 0.5,
 					.recent = 0.2,
 					.profile_share = profiled_share,
-					.profile_guess_s = 0.0001 };
+					.profile_guess_s = 0.0001,
+					.sanitize_share = sanitized_share,
+					.sanitize_guess_s = 0.0001 };
 	const struct ks_mutator *mutators[] = { &ks_mutator_param };
 	struct ks_archive *ar = open_archive(f, archive);
 	size_t out_size = 0, log_size = 0;
@@ -573,11 +622,11 @@ static void test_new_elites_are_profiled_within_the_share(void **state)
 	(void)state;
 	run_profiled(f, "prof", &t, 24, &sum, &out, &log);
 	assert_int_equal(sum.evaluated, 24);
-	assert_true(sum.profiled > 0);
-	assert_int_equal(sum.profiled, (uint64_t)t.profiles);
-	assert_true(sum.profile_s > 0);
-	assert_true(sum.profile_share > 0 && sum.profile_share < 0.5);
-	assert_string_equal(sum.profiler_off, "");
+	assert_true(sum.profiles.stored > 0);
+	assert_int_equal(sum.profiles.stored, (uint64_t)t.profiles);
+	assert_true(sum.profiles.seconds > 0);
+	assert_true(sum.profiles.share > 0 && sum.profiles.share < 0.5);
+	assert_string_equal(sum.profiles.off, "");
 	assert_contains(log, "\"event\":\"profile\"");
 	ar = open_archive(f, "prof");
 	assert_int_equal(ks_archive_elites(ar, &elites, &n, &err), 0);
@@ -621,11 +670,11 @@ static void test_a_resumed_search_profiles_the_elites_left_unprofiled(void **sta
 	profiled_share = 0;
 	run_profiled(f, "unprof", &t1, 24, &sum, &out, &log);
 	profiled_share = 0.5;
-	assert_int_equal(sum.profiled, 0);
+	assert_int_equal(sum.profiles.stored, 0);
 	free(out);
 	free(log);
 	run_profiled(f, "unprof", &t2, 8, &sum, &out, &log);
-	assert_true(sum.profiled > 0);
+	assert_true(sum.profiles.stored > 0);
 	ar = open_archive(f, "unprof");
 	assert_int_equal(ks_archive_elites(ar, &elites, &n, &err), 0);
 	for (size_t i = 0; i < n; i++) {
@@ -661,9 +710,9 @@ static void test_no_permission_is_said_once_and_the_search_goes_on(void **state)
 	run_profiled(f, "noperm", &t, 24, &sum, &out, &log);
 	assert_int_equal(sum.evaluated, 24);
 	assert_string_equal(sum.stop_reason, "budget");
-	assert_int_equal(sum.profiled, 0);
+	assert_int_equal(sum.profiles.stored, 0);
 	assert_true(t.profiles >= 1 && t.profiles <= 2); /* both lanes may have started one */
-	assert_contains(sum.profiler_off, "ERR_NVGPUCTRPERM");
+	assert_contains(sum.profiles.off, "ERR_NVGPUCTRPERM");
 	first = strstr(out, "profiler: ncu may not read");
 	assert_non_null(first);
 	assert_contains(first, "; the search goes on without profiles\n");
@@ -686,10 +735,232 @@ static void test_profiles_failing_in_a_row_stop_profiling(void **state)
 	(void)state;
 	run_profiled(f, "proffail", &t, 30, &sum, &out, &log);
 	assert_int_equal(sum.evaluated, 30);
-	assert_int_equal(sum.profiled, 0);
-	assert_true(sum.profile_failed >= 3);
-	assert_contains(sum.profiler_off, "3 profiles in a row failed");
+	assert_int_equal(sum.profiles.stored, 0);
+	assert_true(sum.profiles.failed >= 3);
+	assert_contains(sum.profiles.off, "3 profiles in a row failed");
 	assert_contains(log, "\"event\":\"profile_failed\"");
+	free(out);
+	free(log);
+}
+
+/* ---- the sanitizer ---- */
+
+/* A record's sanitizer status ("clean", "failed"), or "" when it was never checked. */
+static const char *sanitizer_status(const json_t *record)
+{
+	const char *status =
+		json_string_value(json_object_get(json_object_get(record, "sanitizer"), "status"));
+
+	return status ? status : "";
+}
+
+/* run_profiled() checking new bests only, with this sanitizer share. */
+static void run_sanitized(struct fixture *f, const char *archive, struct toy *toy, uint64_t budget,
+			  double share, struct ks_search_summary *sum, char **out, char **log)
+{
+	profiled_share = 0;
+	sanitized_share = share;
+	run_profiled(f, archive, toy, budget, sum, out, log);
+	profiled_share = 0.5;
+	sanitized_share = 0;
+}
+
+/*
+ * New bests are checked between evaluations within the share; the checks
+ * land in their records; the summary says how many, and what they cost.
+ */
+static void test_new_bests_are_sanitizer_checked_within_the_share(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 3000 };
+	struct ks_search_summary sum;
+	json_t *records, *rec;
+	size_t i, checked = 0;
+	char *out, *log;
+
+	run_sanitized(f, "san", &t, 24, 0.5, &sum, &out, &log);
+	assert_int_equal(sum.evaluated, 24);
+	assert_true(sum.sanitizer.stored > 0);
+	assert_int_equal(sum.sanitizer.stored, (uint64_t)t.sanitizes);
+	assert_int_equal(sum.sanitizer.changed, 0);
+	assert_true(sum.sanitizer.seconds > 0);
+	assert_true(sum.sanitizer.share > 0 && sum.sanitizer.share <= 0.5 + 0.05);
+	assert_string_equal(sum.sanitizer.off, "");
+	assert_int_equal(sum.profiles.stored, 0);
+	assert_contains(log, "\"event\":\"sanitizer\"");
+	records = all_records(f, "san");
+	json_array_foreach(records, i, rec)
+	{
+		if (!*sanitizer_status(rec))
+			continue;
+		checked++;
+		assert_string_equal(sanitizer_status(rec), "clean");
+		assert_string_equal(
+			json_string_value(json_object_get(json_object_get(rec, "sanitizer"), "version")),
+			"toy-sanitizer 1.0");
+	}
+	assert_int_equal(checked, sum.sanitizer.stored);
+	json_decref(records);
+	free(out);
+	free(log);
+
+	/* share 0: never */
+	t.sanitizes = 0;
+	run_sanitized(f, "san0", &t, 24, 0, &sum, &out, &log);
+	assert_int_equal(sum.evaluated, 24);
+	assert_int_equal(t.sanitizes, 0);
+	assert_int_equal(sum.sanitizer.stored, 0);
+	assert_null(strstr(log, "\"event\":\"sanitizer"));
+	free(out);
+	free(log);
+}
+
+/*
+ * A failed check demotes its record: it is no longer the best, the next
+ * best is (and is checked in turn), the search goes on, and the summary
+ * names it.  Its duplicates (the same binary) carry the same check.
+ */
+static void test_a_failed_check_demotes_the_best_and_the_search_goes_on(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			 .eval_us = 3000,
+			 .sanitize_fail_first = 2,
+			 .by_first_param = 1 };
+	struct ks_search_summary sum;
+	struct ks_archive_metrics m;
+	struct ks_archive *ar;
+	struct ks_error err;
+	json_t *records, *rec, *bests, *entry;
+	const char *workload;
+	char *out, *log, *line, *save = NULL, said[64];
+	size_t i, failed = 0, twins = 0, demotions = 0;
+
+	run_sanitized(f, "sanfail", &t, 26, 0.5, &sum, &out, &log);
+	assert_string_equal(sum.stop_reason, "budget"); /* the search went on (of 32 combinations) */
+	assert_int_equal(sum.sanitizer.changed, 2);
+	assert_true(sum.sanitizer.stored > 2); /* the next bests were checked too */
+	for (i = 0; i < 2; i++) {
+		snprintf(said, sizeof(said), "sanitizer: #%llu FAILED: 1 error",
+			 (unsigned long long)sum.sanitizer.changed_ids[i]);
+		assert_contains(out, said);
+	}
+	assert_contains(out, "; demoted from the best; the best is now #");
+
+	/* each demotion's new best: another record, no faster than the demoted one */
+	for (line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_t *ev = json_loads(line, 0, NULL);
+
+		if (!strcmp(json_string_value(json_object_get(ev, "event")), "sanitizer") &&
+		    json_is_true(json_object_get(ev, "was_best"))) {
+			uint64_t id = (uint64_t)json_integer_value(json_object_get(ev, "id")),
+				 next = (uint64_t)json_integer_value(json_object_get(ev, "best_id"));
+
+			demotions++;
+			assert_true(next != 0 && next != id);
+		}
+		json_decref(ev);
+	}
+	assert_true(demotions >= 1);
+
+	records = all_records(f, "sanfail");
+	ar = open_archive(f, "sanfail");
+	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
+	assert_int_equal(ks_archive_workload_bests(ar, &bests, &err), 0);
+	json_array_foreach(records, i, rec)
+	{
+		uint64_t id = ks_record_id(rec), of;
+
+		if (strcmp(sanitizer_status(rec), "failed"))
+			continue;
+		failed++;
+		assert_true(m.best_id != id);
+		json_object_foreach(bests, workload, entry)
+		{
+			assert_true((uint64_t)json_integer_value(json_object_get(entry, "id")) != id);
+		}
+		/* a twin carries its original's check; so does every twin of a failed original */
+		of = (uint64_t)json_integer_value(json_object_get(rec, "duplicate_of"));
+		twins += of != 0;
+		if (!of) {
+			size_t j;
+			json_t *other;
+
+			json_array_foreach(records, j, other)
+			{
+				if ((uint64_t)json_integer_value(json_object_get(other, "duplicate_of")) ==
+				    id)
+					assert_string_equal(sanitizer_status(other), "failed");
+			}
+		}
+	}
+	assert_true(failed >= 2);
+	if (!twins)
+		fail_msg("no duplicate of a failed record to show that twins share the check:\n%s", out);
+	json_decref(bests);
+	json_decref(records);
+	ks_archive_close(ar);
+	free(out);
+	free(log);
+}
+
+/* No sanitizer that can run here: said once, with why, and the search goes on without checks. */
+static void test_an_unavailable_sanitizer_is_said_once_and_the_search_goes_on(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			 .eval_us = 3000,
+			 .sanitize_status = KS_SANITIZE_UNAVAILABLE };
+	struct ks_search_summary sum;
+	char *out, *log, *first;
+
+	run_sanitized(f, "sanoff", &t, 24, 0.5, &sum, &out, &log);
+	assert_int_equal(sum.evaluated, 24);
+	assert_string_equal(sum.stop_reason, "budget");
+	assert_int_equal(sum.sanitizer.stored, 0);
+	assert_true(t.sanitizes >= 1 && t.sanitizes <= 2); /* both lanes may have started one */
+	assert_contains(sum.sanitizer.off, "Device not supported");
+	first = strstr(out, "sanitizer: compute-sanitizer cannot check on this machine");
+	assert_non_null(first);
+	assert_contains(first, "; the search goes on without sanitizer checks\n");
+	assert_null(strstr(first + 1, "sanitizer: compute-sanitizer cannot check"));
+	assert_contains(log, "\"event\":\"sanitizer_off\"");
+	free(out);
+	free(log);
+}
+
+/* A search on an archive whose best was never checked checks it. */
+static void test_a_resumed_search_checks_the_unchecked_best(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t1 = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 3000 },
+		   t2 = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 3000 };
+	struct ks_search_summary sum;
+	struct ks_archive *ar;
+	struct ks_error err;
+	json_t *best;
+	uint64_t old_best;
+	char *out, *log;
+
+	run_sanitized(f, "sanres", &t1, 24, 0, &sum, &out, &log);
+	free(out);
+	free(log);
+	ar = open_archive(f, "sanres");
+	assert_int_equal(ks_archive_best(ar, &best, NULL, &err), 0);
+	assert_non_null(best);
+	old_best = ks_record_id(best);
+	assert_string_equal(sanitizer_status(best), "");
+	json_decref(best);
+	ks_archive_close(ar);
+
+	run_sanitized(f, "sanres", &t2, 8, 0.5, &sum, &out, &log);
+	ar = open_archive(f, "sanres");
+	assert_int_equal(ks_archive_get(ar, old_best, &best, NULL, &err), 0);
+	if (strcmp(sanitizer_status(best), "clean"))
+		fail_msg("the first run's best #%llu was not checked by the second:\n%s",
+			 (unsigned long long)old_best, out);
+	json_decref(best);
+	ks_archive_close(ar);
 	free(out);
 	free(log);
 }
@@ -1746,6 +2017,10 @@ int main(void)
 		cmocka_unit_test(test_llm_answers_cut_off_are_their_own_failure),
 		cmocka_unit_test(test_new_elites_are_profiled_within_the_share),
 		cmocka_unit_test(test_a_resumed_search_profiles_the_elites_left_unprofiled),
+		cmocka_unit_test(test_new_bests_are_sanitizer_checked_within_the_share),
+		cmocka_unit_test(test_a_failed_check_demotes_the_best_and_the_search_goes_on),
+		cmocka_unit_test(test_an_unavailable_sanitizer_is_said_once_and_the_search_goes_on),
+		cmocka_unit_test(test_a_resumed_search_checks_the_unchecked_best),
 
 		cmocka_unit_test(test_no_permission_is_said_once_and_the_search_goes_on),
 		cmocka_unit_test(test_profiles_failing_in_a_row_stop_profiling),

@@ -33,11 +33,18 @@
  *
  * New elites (results that fill or improve a cell) are profiled with the
  * backend's profile(), on a lane between two evaluations and within a
- * share of the GPU time (search_profile.c); the profiles land in their
+ * share of the GPU time (search_evidence.c); the profiles land in their
  * records.  On a grid with a measured descriptor (op.h) they move
  * candidates between cells at moments that depend on timing, so such a
  * search, like one that waits on the outside world, does not repeat its
  * choices exactly.
+ *
+ * New bests (the archive's best, or a benchmark workload's best) are
+ * checked with the backend's sanitize() the same way, within a share of
+ * their own (search_sanitize.c); a check that fails demotes its record
+ * (archive.h, ks_archive_set_sanitizer()) and the records that are its
+ * duplicates, so the parents and climbs that follow start from the next
+ * best.
  *
  * The backend (how a proposal becomes a record) is an interface: the real
  * one compiles with NVRTC and evaluates on GPU workers; tests plug in a
@@ -57,6 +64,7 @@
 #include "ksearch/base/error.h"
 #include "ksearch/evaluate/profile.h"
 #include "ksearch/evaluate/result.h"
+#include "ksearch/evaluate/sanitize.h"
 #include "ksearch/op/op.h"
 
 struct ks_mutator;
@@ -112,30 +120,39 @@ struct ks_backend {
 	int (*profile)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
 		       struct ks_error *err);
+	/*
+	 * Check an ok candidate with the sanitizer (sanitize.h) on a lane,
+	 * between its evaluations (NULL: the backend cannot).  As profile():
+	 * fills *out and returns 0, or -1 when ksearch itself failed.
+	 */
+	int (*sanitize)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+			const volatile sig_atomic_t *cancel, struct ks_sanitize_outcome *out,
+			struct ks_error *err);
 };
 
 /*
- * The profiler's share of the GPU.  A profile may start only while what
- * profiling took so far, plus what the next one is expected to take (the
- * mean of those measured, or a first guess), stays within share of all
- * the GPU time (evaluations and profiles); the share can pass it only by
- * a profile that ran longer than expected.
+ * The share of the GPU one kind of hardware evidence (profiles, sanitizer
+ * checks) may take.  A job may start only while what the kind took so
+ * far, plus what the next job is expected to take (the mean of those
+ * measured, or a first guess), stays within share of all the GPU time
+ * (evaluations, profiles and checks); the share can pass it only by a job
+ * that ran longer than expected.
  */
-struct ks_profile_budget {
-	double share;	   /* the most profiling may take, as a fraction of GPU time */
-	double eval_s;	   /* GPU time spent evaluating */
-	double profile_s;  /* GPU time spent profiling */
-	double expected_s; /* what the next profile is expected to take */
-	uint64_t profiles; /* profiles run (whatever came of them) */
+struct ks_evidence_budget {
+	double share;	   /* the most the kind may take, as a fraction of GPU time */
+	double eval_s;	   /* GPU time spent on everything else */
+	double spent_s;	   /* GPU time spent on the kind's jobs */
+	double expected_s; /* what the next job is expected to take */
+	uint64_t runs;	   /* jobs run (whatever came of them) */
 };
 
-void ks_profile_budget_init(struct ks_profile_budget *b, double share, double first_guess_s);
-/* May one more profile start, with `running` already under way? */
-int ks_profile_budget_allows(const struct ks_profile_budget *b, int running);
-/* A profile took seconds. */
-void ks_profile_budget_spent(struct ks_profile_budget *b, double seconds);
-/* profile_s / (eval_s + profile_s); 0 before any GPU time. */
-double ks_profile_budget_used(const struct ks_profile_budget *b);
+void ks_evidence_budget_init(struct ks_evidence_budget *b, double share, double first_guess_s);
+/* May one more job start, with `running` already under way? */
+int ks_evidence_budget_allows(const struct ks_evidence_budget *b, int running);
+/* A job took seconds. */
+void ks_evidence_budget_spent(struct ks_evidence_budget *b, double seconds);
+/* spent_s / (eval_s + spent_s); 0 before any GPU time. */
+double ks_evidence_budget_used(const struct ks_evidence_budget *b);
 
 struct ks_search_config {
 	uint64_t seed;
@@ -161,6 +178,31 @@ struct ks_search_config {
 	 */
 	double profile_share;
 	double profile_guess_s;
+	/*
+	 * Sanitizer checks (backend->sanitize) of every new best and every new
+	 * per-workload best, and at the start of those the archive holds
+	 * unchecked: at most this share of the GPU time (0: never; ksearch
+	 * evolve's default is 0.1), the first expected to take
+	 * sanitize_guess_s (0: 30 s).
+	 */
+	double sanitize_share;
+	double sanitize_guess_s;
+};
+
+/* What one kind of hardware evidence did in a run. */
+#define KS_SEARCH_EVIDENCE_IDS 16
+struct ks_search_evidence {
+	uint64_t stored; /* made and stored in their records */
+	uint64_t failed; /* could not be made for their candidate (a crash, a deadline) */
+	/*
+	 * Stored and changed the grid: profiles that moved their candidate to
+	 * another cell; sanitizer checks that failed, demoting it.
+	 */
+	uint64_t changed;
+	uint64_t changed_ids[KS_SEARCH_EVIDENCE_IDS]; /* the first of those, by record id */
+	double seconds;				      /* GPU time spent */
+	double share;				      /* seconds over all the GPU time */
+	char off[1024]; /* why it stopped for the run (no tool, no permission ...); "" if it did not */
 };
 
 struct ks_search_summary {
@@ -174,14 +216,8 @@ struct ks_search_summary {
 	int resumed;
 	uint64_t resumed_from; /* records in the archive when the run started */
 	size_t added_families; /* families mutators added (the LLM's kernels), over the archive's life */
-	/* the profiler */
-	uint64_t profiled;	 /* elites profiled, their profiles stored */
-	uint64_t profile_failed; /* profiles that failed for their candidate */
-	uint64_t profile_moved;	 /* profiles that moved their candidate to another cell */
-	double profile_s;	 /* GPU time spent profiling */
-	double profile_share;	 /* profile_s over all GPU time (evaluations and profiles) */
-	char profiler_off[1024]; /* why profiling stopped (no profiler, no permission ...); "" if it did not
-				  */
+	struct ks_search_evidence profiles;  /* of new elites */
+	struct ks_search_evidence sanitizer; /* checks of new bests */
 };
 
 /* Seconds on a monotonic clock. */
