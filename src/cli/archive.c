@@ -25,10 +25,10 @@ static void list_envs(struct ks_strbuf *sb, const struct ks_archive_env *envs, s
 		ks_strbuf_addf(sb, "%s%s/%s", i ? ", " : "", envs[i].op, envs[i].gpu_slug);
 }
 
-int ks_archive_cli_open(const char *cmd, const struct ks_archive_pick *pick, struct ks_archive **ar)
+int ks_archive_cli_resolve(const char *cmd, const struct ks_archive_pick *pick, char **op_key,
+			   char **gpu_slug)
 {
 	const char *root = pick->root, *op = pick->op, *gpu = pick->gpu;
-	struct ks_archive_options options = { .flags = KS_ARCHIVE_READONLY };
 	struct ks_archive_env *envs;
 	char *slug = gpu ? ks_archive_gpu_slug(gpu) : NULL;
 	size_t n, matches = 0, match = 0;
@@ -36,7 +36,7 @@ int ks_archive_cli_open(const char *cmd, const struct ks_archive_pick *pick, str
 	struct ks_error err;
 	int ret = KS_EXIT_FAILED;
 
-	*ar = NULL;
+	*op_key = *gpu_slug = NULL;
 	if (ks_archive_list_envs(root, &envs, &n, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		free(slug);
@@ -69,14 +69,33 @@ int ks_archive_cli_open(const char *cmd, const struct ks_archive_pick *pick, str
 		ks_cli_error(cmd, "%s holds several archives%s: %s; choose one with --op NAME%s", root,
 			     op ? " for this operator" : "", sb.buf,
 			     op ? " and --gpu MODEL" : " (and --gpu MODEL)");
-	} else if (ks_archive_open(ar, root, envs[match].op, envs[match].gpu_slug, &options, &err) < 0) {
-		ks_cli_error(cmd, "%s", err.msg);
 	} else {
+		*op_key = ks_strdup(envs[match].op);
+		*gpu_slug = ks_strdup(envs[match].gpu_slug);
 		ret = 0;
 	}
 	ks_strbuf_release(&sb);
 	ks_archive_envs_free(envs, n);
 	free(slug);
+	return ret;
+}
+
+int ks_archive_cli_open(const char *cmd, const struct ks_archive_pick *pick, struct ks_archive **ar)
+{
+	struct ks_archive_options options = { .flags = KS_ARCHIVE_READONLY };
+	struct ks_error err;
+	char *op, *gpu;
+	int ret = ks_archive_cli_resolve(cmd, pick, &op, &gpu);
+
+	*ar = NULL;
+	if (ret)
+		return ret;
+	if (ks_archive_open(ar, pick->root, op, gpu, &options, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		ret = KS_EXIT_FAILED;
+	}
+	free(op);
+	free(gpu);
 	return ret;
 }
 
@@ -1035,20 +1054,7 @@ static const struct ks_help import_help = {
 	.exit_codes = NULL,
 };
 
-/*
- * What an import may create: the archive folder and any of its parents
- * that do not exist yet (the archive makes them all).  A failed import
- * removes what it made and leaves nothing behind, not even an empty
- * folder.
- */
-struct import_dirs {
-	char *archive;	 /* root/op/gpu */
-	int new_archive; /* it held no data.mdb */
-	char **made;	 /* the folders that did not exist, outermost first */
-	size_t n_made, alloc;
-};
-
-static void import_dirs_note(struct import_dirs *d, const char *root, const char *op, const char *gpu)
+static void import_dirs_note(struct ks_archive_new_dirs *d, const char *root, const char *op, const char *gpu)
 {
 	char *data;
 	struct stat st;
@@ -1075,7 +1081,7 @@ static void import_dirs_note(struct import_dirs *d, const char *root, const char
 	}
 }
 
-static void import_dirs_undo(const struct import_dirs *d)
+void ks_archive_cli_new_dirs_undo(const struct ks_archive_new_dirs *d)
 {
 	char *path;
 
@@ -1091,7 +1097,7 @@ static void import_dirs_undo(const struct import_dirs *d)
 		rmdir(d->made[i]);
 }
 
-static void import_dirs_release(struct import_dirs *d)
+void ks_archive_cli_new_dirs_release(struct ks_archive_new_dirs *d)
 {
 	for (size_t i = 0; i < d->n_made; i++)
 		free(d->made[i]);
@@ -1099,8 +1105,8 @@ static void import_dirs_release(struct import_dirs *d)
 	free(d->archive);
 }
 
-static int import_open(const char *cmd, const struct ks_archive_pick *pick, const json_t *doc,
-		       struct ks_archive **ar, struct import_dirs *dirs)
+int ks_archive_cli_import_open(const char *cmd, const struct ks_archive_pick *pick, const json_t *doc,
+			       struct ks_archive **ar, struct ks_archive_new_dirs *dirs)
 {
 	const char *root = pick->root;
 	struct ks_archive_options options = { .flags = KS_ARCHIVE_CREATE };
@@ -1149,7 +1155,7 @@ static int archive_import(int argc, char **argv)
 	struct ks_error err;
 	json_error_t jerr;
 	json_t *doc = NULL;
-	struct import_dirs dirs = { 0 };
+	struct ks_archive_new_dirs dirs = { 0 };
 	const char **pos;
 	size_t n_pos;
 	int ret;
@@ -1165,7 +1171,7 @@ static int archive_import(int argc, char **argv)
 			ks_cli_error(cmd, "%s: %s", pos[0], jerr.text);
 		goto cleanup;
 	}
-	ret = import_open(cmd, &pick, doc, &ar, &dirs);
+	ret = ks_archive_cli_import_open(cmd, &pick, doc, &ar, &dirs);
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
@@ -1188,8 +1194,8 @@ static int archive_import(int argc, char **argv)
 cleanup:
 	ks_archive_close(ar);
 	if (ret)
-		import_dirs_undo(&dirs);
-	import_dirs_release(&dirs);
+		ks_archive_cli_new_dirs_undo(&dirs);
+	ks_archive_cli_new_dirs_release(&dirs);
 	json_decref(doc);
 	free(pos);
 	ks_opts_release(opts);
@@ -1267,6 +1273,7 @@ static const struct ks_cmd subcommands[] = {
 	{ "export", archive_export, "write the archive (or its elites) as portable JSON" },
 	{ "import", archive_import, "add the candidates of an export" },
 	{ "verify", archive_verify, "check integrity and say what is wrong" },
+	{ "salvage", ks_archive_cmd_salvage, "copy what is readable of a damaged archive into a new one" },
 };
 #define N_SUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 

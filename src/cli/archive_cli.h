@@ -3,8 +3,8 @@
  * options that pick an archive, opening it read-only, and formatting of
  * record fields.  The subcommands live in archive.c (ls, show, stats,
  * export, import, verify), archive_grid.c (grid), archive_diff.c
- * (lineage, diff) and archive_prompts.c (prompts); archive.c holds their
- * table.
+ * (lineage, diff), archive_prompts.c (prompts) and archive_salvage.c
+ * (salvage); archive.c holds their table.
  */
 #ifndef KSEARCH_CLI_ARCHIVE_H
 #define KSEARCH_CLI_ARCHIVE_H
@@ -46,6 +46,38 @@ struct ks_archive_pick {
  */
 int ks_archive_cli_open(const char *cmd, const struct ks_archive_pick *pick, struct ks_archive **ar);
 
+/*
+ * Which archive pick names, without opening it: its operator key and GPU
+ * folder name (the caller's to free).  Prints the error as
+ * ks_archive_cli_open() does and returns KS_EXIT_FAILED, or returns 0.
+ */
+int ks_archive_cli_resolve(const char *cmd, const struct ks_archive_pick *pick, char **op_key,
+			   char **gpu_slug);
+
+/*
+ * What an import may create: the archive folder and any of its parents
+ * that do not exist yet (the archive makes them all).  A failed import
+ * removes what it made and leaves nothing behind, not even an empty
+ * folder.
+ */
+struct ks_archive_new_dirs {
+	char *archive;	 /* root/op/gpu */
+	int new_archive; /* it held no data.mdb */
+	char **made;	 /* the folders that did not exist, outermost first */
+	size_t n_made, alloc;
+};
+
+/*
+ * Open (creating) the archive under pick->root for an export document's
+ * op and GPU (pick's --op and --gpu override), noting in dirs what it
+ * made.  Prints the error and returns KS_EXIT_FAILED, or returns 0.
+ */
+int ks_archive_cli_import_open(const char *cmd, const struct ks_archive_pick *pick, const json_t *doc,
+			       struct ks_archive **ar, struct ks_archive_new_dirs *dirs);
+/* Remove what dirs notes was made (after a failure); then release it. */
+void ks_archive_cli_new_dirs_undo(const struct ks_archive_new_dirs *d);
+void ks_archive_cli_new_dirs_release(struct ks_archive_new_dirs *d);
+
 /* A candidate id ("42" or "#42"); -1 with err when text is not one. */
 int ks_archive_parse_id(const char *text, uint64_t *id, struct ks_error *err);
 /* The same, printing a usage error for cmd. */
@@ -84,5 +116,6 @@ int ks_archive_cmd_grid(int argc, char **argv);
 int ks_archive_cmd_lineage(int argc, char **argv);
 int ks_archive_cmd_diff(int argc, char **argv);
 int ks_archive_cmd_prompts(int argc, char **argv);
+int ks_archive_cmd_salvage(int argc, char **argv);
 
 #endif

@@ -425,6 +425,33 @@ struct ks_archive_import_result {
 int ks_archive_import(struct ks_archive *ar, const json_t *doc, struct ks_archive_import_result *result,
 		      struct ks_error *err);
 
+/*
+ * Salvage (archive_salvage.c): everything readable of the archive
+ * root/op_key/gpu_model, which may be damaged, as an export document for
+ * ks_archive_import() into a new archive.  Reads happen in child
+ * processes, record by record, so a damaged page that makes a read fail,
+ * fault or hang loses the records under it and nothing else; the archive
+ * is only read.  Fails only when its header (meta database) cannot be read.
+ */
+struct ks_archive_salvage_lost {
+	uint64_t id;
+	char why[160];
+};
+struct ks_archive_salvage {
+	json_t *doc;	  /* the export document; owned */
+	uint64_t last_id; /* the highest id the archive says it holds */
+	uint64_t
+		counted; /* records its counters count (0: unreadable); more than saved + lost: some hidden */
+	uint64_t records; /* records read whole, with their sources */
+	struct ks_archive_salvage_lost *lost;
+	size_t n_lost, alloc_lost;
+	uint64_t prompts;	/* strategy prompts read */
+	char prompts_lost[160]; /* "" when the prompts were read to the end */
+};
+int ks_archive_salvage_read(const char *root, const char *op_key, const char *gpu_model,
+			    struct ks_archive_salvage *s, struct ks_error *err);
+void ks_archive_salvage_release(struct ks_archive_salvage *s);
+
 /* Read an export file's header fields without importing: op, gpu, grid. */
 int ks_archive_export_header(const json_t *doc, const char **op, const char **gpu, struct ks_grid_axis **grid,
 			     size_t *n_grid, struct ks_error *err);
