@@ -25,8 +25,9 @@ static const struct ks_help salvage_help = {
 		       "\n"
 		       "When `archive verify`, `ls` or `report` fail on a damaged data.mdb (a\n"
 		       "disk error, a copy torn while a search wrote), salvage it, check the new\n"
-		       "archive, and point the search at it (`evolve --archive DST` resumes there;\n"
-		       "the lost candidates are proposed again when the search comes to them).\n"
+		       "archive, and point the search at it (`evolve --archive DST` goes on there:\n"
+		       "its choices start anew, since the search's own state is not copied, but\n"
+		       "nothing the archive holds is evaluated again).\n"
 		       "DST must not hold an archive for the operator and GPU already.",
 	.examples = "  ksearch archive salvage archive /data/rescued\n"
 		    "  ksearch archive salvage /mnt/old-disk/archive rescued --op gqa --gpu 'NVIDIA H200'\n"
