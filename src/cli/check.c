@@ -30,8 +30,9 @@ static const struct ks_help help = {
 	.description = "Compile a candidate, verify it against the operator's reference on every\n"
 		       "check workload (two fresh random input sets each, outputs poisoned, inputs\n"
 		       "checksummed), then time it on the benchmark workloads (L2 flushed before\n"
-		       "every repetition, input sets rotated, median and spread, outputs of the\n"
-		       "timed runs checked again).  Prints per workload the median time, spread,\n"
+		       "every repetition, fresh inputs, half the timed runs verified at random;\n"
+		       "a workload with request lengths on three length splits drawn for the run:\n"
+		       "even, skewed, uniform).  Prints per workload the median time, spread,\n"
 		       "speedup over the reference and fraction of the speed-of-light floor; the\n"
 		       "fitness (geometric-mean speedup); the occupancy the driver reports; and the\n"
 		       "verdict with its evidence.  The candidate runs in a separate worker process:\n"
@@ -79,15 +80,22 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 	ks_params_format(cand, params, pbuf, sizeof(pbuf));
 	printf("%s  %s  on %s (%s)\n", cand->path, pbuf, ev->profile.name, ev->profile.arch);
 	if (r->n_workloads) {
-		printf("\n%-16s %10s %9s %11s %8s %10s %6s\n", "workload", "median us", "spread", "ref us",
-		       "speedup", "floor us", "SOL");
+		printf("\n%-16s %10s %9s %11s %8s %10s %6s  %s\n", "workload", "median us", "spread",
+		       "ref us", "speedup", "floor us", "SOL", "length splits (us)");
 		for (size_t i = 0; i < r->n_workloads; i++) {
 			const struct ks_result_workload *w = &r->workloads[i];
 
-			printf("%-16s %10.2f %8.1f%% %11.2f %7.2fx %10.2f %5.0f%%\n", w->id, w->median_us,
+			printf("%-16s %10.2f %8.1f%% %11.2f %7.2fx %10.2f %5.0f%% ", w->id, w->median_us,
 			       100.0 * (w->p90_us - w->p10_us) / w->median_us, w->ref_median_us, w->speedup,
 			       w->floor_us, 100.0 * w->sol_fraction);
+			for (size_t k = 0; k < w->n_splits; k++)
+				printf(" %s %.2f", w->splits[k].kind, w->splits[k].median_us);
+			printf("\n");
 		}
+		if (r->n_workloads && r->workloads[0].n_splits)
+			printf("(a workload with request lengths is timed on one split of each kind, drawn "
+			       "for this "
+			       "run; its median is theirs)\n");
 		printf("\nfitness %.3f (geometric-mean speedup over the reference), speed of light %.0f%%\n",
 		       r->fitness, 100.0 * r->sol_fraction);
 	}
