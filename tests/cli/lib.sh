@@ -1,17 +1,42 @@
-# lib.sh - helpers for the CLI tests (sourced). Each test script runs
-# checks in order and exits 1 at the first one that fails, saying why.
+# lib.sh - helpers for the CLI tests (sourced).  A test script runs checks
+# in order; a check that fails says why (and shows the last command's
+# output, once) and the script goes on, so one run shows every failure.
+# done_ok ends the script: exit 1 naming the count when any check failed,
+# 77 (skipped) when a part could not run (skip_part), else 0.  `fatal`
+# stops at once, for a failure that leaves nothing sensible to check.
 set -u
 KSEARCH=${KSEARCH:?KSEARCH must name the ksearch binary}
 cd "${KS_SOURCE_ROOT:?}" || exit 1
 TMP=$(mktemp -d /tmp/ksearch-cli-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 checks=0
+runs=0
+skipped=""
+shown=-1 # the run whose output a failure already showed
 
+# fail WHY: count a failed check, say why, and show the last run's output (once per run).
+# The count is kept in a file, so that a failure inside a subshell or a pipe counts too.
 fail() {
+	echo "$*" >>"$TMP/failures"
 	echo "FAIL: $*" >&2
+	[ "$shown" = "$runs" ] && return 1
+	shown=$runs
 	echo "--- stdout:" >&2; cat "$TMP/out" >&2 2>/dev/null
 	echo "--- stderr:" >&2; cat "$TMP/err" >&2 2>/dev/null
+	return 1
+}
+
+# fatal WHY: fail and stop here (a setup step whose failure leaves nothing to check)
+fatal() {
+	fail "$@"
+	echo "FAILED: stopped after $checks checks; $(failures) failed" >&2
 	exit 1
+}
+
+# skip_part WHY: a part of the test cannot run here; the test ends skipped (77), not passed
+skip_part() {
+	echo "SKIP (part): $*"
+	skipped="${skipped:+$skipped; }$*"
 }
 
 # run EXPECTED_EXIT CMD...: run a command, keep its output in $TMP/out and $TMP/err
@@ -19,13 +44,29 @@ run() {
 	local expected=$1; shift
 	"$@" >"$TMP/out" 2>"$TMP/err"
 	local rc=$?
+	runs=$((runs + 1))
 	checks=$((checks + 1))
 	[ "$rc" = "$expected" ] || fail "'$*' exited $rc, expected $expected"
 }
 
 # out_has TEXT / err_has TEXT: fixed-string search in the last run's output
-out_has() { grep -qF -- "$1" "$TMP/out" || fail "stdout lacks '$1'"; }
-err_has() { grep -qF -- "$1" "$TMP/err" || fail "stderr lacks '$1'"; }
-out_lacks() { ! grep -qF -- "$1" "$TMP/out" || fail "stdout has '$1'"; }
+out_has() { checks=$((checks + 1)); grep -qF -- "$1" "$TMP/out" || fail "stdout lacks '$1'"; }
+err_has() { checks=$((checks + 1)); grep -qF -- "$1" "$TMP/err" || fail "stderr lacks '$1'"; }
+out_lacks() { checks=$((checks + 1)); ! grep -qF -- "$1" "$TMP/out" || fail "stdout has '$1'"; }
 
-done_ok() { echo "ok: $checks checks"; exit 0; }
+failures() { if [ -f "$TMP/failures" ]; then wc -l <"$TMP/failures"; else echo 0; fi; }
+
+done_ok() {
+	local n
+	n=$(failures)
+	if [ "$n" -gt 0 ]; then
+		echo "FAILED: $n failed check(s) of $checks" >&2
+		exit 1
+	fi
+	if [ -n "$skipped" ]; then
+		echo "SKIP: $checks checks passed, but not every part ran: $skipped"
+		exit 77
+	fi
+	echo "ok: $checks checks"
+	exit 0
+}

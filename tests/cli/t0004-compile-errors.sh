@@ -32,7 +32,7 @@ run 0 "$KSEARCH" compile "$good" --op rmsnorm
 
 variant() { # variant NAME FROM TO: a copy of good.cu with FROM replaced by TO
 	python3 -c 'import sys; s=open(sys.argv[1]).read(); assert sys.argv[3] in s, sys.argv[3]; open(sys.argv[2],"w").write(s.replace(sys.argv[3], sys.argv[4], 1))' \
-		"$good" "$TMP/$1.cu" "$2" "$3" || fail "test setup: '$2' not in good.cu"
+		"$good" "$TMP/$1.cu" "$2" "$3" || fatal "test setup: '$2' not in good.cu"
 	echo "$TMP/$1.cu"
 }
 
