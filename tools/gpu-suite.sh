@@ -5,6 +5,9 @@
 # binary, and test-only libraries in build/carry-libs.  Logs go to $LOG_DIR.
 #   tools/gpu-suite.sh [smoke|tests|all]
 # The hostile suite runs KS_HOSTILE_RUNS times (3), each with a fresh compile cache.
+# Every part runs even when one before it failed; the last line is
+# "gpu-suite: all N parts passed" or "gpu-suite: N of M parts failed: ...",
+# and the exit is 1 when any part failed (a test that skips, 77, is not a failure).
 
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,19 +22,44 @@ export KS_RENDER_PROMPT=$PWD/build/tests/render_prompt # t0230's helper, built b
 
 
 step() { echo "=== $*"; }
+parts=0
+failed=()
+# result NAME RC: count a part; a non-zero exit other than 77 (skipped) is a failure
+result() {
+	parts=$((parts + 1))
+	echo "exit: $2"
+	[ "$2" = 0 ] || [ "$2" = 77 ] || failed+=("$1 (exit $2)")
+}
+summary() {
+	if [ ${#failed[@]} = 0 ]; then
+		echo "gpu-suite: all $parts parts passed"
+		exit 0
+	fi
+	echo "gpu-suite: ${#failed[@]} of $parts parts failed: ${failed[*]}"
+	exit 1
+}
+
 step "machine"
 nvidia-smi -L
+result "nvidia-smi" $?
 missing=$(ldd build/ksearch | grep "not found")
-[ -z "$missing" ] || { echo "missing libraries: $missing"; exit 1; }
+if [ -n "$missing" ]; then
+	echo "missing libraries: $missing"
+	failed+=("build/ksearch's libraries")
+	summary
+fi
 build/ksearch doctor
+result "doctor" $?
 
 if [ "$mode" = smoke ] || [ "$mode" = all ]; then
 	step "gpukit"
 	build/tests/test_gpukit 2>&1 | tee "$LOG_DIR/gpukit.log" | tail -40
+	result "gpukit" "${PIPESTATUS[0]}"
 	for op in rmsnorm softmax gqa mla_decode; do
 		step "seeds of $op"
 		build/ksearch check operators/$op/reference.cu operators/$op/seeds/*.cu --op "$op" 2>&1 |
 			tee "$LOG_DIR/check-$op.log"
+		result "check of $op's seeds" "${PIPESTATUS[0]}"
 	done
 fi
 if [ "$mode" = tests ] || [ "$mode" = all ]; then
@@ -39,7 +67,7 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
 	for t in tests/gpu/t*.sh; do
 		echo "--- $t"
 		bash "$t" 2>&1 | tee "$LOG_DIR/$(basename "$t" .sh).log" | tail -60
-		echo "exit: ${PIPESTATUS[0]}"
+		result "$(basename "$t" .sh)" "${PIPESTATUS[0]}"
 	done
 	# A hole can show one run in a few (the shared-memory one did: 2 of 5):
 	# the hostile suite again, each time with a compile cache of its own.
@@ -47,7 +75,8 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
 		echo "--- tests/gpu/t0200-hostile.sh, run $i, fresh compile cache"
 		KSEARCH_CACHE=$(mktemp -d) bash tests/gpu/t0200-hostile.sh 2>&1 |
 			tee "$LOG_DIR/t0200-hostile-run$i.log" | tail -5
-		echo "exit: ${PIPESTATUS[0]}"
+		result "t0200-hostile run $i" "${PIPESTATUS[0]}"
 	done
-
 fi
+[ "$parts" -gt 1 ] || failed+=("nothing ran: mode '$mode' is not smoke, tests or all")
+summary
