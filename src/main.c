@@ -50,7 +50,7 @@ static void print_main_help(FILE *out)
 		     "commands:\n");
 	for (size_t i = 0; i < ks_n_commands; i++)
 		if (ks_commands[i].summary)
-			fprintf(out, "  %-10s %s\n", ks_commands[i].name, ks_commands[i].summary);
+			fprintf(out, "  %-11s %s\n", ks_commands[i].name, ks_commands[i].summary);
 	fprintf(out, "\n"
 		     "examples:\n"
 		     "  ksearch ops                                         list operators\n"
@@ -90,7 +90,7 @@ int cmd_help(int argc, char **argv)
 	const struct ks_cmd *cmd;
 	char *help_argv[4];
 
-	if (argc < 2) {
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		print_main_help(stdout);
 		return KS_EXIT_OK;
 	}
