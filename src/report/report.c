@@ -186,47 +186,71 @@ cleanup:
 	return ret;
 }
 
+struct id_list {
+	uint64_t *v;
+	size_t n, alloc;
+};
+
+static int collect_id(const json_t *record, void *list)
+{
+	struct id_list *ids = list;
+
+	KS_ALLOC_GROW(ids->v, ids->n + 1, ids->alloc);
+	ids->v[ids->n++] = (uint64_t)json_integer_value(json_object_get(record, "id"));
+	return 0;
+}
+
 /*
- * The metrics' history, each point with the time of the candidate that
- * made it: the evals-th insert, which has id evals when the ids are
- * dense (a search's are; an import of elites only keeps sparse ids, and
- * then the times stay unknown).
+ * The metrics' history, each point with the id and time of the candidate
+ * that made it: the evals-th record, which has id evals when the ids are
+ * dense (a search's are).  When they are not (an import of a sample or of
+ * elites only keeps the ids it had), the records' ids in id order, the
+ * order an import inserts them in, say which.
  */
 static int gather_history(struct ks_archive *ar, struct ks_report *r, struct ks_error *err)
 {
-	struct ks_archive_qd_point *points;
-	size_t n;
-	int dense = r->metrics.next_id == r->metrics.candidates + 1;
+	struct ks_archive_qd_point *points = NULL;
+	struct id_list ids = { 0 };
+	size_t n = 0;
+	int dense = r->metrics.next_id == r->metrics.candidates + 1, ret = -1;
 
 	if (ks_archive_history(ar, KS_REPORT_HISTORY, &points, &n, err) < 0)
-		return -1;
+		goto cleanup;
+	if (!dense && n) {
+		struct ks_archive_query query = { .verdict = -1, .sort = KS_ARCHIVE_SORT_ID };
+
+		if (ks_archive_foreach(ar, &query, collect_id, &ids, err) < 0)
+			goto cleanup;
+	}
 	r->history = ks_calloc(n ? n : 1, sizeof(*r->history));
 	for (size_t i = 0; i < n; i++) {
 		struct ks_report_point *p = &r->history[i];
 		struct ks_report_candidate c;
 
 		p->evals = points[i].evals;
+		p->id = dense ? p->evals : p->evals && p->evals <= ids.n ? ids.v[p->evals - 1] : 0;
 		p->best_fitness = points[i].best_fitness;
 		p->coverage = points[i].coverage;
 		p->qd_score = points[i].qd_score;
 		p->cells_filled = points[i].cells_filled;
 		p->time = -1;
-		if (dense && p->evals) {
-			int got = read_candidate(ar, p->evals, &c, err);
+		if (p->id) {
+			int got = read_candidate(ar, p->id, &c, err);
 
-			if (got < 0) {
-				free(points);
-				return -1;
-			}
+			if (got < 0)
+				goto cleanup;
 			if (got) {
 				p->time = c.created;
 				candidate_release(&c);
 			}
 		}
+		r->n_history = i + 1;
 	}
-	r->n_history = n;
+	ret = 0;
+cleanup:
+	free(ids.v);
 	free(points);
-	return 0;
+	return ret;
 }
 
 static void count_mutation(struct ks_report *r, const struct ks_report_candidate *c, size_t *alloc)

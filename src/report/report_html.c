@@ -506,6 +506,18 @@ static void section_grid(FILE *out, const struct ks_report *r)
 
 /* ---- history ---- */
 
+/*
+ * The last candidate id, which counts the search's evaluations (ids are
+ * given one an evaluation, in order): the x span of every chart against
+ * evaluations, and the headline's count.  An archive that holds a sample
+ * of a search has fewer records than that.
+ */
+static uint64_t last_id(const struct ks_report *r)
+{
+	return r->metrics.next_id > r->metrics.candidates + 1 ? r->metrics.next_id - 1
+							      : r->metrics.candidates;
+}
+
 enum metric { BEST, QD, COVERAGE };
 
 static double metric_of(const struct ks_report_point *p, enum metric m)
@@ -522,14 +534,18 @@ static void history_chart(FILE *out, const struct ks_report *r, enum metric m, i
 {
 	static const char *const names[] = { "best fitness", "QD-score", "coverage %" };
 	struct frame f = { .left = 52, .top = 10, .width = 300, .height = 150 };
-	double last_x = -1, ymax = 0, t0 = r->first_time;
+	double last_x = -1, ymax = 0, ymin = 0, t0 = r->first_time;
 	char name[64], label[96];
 	size_t drawn = 0;
 
 	if (by_time) {
-		if (t0 < 0)
-			for (size_t i = 0; i < r->n_history && t0 < 0; i++)
+		/* from the earliest time known to the latest, so that every mark lies inside */
+		for (size_t i = 0; i < r->n_history; i++)
+			if (r->history[i].time >= 0 && (t0 < 0 || r->history[i].time < t0))
 				t0 = r->history[i].time;
+		for (size_t i = 0; i < r->n_sample; i++)
+			if (r->sample[i].created >= 0 && (t0 < 0 || r->sample[i].created < t0))
+				t0 = r->sample[i].created;
 		f.x0 = t0;
 		f.x1 = t0;
 		for (size_t i = 0; i < r->n_history; i++)
@@ -539,18 +555,24 @@ static void history_chart(FILE *out, const struct ks_report *r, enum metric m, i
 			if (r->sample[i].created > f.x1)
 				f.x1 = r->sample[i].created;
 	} else {
+		/* candidate ids, as the dots and the verdicts chart count them */
 		f.x0 = 0;
-		f.x1 = (double)r->metrics.candidates;
+		f.x1 = (double)last_id(r);
 		f.xint = 1;
 	}
 	if (f.x1 <= f.x0)
 		f.x1 = f.x0 + 1;
-	for (size_t i = 0; i < r->n_history; i++)
+	for (size_t i = 0; i < r->n_history; i++) {
 		ymax = fmax(ymax, metric_of(&r->history[i], m));
+		ymin = fmin(ymin, metric_of(&r->history[i], m));
+	}
 	if (m == BEST)
 		for (size_t i = 0; i < r->n_sample; i++)
-			ymax = fmax(ymax, r->sample[i].fitness);
-	f.y0 = 0;
+			if (r->sample[i].verdict == KS_VERDICT_OK) {
+				ymax = fmax(ymax, r->sample[i].fitness);
+				ymin = fmin(ymin, r->sample[i].fitness);
+			}
+	f.y0 = ymin < 0 ? ymin * 1.1 : 0;
 	f.y1 = m == COVERAGE ? fmax(ymax * 1.1, 1) : ymax > 0 ? ymax * 1.1 : 1;
 	snprintf(name, sizeof(name), "history-%s-%s",
 		 m == BEST ? "best"
@@ -559,7 +581,8 @@ static void history_chart(FILE *out, const struct ks_report *r, enum metric m, i
 		 by_time ? "time" : "evals");
 	snprintf(label, sizeof(label), "%s against %s", names[m], by_time ? "time" : "evaluations");
 	svg_open(out, name, 370, 205, label);
-	draw_axes(out, &f, by_time ? "time since the first candidate" : "evaluations", names[m], by_time);
+	draw_axes(out, &f, by_time ? "time since the first candidate" : "evaluations (candidate ids)",
+		  names[m], by_time);
 	if (m == BEST) {
 		fprintf(out, "<g class=\"dots\">");
 		for (size_t i = 0; i < r->n_sample; i++) {
@@ -576,9 +599,9 @@ static void history_chart(FILE *out, const struct ks_report *r, enum metric m, i
 	fprintf(out, "<path class=\"mark line\" d=\"");
 	for (size_t i = 0; i < r->n_history; i++) {
 		const struct ks_report_point *p = &r->history[i];
-		double x = by_time ? p->time : (double)p->evals, y = metric_of(p, m);
+		double x = by_time ? p->time : (double)p->id, y = metric_of(p, m);
 
-		if (by_time && x < 0)
+		if (by_time ? x < 0 : !p->id)
 			continue;
 		if (drawn)
 			fprintf(out, " H%.1f V%.1f", fx(&f, x), fy(&f, y));
@@ -593,16 +616,16 @@ static void history_chart(FILE *out, const struct ks_report *r, enum metric m, i
 	fprintf(out, "\"/>\n");
 	for (size_t i = 0; i < r->n_history; i++) {
 		const struct ks_report_point *p = &r->history[i];
-		double x = by_time ? p->time : (double)p->evals;
+		double x = by_time ? p->time : (double)p->id;
 		char v[32], e[32];
 
-		if (by_time && x < 0)
+		if (by_time ? x < 0 : !p->id)
 			continue;
 		num(v, sizeof(v), metric_of(p, m));
-		count(e, sizeof(e), p->evals);
+		count(e, sizeof(e), p->id);
 		fprintf(out,
-			"<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\"><title>%s %s after %s "
-			"evaluations",
+			"<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\"><title>%s %s at candidate "
+			"#%s",
 			fx(&f, x), fy(&f, metric_of(p, m)), names[m], v, e);
 		if (m != COVERAGE)
 			fprintf(out, " (%llu cells)", (unsigned long long)p->cells_filled);
@@ -633,9 +656,7 @@ static void section_history(FILE *out, const struct ks_report *r)
 		history_chart(out, r, (enum metric)m, 0);
 	fprintf(out, "</div>\n<h3>against time</h3>\n");
 	if (timed < 1) {
-		note(out,
-		     "the candidates that made these points have no recorded time (an import of elites only "
-		     "keeps sparse ids)");
+		note(out, "the candidates that made these points have no recorded time");
 	} else {
 		fprintf(out, "<div class=\"row\">\n");
 		for (int m = BEST; m <= COVERAGE; m++)
@@ -658,7 +679,8 @@ static const char *const anchor_colour[] = { "#5c6bc0", "#26a69a", "#ab47bc", "#
 
 static void workload_chart(FILE *out, const struct ks_report *r)
 {
-	double row_h = 16, gap = 12, left = 120, plot_w = 560, lo = INFINITY, hi = 0, y = 8, height;
+	double row_h = 16, gap = 12, left = 120, plot_w = 560, legend_w = 150, lo = INFINITY, hi = 0, y = 8,
+	       height;
 	size_t rows = 0;
 	struct frame f;
 
@@ -667,8 +689,11 @@ static void workload_chart(FILE *out, const struct ks_report *r)
 		double values[4 + KS_REPORT_MAX_ANCHORS] = { wl->ref_us, wl->best_us, wl->dispatch_us,
 							     wl->floor_us };
 
-		for (size_t a = 0; a < wl->n_anchors; a++)
+		for (size_t a = 0; a < wl->n_anchors; a++) {
 			values[4 + a] = wl->anchors[a].us;
+			/* room for the legend's name (the page clips what lies outside a chart) */
+			legend_w = fmax(legend_w, 40 + 6.5 * (double)strlen(wl->anchors[a].name));
+		}
 		for (size_t i = 0; i < 4 + wl->n_anchors; i++)
 			if (isfinite(values[i]) && values[i] > 0) {
 				lo = fmin(lo, values[i]);
@@ -692,7 +717,7 @@ static void workload_chart(FILE *out, const struct ks_report *r)
 			    .x1 = pow(10, ceil(log10(hi * 1.5))),
 			    .y0 = 0,
 			    .y1 = 1 };
-	svg_open(out, "workloads", left + plot_w + 150, height, "the best candidate per workload");
+	svg_open(out, "workloads", left + plot_w + legend_w, height, "the best candidate per workload");
 	draw_axes(out, &f, "microseconds (log scale)", NULL, 0);
 	for (size_t w = 0; w < r->n_workloads; w++) {
 		const struct ks_report_workload *wl = &r->workloads[w];
@@ -923,7 +948,7 @@ static void section_verdicts(FILE *out, const struct ks_report *r)
 		"of evaluation).</p>\n",
 		r->n_spans);
 	f.x0 = 0;
-	f.x1 = (double)last;
+	f.x1 = (double)(last_id(r) > last ? last_id(r) : last);
 	svg_open(out, "verdicts", f.left + f.width + 150, 215, "verdicts over the evaluations");
 	draw_axes(out, &f, "evaluations (candidate ids)", "% of the span", 0);
 	for (size_t i = 0; i < r->n_spans; i++) {
@@ -1151,7 +1176,7 @@ static const char style[] =
 	"span{font-size:12px;color:#616161}"
 	".row{display:flex;flex-wrap:wrap;gap:8px 18px;align-items:flex-start}"
 	"figure{margin:4px 0}figcaption{font-size:12px;color:#616161;margin-left:110px}"
-	"svg{font-size:11px;overflow:visible}svg text{fill:#424242}svg .label{font-size:12px;fill:#616161}"
+	"svg{font-size:11px;overflow:hidden}svg text{fill:#424242}svg .label{font-size:12px;fill:#616161}"
 	"svg .wl{font-size:12px;font-weight:600}svg .value{font-size:10px;fill:#616161}"
 	"svg .on-dark{fill:#fff;font-size:11px}svg .on-light{fill:#212121;font-size:11px}svg "
 	".bin{font-size:10px}"
@@ -1180,7 +1205,7 @@ static void card(FILE *out, const char *value, const char *what)
 static void header(FILE *out, const struct ks_report *r)
 {
 	const struct ks_archive_metrics *m = &r->metrics;
-	char value[64], what[96];
+	char value[64], what[160];
 
 	fprintf(out, "<h1>");
 	escf(out, "%s on %s", r->op, r->gpu);
@@ -1191,8 +1216,18 @@ static void header(FILE *out, const struct ks_report *r)
 		"writes).</p>\n",
 		r->generated);
 	fprintf(out, "<div class=\"cards\">\n");
-	count(value, sizeof(value), m->candidates);
-	card(out, value, "candidates evaluated");
+	count(value, sizeof(value), last_id(r));
+	if (last_id(r) > m->candidates) {
+		char kept[32];
+
+		/* a sample of a search (docs/example): what the search did, and what is here */
+		count(kept, sizeof(kept), m->candidates);
+		snprintf(what, sizeof(what),
+			 "candidates evaluated, to the last id kept; this archive keeps %s of them", kept);
+		card(out, value, what);
+	} else {
+		card(out, value, "candidates evaluated");
+	}
 	snprintf(value, sizeof(value), "%.3f", m->best_fitness);
 	snprintf(what, sizeof(what), "best fitness (#%llu), speedup over the reference",
 		 (unsigned long long)m->best_id);
@@ -1209,7 +1244,7 @@ static void header(FILE *out, const struct ks_report *r)
 	}
 	snprintf(value, sizeof(value), "%.1f%%",
 		 m->candidates ? 100.0 * m->by_verdict[KS_VERDICT_OK] / m->candidates : 0);
-	card(out, value, "verified ok");
+	card(out, value, last_id(r) > m->candidates ? "verified ok, of the candidates kept" : "verified ok");
 	fprintf(out, "</div>\n");
 }
 

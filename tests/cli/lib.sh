@@ -11,13 +11,15 @@ TMP=$(mktemp -d /tmp/ksearch-cli-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 checks=0
 runs=0
+# where failures are counted; a test of the checks themselves points it elsewhere in a subshell
+failures_file="$TMP/failures"
 skipped=""
 shown=-1 # the run whose output a failure already showed
 
 # fail WHY: count a failed check, say why, and show the last run's output (once per run).
 # The count is kept in a file, so that a failure inside a subshell or a pipe counts too.
 fail() {
-	echo "$*" >>"$TMP/failures"
+	echo "$*" >>"$failures_file"
 	echo "FAIL: $*" >&2
 	[ "$shown" = "$runs" ] && return 1
 	shown=$runs
@@ -54,7 +56,7 @@ out_has() { checks=$((checks + 1)); grep -qF -- "$1" "$TMP/out" || fail "stdout 
 err_has() { checks=$((checks + 1)); grep -qF -- "$1" "$TMP/err" || fail "stderr lacks '$1'"; }
 out_lacks() { checks=$((checks + 1)); ! grep -qF -- "$1" "$TMP/out" || fail "stdout has '$1'"; }
 
-failures() { if [ -f "$TMP/failures" ]; then wc -l <"$TMP/failures"; else echo 0; fi; }
+failures() { if [ -f "$failures_file" ]; then wc -l <"$failures_file"; else echo 0; fi; }
 
 done_ok() {
 	local n

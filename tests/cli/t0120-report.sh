@@ -82,6 +82,81 @@ out_has "tools/compare-torch.py"
 run 0 "$KSEARCH" --help
 out_has "  report "
 
+# marks_inside PAGE: every mark of every chart lies inside it: circles, rects and step lines
+# inside the svg's viewBox, and a chart with axes draws its dots and lines inside its frame
+# (issue 26: the example's dots went to x = 8,724 in a 370 px chart, drawn over the next ones)
+marks_inside() {
+	checks=$((checks + 1))
+	python3 - "$1" >"$TMP/marks" 2>&1 <<'PY' || fail "$1: marks outside their chart: $(head -c 1500 "$TMP/marks")"
+import re, sys
+page = open(sys.argv[1]).read()
+assert "overflow:visible" not in page, "the charts may draw outside themselves (overflow:visible)"
+bad, n = [], 0
+for m in re.finditer(r'<svg class="chart" data-chart="([^"]+)" width="([\d.]+)" height="([\d.]+)" viewBox="0 0 ([\d.]+) ([\d.]+)"(.*?)</svg>', page, re.S):
+    name, w, h, body = m.group(1), float(m.group(4)), float(m.group(5)), m.group(6)
+    assert (float(m.group(2)), float(m.group(3))) == (w, h), name
+    box = (0, w, 0, h)
+    frame = [tuple(map(float, f)) for f in re.findall(r'<line class="frame" x1="([-\d.]+)" x2="([-\d.]+)" y1="([-\d.]+)" y2="([-\d.]+)"', body)]
+    if frame:
+        xs = [v for f in frame for v in f[:2]]
+        ys = [v for f in frame for v in f[2:]]
+        box = (min(xs), max(xs), min(ys), max(ys))
+    for cx, cy in re.findall(r'<circle[^>]*cx="([-\d.]+)" cy="([-\d.]+)"', body):
+        n += 1
+        x, y = float(cx), float(cy)
+        if not (box[0] - 0.05 <= x <= box[1] + 0.05 and box[2] - 0.05 <= y <= box[3] + 0.05):
+            bad.append("%s: circle at %s,%s outside %s" % (name, cx, cy, box))
+    for x, y, rw, rh in re.findall(r'<rect[^>]*? x="([-\d.]+)" y="([-\d.]+)" width="([-\d.]+)" height="([-\d.]+)"', body):
+        n += 1
+        x, y, rw, rh = map(float, (x, y, rw, rh))
+        if not (0 <= x and x + rw <= w + 0.05 and 0 <= y and y + rh <= h + 0.05):
+            bad.append("%s: rect %s,%s %sx%s outside 0 0 %s %s" % (name, x, y, rw, rh, w, h))
+    for d in re.findall(r'<path class="mark line" d="([^"]*)"', body):
+        for op, a, b in re.findall(r"([MHV])([-\d.]+)(?: ([-\d.]+))?", d):
+            n += 1
+            xs, ys = ([float(a)], [float(b)]) if op == "M" else ([float(a)], []) if op == "H" else ([], [float(a)])
+            if any(not box[0] - 0.05 <= v <= box[1] + 0.05 for v in xs) or any(not box[2] - 0.05 <= v <= box[3] + 0.05 for v in ys):
+                bad.append("%s: line to %s%s outside %s" % (name, op, a, box))
+assert n > 50, "only %d marks found" % n
+assert not bad, "%d of %d marks:\n%s" % (len(bad), n, "\n".join(bad[:20]))
+PY
+}
+# headline PAGE: the headline's count of candidates
+headline() { sed -n 's|.*<b>\([0-9,]*\)</b><span>candidates evaluated.*|\1|p' "$1" | tr -d ,; }
+
+marks_inside "$TMP/r.html"
+marks_inside "$TMP/c.html"
+# The README's example, a sample of a search (256 of its records, ids to 7,400): every mark
+# inside its chart, each chart against evaluations counting candidate ids, and the headline
+# counting the search's candidates as far as the ids show, with what the archive keeps.
+run 0 "$KSEARCH" archive import docs/example/gqa-h200.json --archive "$TMP/example"
+run 0 "$KSEARCH" report --archive "$TMP/example" -o "$TMP/example.html"
+marks_inside "$TMP/example.html"
+last=$(python3 -c 'import json, sys; print(max(c["id"] for c in json.load(open(sys.argv[1]))["candidates"]))' docs/example/gqa-h200.json)
+[ "$(headline "$TMP/example.html")" = "$last" ] ||
+	fail "the example's headline counts $(headline "$TMP/example.html") candidates, its ids reach $last"
+grep -qF "this archive keeps 256 of them" "$TMP/example.html" || fail "the example's headline does not say it keeps 256"
+page_check "$TMP/example.html" '
+for chart in ["history-best-evals", "history-qd-evals", "history-coverage-evals", "verdicts"]:
+    body = page.split("data-chart=\"%s\"" % chart)[1].split("</svg>")[0]
+    assert ">evaluations (candidate ids)</text>" in body, chart
+    ticks = [float(t.replace(",", "")) for t in re.findall(r"<text x=\"[\d.]+\" y=\"[\d.]+\" text-anchor=\"middle\">([\d,]+)</text>", body)]
+    assert ticks and 6000 <= max(ticks) <= 7400, (chart, ticks)
+'
+# A search of thousands of candidates (tools/bench-archive.c writes one): the headline counts
+# every record, as the verdicts do, and every mark lies inside its chart.
+if [ -n "${KS_BENCH_ARCHIVE:-}" ]; then
+	run 0 "$KS_BENCH_ARCHIVE" "$TMP/bench" 4000 --nosync
+	run 0 "$KSEARCH" archive stats --archive "$TMP/bench" --json
+	records=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["candidates"])' "$TMP/out")
+	[ "$records" -ge 4000 ] || fail "the bench archive has $records records, expected 4000"
+	run 0 "$KSEARCH" report --archive "$TMP/bench" -o "$TMP/bench.html"
+	marks_inside "$TMP/bench.html"
+	[ "$(headline "$TMP/bench.html")" = "$records" ] ||
+		fail "the headline counts $(headline "$TMP/bench.html") candidates of $records records"
+	grep -qF "this archive keeps" "$TMP/bench.html" && fail "a whole search's page speaks of a sample"
+fi
+
 # while a writer inserts: every page is made, and from one snapshot
 "$WRITER" "$TMP/live" --count 1000000 --nosync >"$TMP/ids" 2>"$TMP/writer.err" &
 writer=$!

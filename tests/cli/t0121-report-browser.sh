@@ -54,7 +54,7 @@ head_script='<script>
 </script>'
 tail_script='<script>
 (function () {
-	var charts = document.querySelectorAll("svg.chart"), bad = [];
+	var charts = document.querySelectorAll("svg.chart"), bad = [], outside = [];
 	charts.forEach(function (chart) {
 		var drawn = Array.prototype.some.call(chart.querySelectorAll(".mark"), function (m) {
 			var box = m.getBoundingClientRect();
@@ -62,12 +62,26 @@ tail_script='<script>
 		});
 		if (!drawn)
 			bad.push(chart.getAttribute("data-chart"));
+		/* nothing drawn outside its chart: the page clips it there (issue 26: dots over the next charts) */
+		var box = chart.getBoundingClientRect();
+		chart.querySelectorAll("text, circle, rect, path, line").forEach(function (e) {
+			var b = e.getBoundingClientRect();
+			if (b.width + b.height > 0 && (b.left < box.left - 1 || b.right > box.right + 1 ||
+			    b.top < box.top - 1 || b.bottom > box.bottom + 1))
+				outside.push(chart.getAttribute("data-chart") + ": " + e.tagName + " " +
+					(e.textContent || "").slice(0, 40) + " at " + Math.round(b.left - box.left) + "," +
+					Math.round(b.top - box.top) + " to " + Math.round(b.right - box.left) + "," +
+					Math.round(b.bottom - box.top) + " of " + Math.round(box.width) + "x" + Math.round(box.height));
+		});
 	});
+	if (outside.length)
+		console.log("KSEARCH-CHECK error: " + outside.length + " things drawn outside their chart: " +
+			outside.slice(0, 10).join("; "));
 	if (!charts.length)
 		console.log("KSEARCH-CHECK error: the page has no chart");
 	else if (bad.length)
 		console.log("KSEARCH-CHECK error: charts without a visible mark: " + bad.join(", "));
-	else
+	else if (!outside.length)
 		console.log("KSEARCH-CHECK ok " + charts.length + " charts");
 })();
 </script>'
@@ -115,11 +129,23 @@ if [ -n "${KS_BENCH_ARCHIVE:-}" ]; then
 	shoot bench "$TMP/bench.html" 10
 fi
 
+# the README's picture (docs/report.png is this page): a sample of a real search, with anchors
+run 0 "$KSEARCH" archive import docs/example/gqa-h200.json --archive "$TMP/example"
+run 0 "$KSEARCH" report --archive "$TMP/example" --compare docs/example/torch-h200.json -o "$TMP/example.html"
+shoot example "$TMP/example.html" 12
+
 # the check itself fails on what it must catch: a console error, and a chart without marks
+# caught NAME WHAT: shooting $TMP/NAME.html must fail (its failures are counted apart)
+caught() {
+	(failures_file="$TMP/$1.failures" && shoot "$1" "$TMP/$1.html" 1) >/dev/null 2>&1
+	checks=$((checks + 1))
+	[ -s "$TMP/$1.failures" ] || fail "$2 went unnoticed"
+}
 sed 's|</body>|<script>console.error("planted")</script></body>|' "$TMP/small.html" >"$TMP/planted.html"
-(shoot planted "$TMP/planted.html" 1) >/dev/null 2>&1 && fail "a console error in the page went unnoticed"
+caught planted "a console error in the page"
 sed 's|class="mark[^"]*"|class="unmarked"|g' "$TMP/small.html" >"$TMP/unmarked.html"
-(shoot unmarked "$TMP/unmarked.html" 1) >/dev/null 2>&1 && fail "charts without marks went unnoticed"
-checks=$((checks + 2))
-rm -f "$shots/planted.png" "$shots/unmarked.png"
+caught unmarked "charts without marks"
+sed 's|<circle class="point" cx="[0-9.]*"|<circle class="point" cx="9999"|' "$TMP/small.html" >"$TMP/outside.html"
+caught outside "marks outside their chart"
+rm -f "$shots/planted.png" "$shots/unmarked.png" "$shots/outside.png"
 done_ok

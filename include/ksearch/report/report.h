@@ -67,9 +67,16 @@ struct ks_report_elite {
 	struct ks_report_candidate c;
 };
 
-/* One point of the metrics' history, with the time of the candidate that made it. */
+/*
+ * One point of the metrics' history, with the id and time of the candidate
+ * that made it (the evals-th record, in id order).  The page draws it at
+ * that id, as it draws every candidate and the verdicts: in a search's
+ * archive ids are dense and an id is the evaluation's number; in a sample
+ * of one (docs/example) the ids still count the search's evaluations.
+ */
 struct ks_report_point {
-	uint64_t evals;
+	uint64_t id;
+	uint64_t evals; /* records in the archive when it was made */
 	double best_fitness, coverage, qd_score;
 	uint64_t cells_filled;
 	double time; /* seconds since the epoch; < 0 when unknown */
