@@ -362,6 +362,18 @@ static const char *reasoning_where(const char *where)
 	return NULL;
 }
 
+/* The first words of an answer on one line: control characters as spaces, cut at a UTF-8 boundary. */
+static void reply_start(char *buf, size_t size, const char *text)
+{
+	size_t n = strlen(text), keep = n < size - 4 ? n : size - 4;
+
+	while (keep < n && keep && ((unsigned char)text[keep] & 0xc0) == 0x80)
+		keep--;
+	for (size_t i = 0; i < keep; i++)
+		buf[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? ' ' : text[i];
+	strcpy(buf + keep, keep < n ? "..." : "");
+}
+
 static int check_llm(struct ks_llm_config *cfg)
 {
 	struct ks_llm_request req = { .system = "You are a health check. Answer with one word.",
@@ -436,8 +448,21 @@ static int check_llm(struct ks_llm_config *cfg)
 		bad("llm", problem, "raise --max-tokens (the budget counts the reasoning too)");
 		goto cleanup;
 	}
-	note("answer", "not cut off (stop reason %s): \"%.40s\"",
-	     resp.stop_reason ? resp.stop_reason : "none", resp.text ? resp.text : "");
+	note("answer", "not cut off (stop reason %s), so a run's answers come whole up to the budget above",
+	     resp.stop_reason ? resp.stop_reason : "none");
+	if (resp.text && *resp.text) {
+		char start[64];
+
+		/* the model's own words, which may read like anything: say what they answer */
+		reply_start(start, sizeof(start), resp.text);
+		note("reply",
+		     "\"%s\": its words to the check's one-word question (a run asks for kernels and reads "
+		     "each answer for one)",
+		     start);
+	} else {
+		note("reply",
+		     "no text: the answer was empty, and a run would find no kernel in answers like it");
+	}
 	ret = 0;
 cleanup:
 	ks_llm_response_release(&resp);

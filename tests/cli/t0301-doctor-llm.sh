@@ -32,17 +32,23 @@ out_has "ok    llm        fake at $URL (openai) answered in"
 out_has "no API key (KSEARCH_API_KEY or OPENAI_API_KEY unset): requests carry no credentials"
 out_has "up to 32768 tokens an answer (sent as max_completion_tokens), the model's default temperature, 15 min per request"
 out_has "reasoning  none seen"
-out_has "not cut off (stop reason stop)"
+out_has "not cut off (stop reason stop), so a run's answers come whole up to the budget above"
+# the model's words are quoted as its reply to the check's question, not as ksearch's verdict
+# (issue 26: fake-llm's reply "could not edit the params" read like a failure of the check)
+out_has 'reply      "fake-llm could not edit the params: '
+out_has "its words to the check's one-word question (a run asks for kernels and reads each answer for one)"
+grep '^        answer ' "$TMP/out" | grep -q 'could not' && fail "the answer line quotes the model's words"
 ! grep -qi '"authorization"' "$REC" || fail "credentials were sent without a key"
 checks=$((checks + 1))
 
 # a hosted API that wants a key: the scripted answers and faults
 cat >"$TMP/script.json" <<'JSON'
-[{"reply": "OK"}, {"reply": "OK"}, {"status": 429, "retry_after": 1}, {"malformed": true}]
+[{"reply": "OK,\nthat is\tall"}, {"reply": "OK"}, {"status": 429, "retry_after": 1}, {"malformed": true}]
 JSON
 start_fake hosted --require-key --script "$TMP/script.json"
 run "$(expect_gpu_code 0)" env KSEARCH_API_KEY=$key "$KSEARCH" doctor --llm-url "$URL" --llm-model fake
 out_has "ok    llm        fake at $URL (openai) answered in"
+out_has 'reply      "OK, that is all": its words'
 out_has "prompt +"
 out_has "key from the environment (KSEARCH_API_KEY or OPENAI_API_KEY)"
 out_lacks "$key"
