@@ -220,8 +220,7 @@ int cmd_sanitize(int argc, char **argv)
 	}
 	check = ks_sanitize_to_json(&outcome);
 	if (json) {
-		json_dumpf(check, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-		printf("\n");
+		ks_cli_json_print(check, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 	} else {
 		char *text = ks_sanitize_text(check);
 

@@ -21,8 +21,8 @@
 #include "ksearch/base/util.h"
 #include "ksearch/evaluate/sanitize.h"
 
-/* memcheck over every workload, then racecheck: tens of seconds (sanitize.h) */
-#define GUESS_S 30.0
+/* memcheck over every workload, then racecheck: about 2 s on rmsnorm on an H100 (BENCHMARKS.md) */
+#define GUESS_S 10.0
 
 static int sanitize_available(const struct ks_backend *backend)
 {

@@ -117,7 +117,7 @@ out_lacks "#100 "
 # (0.5 here, so that a short run pays for checks), and stores each check in its record
 E="$TMP/evolve"
 start=$(date +%s)
-run 0 "$KSEARCH" evolve --op rmsnorm --budget 40 --archive "$E" --profile-share 0 --sanitize-share 0.5 \
+run 0 "$KSEARCH" evolve --op rmsnorm --budget 80 --archive "$E" --profile-share 0 --sanitize-share 0.5 \
 	--log "$TMP/evolve.jsonl"
 echo "  evolve: $(($(date +%s) - start)) s; $(grep '^sanitizer:' "$TMP/out" | tr '\n' ' ')"
 out_has "new bests are checked in at most 50% of the GPU time"

@@ -59,6 +59,16 @@ static void test_racecheck_errors_count_and_warnings_do_not(void **state)
 	assert_int_equal(rep.errors, 1);
 	assert_true(rep.summary);
 	assert_non_null(strstr(rep.first, "Error: Race reported between Write access"));
+	/* captured on an H100 (compute-sanitizer 2025.3.1, tests/gpu/t0240-sanitizer.sh's kernels) */
+	parse_fixture("h100-memcheck-undone-write.txt", &rep);
+	assert_int_equal(rep.errors, 11);
+	assert_true(rep.summary);
+	assert_string_equal(rep.first, "Invalid __global__ read of size 2 bytes");
+	parse_fixture("h100-racecheck-race.txt", &rep);
+	assert_int_equal(rep.errors, 6);
+	assert_true(rep.summary);
+	assert_string_equal(rep.first,
+			    "Error: Race reported between Write access at rmsnorm_race_same_result+0x80");
 	parse_fixture("racecheck-warning-only.txt", &rep);
 	assert_int_equal(rep.errors, 0);
 	assert_true(rep.summary);
