@@ -58,6 +58,12 @@
 #define DEFAULT_SPLITS 3
 #define MAX_SPLITS KS_RESULT_MAX_SPLITS
 #define SPLIT_VERIFIED 7
+/*
+ * The reference is timed on REF_DRAWS canonical splits of each kind, so its
+ * median is a typical time (on one split of each, a kernel that gives
+ * each request a CTA was off by up to 40%, by how the longest request fell).
+ */
+#define REF_DRAWS 3
 /* How much longer than on the first split the reference may take on another (skewed: 15x seen). */
 #define SPLIT_REF_SLOWER 30
 
@@ -1412,7 +1418,7 @@ static int has_structure(const struct ks_workload *wl, const struct ks_op *op)
 
 static double median_of(const double *values, int n)
 {
-	double sorted[MAX_SPLITS];
+	double sorted[MAX_SPLITS * REF_DRAWS];
 
 	memcpy(sorted, values, (size_t)n * sizeof(*values));
 	qsort(sorted, (size_t)n, sizeof(*sorted), cmp_double);
@@ -1431,8 +1437,9 @@ static uint64_t fnv(const char *text)
 
 /*
  * The reference's time on benchmark workload wi, once per worker: the median of its
- * medians on n_splits canonical splits, one of each kind in turn, drawn
- * from the operator's and the workload's names.  The reference is
+ * medians on REF_DRAWS canonical splits of each kind the candidates are
+ * timed on (n_splits of them; one when the workload has no structure),
+ * drawn from the operator's and the workload's names.  The reference is
  * trusted, so its structure may be public, and a fixed one keeps fitness
  * (reference time over the candidate's) on one scale across workers and
  * runs; the candidates' splits are secret.  Leaves in allocated (with the
@@ -1443,9 +1450,10 @@ static int time_reference(struct worker *w, size_t wi, const struct ks_plan *ref
 			  struct outputs *ref_out, struct scratch *ref_scratch, struct outcome *oc)
 {
 	const struct ks_workload *wl = &w->op.workloads[wi];
-	double split_us[MAX_SPLITS];
+	int n_draws = n_splits > 1 ? n_splits * REF_DRAWS : 1;
+	double split_us[MAX_SPLITS * REF_DRAWS];
 
-	for (int k = 0; k < n_splits; k++) {
+	for (int k = 0; k < n_draws; k++) {
 		struct structure st = { mix64(fnv(w->op.name), fnv(wl->id) + (uint64_t)k),
 					(enum ks_split)((KS_SPLIT_EVEN + k) % KS_SPLIT_COUNT) };
 		struct timed t = { &w->ref, ref_plan, wl, in, ref_out, ref_scratch, NULL };
@@ -1474,7 +1482,7 @@ static int time_reference(struct worker *w, size_t wi, const struct ks_plan *ref
 		}
 		split_us[k] = stats.median;
 	}
-	w->ref_us[wi] = median_of(split_us, n_splits);
+	w->ref_us[wi] = median_of(split_us, n_draws);
 	return 0;
 }
 
@@ -1510,7 +1518,7 @@ static int time_workload(struct worker *w, const struct program *cand, size_t wi
 		/* a fixed count of verified samples per split; the clocks warm up on the first split only */
 		split_set.fixed_samples = SPLIT_VERIFIED;
 		split_set.time_cap_ms = set->time_cap_ms / n_splits > 1 ? set->time_cap_ms / n_splits : 1;
-		ref_set.min_reps = set->min_reps / n_splits > 10 ? set->min_reps / n_splits : 10;
+		ref_set.fixed_samples = 10; /* on each of n_splits * REF_DRAWS canonical splits */
 		ref_set.time_cap_ms = split_set.time_cap_ms;
 	}
 	pool = ks_calloc((size_t)n_splits * ((size_t)set->max_reps + 1), sizeof(*pool));
