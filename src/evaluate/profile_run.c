@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "ksearch/base/random.h"
 #include "ksearch/base/util.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/evaluate/cuda.h"
@@ -55,15 +56,6 @@ static uint64_t mix64(uint64_t a, uint64_t b)
 	return z ^ (z >> 31);
 }
 
-static uint64_t fnv(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
-
 static int cuda_fail(struct ks_error *err, CUresult rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -79,10 +71,11 @@ static int cuda_fail(struct ks_error *err, CUresult rc, const char *fmt, ...)
 }
 
 /*
- * The workload's inputs from the op's generators.  The structure (KV
- * lengths, page permutations) is the one every candidate is timed on: the
- * seed eval.c and worker.c derive from the op's name and the workload's
- * id.  Values are any: a kernel's counters do not depend on them.
+ * The workload's inputs from the op's generators, every seed drawn from
+ * the OS and the length split of a random kind: a kernel that could tell
+ * it runs under the sanitizer (or the profiler) from a structure or values
+ * it knows could behave there and write outside its buffers elsewhere.
+ * Its counters and its sanitizer findings do not depend on which split.
  *
  * Every buffer is allocated at its exact size, with nothing around it:
  * memcheck sees only accesses outside every allocation, so a guard band
@@ -90,7 +83,8 @@ static int cuda_fail(struct ks_error *err, CUresult rc, const char *fmt, ...)
  */
 static int make_inputs(struct runner *r, const struct ks_workload *wl, struct ks_error *err)
 {
-	uint64_t structure = mix64(fnv(r->op.name), fnv(wl->id)), values = 0x70726f66696c65ull;
+	uint64_t structure = ks_os_random64();
+	enum ks_split split = (enum ks_split)(ks_os_random64() % KS_SPLIT_COUNT);
 
 	if (r->op.n_inputs > MAX_BUFFERS || r->op.n_outputs > MAX_BUFFERS || r->plan.n_scratch > MAX_BUFFERS)
 		return ks_fail(err, "%s: more buffers than the profile runner handles", r->op.key);
@@ -98,7 +92,7 @@ static int make_inputs(struct runner *r, const struct ks_workload *wl, struct ks
 		const struct ks_tensor *t = &r->op.inputs[i];
 		const struct ks_generator *gen = &wl->generators[i];
 		int structural = gen->kind == KS_GEN_INDPTR || gen->kind == KS_GEN_PAGE_PERMUTATION;
-		uint64_t seed = mix64(structural ? structure : values, i + 1);
+		uint64_t seed = structural ? mix64(structure, i + 1) : ks_os_random64();
 		int64_t numel;
 		CUresult rc;
 
@@ -111,8 +105,8 @@ static int make_inputs(struct runner *r, const struct ks_workload *wl, struct ks
 		rc = r->cu->mem_alloc(&r->inputs[i], numel ? (size_t)numel * ks_dtype_size(t->dtype) : 256);
 		if (rc != CUDA_SUCCESS)
 			return cuda_fail(err, rc, "allocating input %s", t->name);
-		if (numel &&
-		    ks_gpukit_generate(r->kit, r->inputs[i], t->dtype, numel, gen, &wl->axes, seed, err) < 0)
+		if (numel && ks_gpukit_generate_split(r->kit, r->inputs[i], t->dtype, numel, gen, &wl->axes,
+						      seed, split, err) < 0)
 			return -1;
 	}
 	for (size_t i = 0; i < r->op.n_outputs; i++) {
