@@ -90,6 +90,9 @@ static int start_worker(struct ks_evaluator *ev, int timeout_ms, struct ks_error
 	if (profile_from_json(ev->profile_json, &ev->profile) < 0) {
 		ks_fail(err, "GPU worker for GPU %d: malformed device profile", ev->gpu);
 		ks_child_kill(&ev->worker);
+		/* a failed open is not closed (ks_gpu_backend_open()): nothing may stay held */
+		json_decref(ev->profile_json);
+		ev->profile_json = NULL;
 		goto cleanup;
 	}
 	ret = 0;

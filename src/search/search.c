@@ -69,6 +69,12 @@ struct family_slot {
 
 struct search {
 	struct ks_mutator_host host;
+	/*
+	 * The first archive read of the host API that failed: its answer was
+	 * "nothing there", and propose() stops the search with this error.
+	 */
+	int host_failed;
+	struct ks_error host_err;
 	struct ks_archive *ar;
 	const struct ks_op *op;
 	const struct ks_backend *backend;
@@ -146,26 +152,30 @@ int ks_families_load(const struct ks_op *op, struct ks_family **families, size_t
 		const char *base = ks_basename(op->seed_paths[i]);
 		size_t len = strlen(base);
 
-		if (ks_candidate_load(op->seed_paths[i], &f->cand, err) < 0 ||
-		    ks_candidate_bind(&f->cand, op, err) < 0) {
-			ks_families_free(*families, *n);
-			*families = NULL;
-			return -1;
+		/* a failed load leaves f->cand empty; a loaded one is ours until (*n)++ */
+		if (ks_candidate_load(op->seed_paths[i], &f->cand, err) < 0)
+			goto fail;
+		if (ks_candidate_bind(&f->cand, op, err) < 0) {
+			ks_candidate_release(&f->cand);
+			goto fail;
 		}
 		if (f->cand.n_params > KS_MAX_PARAMS) {
+			ks_fail(err, "%s: %zu params; the search handles at most %d", op->seed_paths[i],
+				f->cand.n_params, KS_MAX_PARAMS);
 			ks_candidate_release(&f->cand);
-			ks_families_free(*families, *n);
-			*families = NULL;
-			return ks_fail(err, "%s: %zu params; the search handles at most %d",
-				       op->seed_paths[i], f->cand.n_params, KS_MAX_PARAMS);
+			goto fail;
 		}
 		f->name = ks_strndup(base, len > 3 ? len - 3 : len);
 		(*n)++;
 	}
-	if (!*n)
-		return ks_fail(err, "operator %s has no seeds (%s/seeds/*.cu): nothing to start from",
-			       op->key, op->dir);
-	return 0;
+	if (*n)
+		return 0;
+	ks_fail(err, "operator %s has no seeds (%s/seeds/*.cu): nothing to start from", op->key, op->dir);
+fail:
+	ks_families_free(*families, *n);
+	*families = NULL;
+	*n = 0;
+	return -1;
 }
 
 void ks_family_release(struct ks_family *family)
@@ -581,6 +591,16 @@ static void remember_family(struct search *s, uint64_t id, int fam)
 	s->fam_cache[s->n_fam_cache++] = (struct fam_cache_entry){ id, fam };
 }
 
+/* An archive read of the host API failed (err): keep the first for propose(). */
+static void host_failed(struct search *s, const struct ks_error *err, const char *what)
+{
+	if (s->host_failed)
+		return;
+	s->host_failed = 1;
+	s->host_err = *err;
+	ks_error_prefix(&s->host_err, "%s", what);
+}
+
 /*
  * The family of an archived candidate, or -1 (a source no family has,
  * e.g. a seed that has since changed).  A miss is cached too: families
@@ -597,7 +617,11 @@ static int family_of(struct search *s, uint64_t id)
 	for (size_t i = 0; i < s->n_fam_cache; i++)
 		if (s->fam_cache[i].id == id)
 			return s->fam_cache[i].fam;
-	if (ks_archive_get(s->ar, id, &record, &source, &err) == 0 && record && source) {
+	if (ks_archive_get(s->ar, id, &record, &source, &err) < 0) {
+		host_failed(s, &err, "reading a parent's record");
+		return -1; /* not cached: the record may be there */
+	}
+	if (record && source) {
 		for (size_t f = 0; f < s->n_fams; f++) {
 			const struct ks_family *family = s->fams[f].fam;
 			int64_t params[KS_MAX_PARAMS];
@@ -628,7 +652,9 @@ int ks_mutator_host_params_of(struct ks_mutator_host *h, uint64_t id, size_t fam
 	struct ks_error err;
 	int ret = -1;
 
-	if (ks_archive_get(h->s->ar, id, &record, NULL, &err) == 0 && record)
+	if (ks_archive_get(h->s->ar, id, &record, NULL, &err) < 0)
+		host_failed(h->s, &err, "reading a parent's params");
+	else if (record)
 		ret = params_from_json(h->s->fams[fam].fam, json_object_get(record, "params"), params);
 	json_decref(record);
 	return ret;
@@ -650,8 +676,10 @@ static int already_seen(struct search *s, size_t fam, const int64_t *params)
 			return 1;
 	}
 	pj = params_json(f, params);
-	if (ks_archive_lookup_candidate(s->ar, f->cand.source, pj, &id, &err) < 0)
-		id = 0;
+	if (ks_archive_lookup_candidate(s->ar, f->cand.source, pj, &id, &err) < 0) {
+		host_failed(s, &err, "looking up a candidate");
+		id = 1; /* seen: propose nothing from a lookup that failed */
+	}
 	json_decref(pj);
 	return id != 0;
 }
@@ -697,8 +725,10 @@ void ks_mutator_host_parents(struct ks_mutator_host *h, struct ks_parents *pk)
 	struct ks_error err;
 
 	memset(pk, 0, sizeof(*pk));
-	if (ks_archive_elites(h->s->ar, &pk->elites, &pk->n, &err) < 0)
+	if (ks_archive_elites(h->s->ar, &pk->elites, &pk->n, &err) < 0) {
+		host_failed(h->s, &err, "reading the elites");
 		pk->n = 0;
+	}
 	pk->family = ks_calloc(pk->n ? pk->n : 1, sizeof(*pk->family));
 	for (size_t i = 0; i < pk->n; i++) {
 		pk->family[i] = family_of(h->s, pk->elites[i].id);
@@ -1003,7 +1033,7 @@ static const struct ks_mutator *owner_of(const struct search *s, const char *mut
  * that has something proposes.  Returns 0, 1 when nothing is left to
  * propose, -1 when a mutator failed.
  */
-static int propose(struct search *s, struct job *job, struct ks_error *err)
+static int propose_next_of(struct search *s, struct job *job, struct ks_error *err)
 {
 	memset(&job->p, 0, sizeof(job->p));
 	while (s->seeds_done < s->n_seeds) {
@@ -1035,6 +1065,24 @@ static int propose(struct search *s, struct job *job, struct ks_error *err)
 		}
 	}
 	return 1;
+}
+
+/*
+ * propose_next_of(), and -1 when an archive read of the host API failed
+ * on the way (the mutators were answered "nothing there", host_failed()).
+ */
+static int propose(struct search *s, struct job *job, struct ks_error *err)
+{
+	int rc = propose_next_of(s, job, err);
+
+	if (!s->host_failed)
+		return rc;
+	if (rc == 0) {
+		json_decref(job->p.llm);
+		job->p.llm = NULL;
+	}
+	*err = s->host_err;
+	return -1;
 }
 
 /* ---- persistence of proposals ---- */
@@ -1629,6 +1677,10 @@ static int resume_saved(struct search *s, struct ks_error *err)
 			dispatch(s, job);
 		}
 		s->dispatch_end = seq + 1;
+	}
+	if (s->host_failed) {
+		*err = s->host_err;
+		return -1;
 	}
 	return 0;
 }

@@ -250,6 +250,34 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* A seed that loads but does not bind (an argument the op lacks): -1, naming it, and nothing held. */
+static void test_a_seed_that_fails_to_bind_fails_the_load_and_holds_nothing(void **state)
+{
+	static const char unbound[] =
+		"/* ksearch {\"params\": {\"D\": [1, 2]},\n"
+		"  \"launch\": [{\"kernel\": \"c\", \"grid\": [\"n\"], \"block\": [\"32\"], "
+		"\"args\": [\"x\", \"nonesuch\", \"n\"]}]} */\n"
+		"extern \"C\" __global__ void c(const float *x, float *y, int n) {}\n";
+	struct fixture *f = *state;
+	struct ks_op op;
+	struct ks_family *families = (struct ks_family *)1;
+	size_t n = 7;
+	struct ks_error err;
+	char path[4200];
+
+	test_write(f->dir, "seeds/c.cu", unbound); /* after a.cu and b.cu: two families to free */
+	if (ks_op_load(f->dir, &op, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(ks_families_load(&op, &families, &n, &err), -1);
+	assert_non_null(strstr(err.msg, "c.cu"));
+	assert_non_null(strstr(err.msg, "nonesuch"));
+	assert_null(families);
+	assert_int_equal(n, 0);
+	ks_op_release(&op);
+	snprintf(path, sizeof(path), "%s/seeds/c.cu", f->dir);
+	assert_int_equal(unlink(path), 0); /* the group's fixture is shared */
+}
+
 static struct ks_archive *open_archive(struct fixture *f, const char *name)
 {
 	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE | KS_ARCHIVE_NOSYNC,
@@ -2024,6 +2052,7 @@ int main(void)
 
 		cmocka_unit_test(test_no_permission_is_said_once_and_the_search_goes_on),
 		cmocka_unit_test(test_profiles_failing_in_a_row_stop_profiling),
+		cmocka_unit_test(test_a_seed_that_fails_to_bind_fails_the_load_and_holds_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -146,7 +146,12 @@ int ks_mutator_host_family_ok(struct ks_mutator_host *h, size_t index);
 int ks_mutator_host_add_family(struct ks_mutator_host *h, const char *prefix, const char *source,
 			       uint64_t strategy, uint64_t parent, size_t *index, int *is_new,
 			       struct ks_error *err);
-/* The family an archived candidate belongs to, or -1. */
+/*
+ * The family an archived candidate belongs to, or -1.  This, params_of(),
+ * seen() and parents() read the archive; a read that fails answers as if nothing were there (-1,
+ * "seen", no parents) and stops the search with its error after the
+ * proposal under way.
+ */
 int ks_mutator_host_family_of(struct ks_mutator_host *h, uint64_t id);
 /* An archived candidate's params in the family's order; -1 when they do not fit it. */
 int ks_mutator_host_params_of(struct ks_mutator_host *h, uint64_t id, size_t family, int64_t *params);

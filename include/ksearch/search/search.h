@@ -223,7 +223,11 @@ struct ks_search_summary {
 /* Seconds on a monotonic clock. */
 double ks_search_now(void);
 
-/* Load the op's seed families (sorted by file name). */
+/*
+ * Load the op's seed families (sorted by file name) into *families (the
+ * caller's, freed with ks_families_free()).  On -1 nothing is left held:
+ * *families is NULL and *n 0.
+ */
 int ks_families_load(const struct ks_op *op, struct ks_family **families, size_t *n, struct ks_error *err);
 void ks_families_free(struct ks_family *families, size_t n);
 /* Free one family's contents (not the struct). */
