@@ -3,14 +3,16 @@
 # with one line "N passed, N failed, N skipped".  Fails when a test fails
 # or when no test ran.  GPU tests skip (exit 77) on machines without one.
 # Arguments after the options go to `meson test` (--suite unit, a test's
-# name ...).  Under three minutes on 2 cores; each test prints a line as
-# it ends.
+# name ...).  About 3 minutes on 2 cores after the build (3 min 9 s measured
+# on the shared 2-core VM under a load near 4; a build from scratch adds
+# about 50 s); each test prints a line as it ends.
 #
 #   --slow      also the suite 'slow' (t0009-seeds-compile-wide: 24 param
-#               combinations of every seed through NVRTC, a few minutes)
+#               combinations of every seed through NVRTC, 3 min 6 s alone;
+#               about 6 minutes in all)
 #   --sanitize  then also build with AddressSanitizer and
 #               UndefinedBehaviorSanitizer into build-san/ and run the unit
-#               and CLI tests there (tools/sanitize.sh)
+#               and CLI tests there (tools/sanitize.sh; about 5 more minutes)
 #
 # .ci/run gives both; the last line counts every run.
 set -uo pipefail
@@ -35,10 +37,10 @@ fi
 bash tools/setup.sh || exec python3 tools/test-summary.py --failed "setup or build (tools/setup.sh)"
 rm -f build/meson-logs/testlog.json
 suites=(--no-suite slow)
-what="the unit, CLI and lint tests (under 3 minutes on 2 cores)"
+what="the unit, CLI and lint tests (about 3 minutes on 2 cores)"
 if [ $slow = 1 ]; then
 	suites=()
-	what="every test, the slow ones included (about 8 minutes on 2 cores)"
+	what="every test, the slow ones included (about 6 minutes on 2 cores)"
 fi
 [ $# -gt 0 ] && what="the tests chosen: $*"
 echo "run-tests.sh: $what; a line as each test ends"
