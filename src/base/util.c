@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void out_of_memory(size_t size)
@@ -475,4 +476,12 @@ int ks_line_of(const char *text, size_t offset)
 		if (text[i] == '\n')
 			line++;
 	return line;
+}
+
+double ks_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }

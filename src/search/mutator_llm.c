@@ -91,7 +91,7 @@ struct llm_mutator {
 	int no_parent;	       /* the last request found no elite to start from */
 	unsigned error_streak; /* unusable answers in a row */
 	unsigned barren;       /* replies in a row with nothing usable, failed requests too (give_up_after) */
-	double ask_after;      /* no new request before this time (ks_search_now()) */
+	double ask_after;      /* no new request before this time (ks_now_s()) */
 	json_t *usage;	       /* totals over the archive's life (state "llm/usage") */
 	size_t *tuned;	       /* families whose params were walked */
 	size_t n_tuned, alloc_tuned;
@@ -570,7 +570,7 @@ static int answer_error(struct llm_mutator *m, struct llm_task *task, const char
 	if (++m->error_streak >= STREAK_FREE) {
 		double wait = ldexp(1.0, (int)(m->error_streak < 20 ? m->error_streak - STREAK_FREE : 20));
 
-		m->ask_after = ks_search_now() + (wait < BACKOFF_MAX_S ? wait : BACKOFF_MAX_S);
+		m->ask_after = ks_now_s() + (wait < BACKOFF_MAX_S ? wait : BACKOFF_MAX_S);
 	}
 	if (st) {
 		ks_strategy_answer_error(st, reason);
@@ -608,7 +608,7 @@ static int cut_off_answer(struct llm_mutator *m, struct llm_task *task, const st
 	if (++m->error_streak >= STREAK_FREE) {
 		double wait = ldexp(1.0, (int)(m->error_streak < 20 ? m->error_streak - STREAK_FREE : 20));
 
-		m->ask_after = ks_search_now() + (wait < BACKOFF_MAX_S ? wait : BACKOFF_MAX_S);
+		m->ask_after = ks_now_s() + (wait < BACKOFF_MAX_S ? wait : BACKOFF_MAX_S);
 	}
 	if (st) {
 		ks_strategy_answer_error(st, reason);
@@ -840,7 +840,7 @@ static int llm_step(void *ctx, struct ks_mutator_host *h, int timeout_ms, int st
 	if (maybe_rewrite(m, err) < 0)
 		return -1;
 	while (m->asking < (size_t)m->cfg.concurrency && m->children.count < ks_mutator_host_depth(m->h) &&
-	       ks_search_now() >= m->ask_after) {
+	       ks_now_s() >= m->ask_after) {
 		int rc = ask(m, err);
 
 		if (rc < 0)
@@ -888,7 +888,7 @@ static int llm_may_produce(void *ctx, struct ks_mutator_host *h)
 	}
 	if (m->asking || m->tasks)
 		return 1;
-	if (ks_llm_paused(m->cfg.client) || ks_search_now() < m->ask_after)
+	if (ks_llm_paused(m->cfg.client) || ks_now_s() < m->ask_after)
 		return 1;
 	return ks_llm_available(m->cfg.client, &why) == 0 && !m->no_parent;
 }

@@ -127,14 +127,6 @@ struct search {
 	size_t n_binary_slots;	/* a power of two, at least twice n_binaries */
 };
 
-double ks_search_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 void ks_mutator_free(struct ks_mutator *m)
 {
 	if (m && m->free)
@@ -483,7 +475,7 @@ static void *build_thread(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		if (!job)
 			return NULL;
-		t0 = ks_search_now();
+		t0 = ks_now_s();
 		if (job->fam->broken) {
 			/* an LLM's source whose ksearch block cannot be used: nothing to build */
 			job->built = NULL;
@@ -493,7 +485,7 @@ static void *build_thread(void *arg)
 			rc = s->backend->build(s->backend->ctx, job->fam, job->p.params, &job->built,
 					       &job->result, &job->err);
 		}
-		job->compile_s = ks_search_now() - t0;
+		job->compile_s = ks_now_s() - t0;
 		pthread_mutex_lock(&s->lock);
 		if (rc < 0) {
 			job->failed = 1;
@@ -569,11 +561,11 @@ static void *lane_thread(void *arg)
 		}
 		if (!job)
 			return NULL;
-		t0 = ks_search_now();
+		t0 = ks_now_s();
 		rc = s->backend->evaluate(s->backend->ctx, lane->index, job->fam, job->p.params, job->built,
 					  &job->result, &job->err);
 		job->built = NULL;
-		job->eval_s = ks_search_now() - t0;
+		job->eval_s = ks_now_s() - t0;
 		pthread_mutex_lock(&s->lock);
 		s->gpu_busy_s += job->eval_s;
 		job->failed = rc < 0;
@@ -810,7 +802,7 @@ static void search_log(struct search *s, json_t *event)
 	if (s->cfg->log) {
 		char *text;
 
-		json_object_set_new(event, "t", json_real(ks_search_now() - s->t_start));
+		json_object_set_new(event, "t", json_real(ks_now_s() - s->t_start));
 		text = json_dumps(event, JSON_COMPACT);
 		fprintf(s->cfg->log, "%s\n", text);
 		fflush(s->cfg->log);
@@ -1233,7 +1225,7 @@ static void status_line(struct search *s, int final)
 	const struct ks_search_config *cfg = s->cfg;
 	struct ks_archive_metrics m;
 	struct ks_error err;
-	double elapsed = ks_search_now() - s->t_start;
+	double elapsed = ks_now_s() - s->t_start;
 	const struct ks_search_summary *sum = s->summary;
 	char fails[256] = "", extra[320] = "", dups[48] = "";
 	size_t used = 0, extra_used = 0;
@@ -1271,7 +1263,7 @@ static void status_line(struct search *s, int final)
 		(unsigned long long)m.cells, m.qd_score, used ? fails : " none", extra,
 		cfg->status_tty && !final ? "" : "\n");
 	fflush(cfg->out);
-	s->last_status = ks_search_now();
+	s->last_status = ks_now_s();
 }
 
 /* ---- inserting results ---- */
@@ -1450,7 +1442,7 @@ static int stop_requested(struct search *s, const char **reason)
 		*reason = "budget";
 		return 1;
 	}
-	if (cfg->time_limit_s > 0 && ks_search_now() - s->t_start >= cfg->time_limit_s) {
+	if (cfg->time_limit_s > 0 && ks_now_s() - s->t_start >= cfg->time_limit_s) {
 		*reason = "time";
 		return 1;
 	}
@@ -1719,7 +1711,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	s.ring = ks_calloc(s.depth, sizeof(*s.ring));
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_cond_init(&s.cond, NULL);
-	s.t_start = s.last_status = ks_search_now();
+	s.t_start = s.last_status = ks_now_s();
 	ks_pcg32_seed(&s.rng, cfg->seed, 0x6b736561726368ull);
 	for (size_t i = 0; i < n_families; i++)
 		add_family(&s, (struct ks_family *)&families[i], 1);
@@ -1816,8 +1808,8 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 			job_free(job);
 			s.next_insert++;
 			if (cfg->out &&
-			    ((cfg->status_tty && ks_search_now() - s.last_status >= 1) ||
-			     (!cfg->status_tty && ks_search_now() - s.last_status >= cfg->status_every_s)))
+			    ((cfg->status_tty && ks_now_s() - s.last_status >= 1) ||
+			     (!cfg->status_tty && ks_now_s() - s.last_status >= cfg->status_every_s)))
 				status_line(&s, 0);
 		}
 		if (step_mutators(&s, 0, stopping, err) < 0)
@@ -1836,7 +1828,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 		}
 		if (wait_a_moment(&s, stopping, err) < 0)
 			goto shutdown;
-		if (cfg->out && cfg->status_tty && ks_search_now() - s.last_status >= 1)
+		if (cfg->out && cfg->status_tty && ks_now_s() - s.last_status >= 1)
 			status_line(&s, 0);
 		if (cfg->stop && *cfg->stop && !stopping) {
 			stopping = 1;
@@ -1877,7 +1869,7 @@ shutdown:
 		job_free(job);
 		s.ring[i] = NULL;
 	}
-	summary->wall_s = ks_search_now() - s.t_start;
+	summary->wall_s = ks_now_s() - s.t_start;
 	summary->gpu_busy_s = s.gpu_busy_s;
 	summary->added_families = s.n_fams - s.n_seeds;
 	if (cfg->out && ret == 0) {

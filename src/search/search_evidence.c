@@ -70,7 +70,7 @@ void ks_evidence_log(struct ks_evidence_queue *q, json_t *event)
 	if (log) {
 		char *text;
 
-		json_object_set_new(event, "t", json_real(ks_search_now() - q->env.t_start));
+		json_object_set_new(event, "t", json_real(ks_now_s() - q->env.t_start));
 		text = json_dumps(event, JSON_COMPACT);
 		fprintf(log, "%s\n", text);
 		fflush(log);
@@ -137,11 +137,11 @@ struct ks_evidence_job *ks_evidence_queue_take(struct ks_evidence_queue *q, doub
 void ks_evidence_queue_run(struct ks_evidence_queue *q, int lane, struct ks_evidence_job *job)
 {
 	const char *why;
-	double t0 = ks_search_now();
+	double t0 = ks_now_s();
 
 	ks_error_clear(&job->err);
 	job->failed = q->kind->run(q->env.backend, lane, job, q->env.cfg->stop, &job->err) < 0;
-	job->seconds = ks_search_now() - t0;
+	job->seconds = ks_now_s() - t0;
 	pthread_mutex_lock(q->env.lock);
 	q->running--;
 	/* no tool here: no lane starts another (the calling thread says why) */

@@ -34,7 +34,7 @@ struct ks_evidence_env {
 	struct ks_archive *ar;
 	pthread_mutex_t *lock; /* the search's */
 	pthread_cond_t *cond;  /* broadcast when a job is queued or comes back */
-	double t_start;	       /* the search's start (ks_search_now()), for the log's "t" */
+	double t_start;	       /* the search's start (ks_now_s()), for the log's "t" */
 };
 
 /* A candidate waiting for its evidence, then the outcome. */

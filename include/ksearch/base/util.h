@@ -60,6 +60,9 @@ void ks_strbuf_addf(struct ks_strbuf *sb, const char *fmt, ...)
 /* Hand the buffer to the caller (who frees it) and reset sb. */
 char *ks_strbuf_detach(struct ks_strbuf *sb);
 
+/* Seconds on the monotonic clock (ks_now_ms()'s, frame.h). */
+double ks_now_s(void);
+
 /* "a" + "b" -> "a/b" (no doubled slash). Caller frees. */
 char *ks_path_join(const char *dir, const char *name);
 /* The last path component, pointing into path. Trailing slashes ignored. */

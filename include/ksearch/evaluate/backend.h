@@ -1,8 +1,11 @@
 /*
  * backend.h - the one path from a candidate to its result (result.h), and
  * the search's real backend built on it: NVRTC in killable compile
- * processes, and one GPU worker per GPU (eval.h), behind the struct
- * ks_backend interface of search.h.
+ * processes, and one GPU worker per GPU (eval.h), behind struct
+ * ks_backend: the interface the search (search.h) takes a backend by.
+ * The interface and the family it is handed are declared here, below
+ * the search in the pipeline, so that the real backend needs nothing of
+ * the search; the search owns what they mean.
  *
  * `ksearch check` and the search both take a candidate through
  * ks_gpu_build() and then, when it built ok, ks_gpu_evaluate(): one
@@ -15,13 +18,78 @@
 #ifndef KSEARCH_BACKEND_H
 #define KSEARCH_BACKEND_H
 
+#include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ksearch/base/error.h"
 #include "ksearch/evaluate/eval.h"
+#include "ksearch/evaluate/profile.h"
 #include "ksearch/evaluate/result.h"
+#include "ksearch/evaluate/sanitize.h"
+#include "ksearch/op/candidate.h"
 #include "ksearch/op/op.h"
-#include "ksearch/search/search.h"
+
+/*
+ * A family: one source whose params the mutators explore.  Seeds come
+ * from the op's seeds/ folder; a mutator may add more (the LLM's, one per
+ * kernel it writes: "llm-7"), kept in the archive's run state so a
+ * resumed search has them all.
+ */
+struct ks_family {
+	char *name; /* file stem: "split_kv"; "llm-<n>" for the LLM's */
+	struct ks_candidate cand;
+	uint64_t strategy; /* the strategy prompt that led to it; 0 for seeds */
+	char *broken;	   /* an LLM source whose ksearch block is unusable: why; else NULL */
+};
+
+/*
+ * What the search needs from the outside world.  build() and evaluate()
+ * are called from the search's threads: build() from any compile thread,
+ * evaluate() only from lane's own thread.  The search hands both the same
+ * result (result.h, initialised): build() fills it, and it is final when
+ * *built is NULL (a static verdict); else evaluate() completes it.  Both
+ * return 0, or -1 when ksearch itself failed (then the search stops with
+ * err).  The search stores the result in the archive (the serialiser's
+ * fields, then where the candidate came from) and tells the mutator that
+ * proposed it.
+ */
+struct ks_backend {
+	void *ctx;
+	int lanes;
+	/*
+	 * The generation of the evaluator evaluate() runs (result.h,
+	 * KS_EVALUATOR_GENERATION); 0: none to tell (a test's backend).  The
+	 * search says so when the archive holds records of another.
+	 */
+	int evaluator;
+
+	/* Compile and check statically; *built is passed on to evaluate() (NULL when res is final). */
+	int (*build)(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
+		     struct ks_result *res, struct ks_error *err);
+	/* Verify and time a built candidate on a lane, completing res; frees built. */
+	int (*evaluate)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params, void *built,
+			struct ks_result *res, struct ks_error *err);
+	/* Free a built candidate that will not be evaluated. */
+	void (*discard)(void *ctx, void *built);
+	/*
+	 * Profile an ok candidate on a lane, between its evaluations (NULL: the
+	 * backend cannot profile).  Called from the lane's thread; fills *out
+	 * (profile.h) and returns 0, or -1 when ksearch itself failed.  A
+	 * profile that cannot be made is a status, never a -1.
+	 */
+	int (*profile)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
+		       struct ks_error *err);
+	/*
+	 * Check an ok candidate with the sanitizer (sanitize.h) on a lane,
+	 * between its evaluations (NULL: the backend cannot).  As profile():
+	 * fills *out and returns 0, or -1 when ksearch itself failed.
+	 */
+	int (*sanitize)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+			const volatile sig_atomic_t *cancel, struct ks_sanitize_outcome *out,
+			struct ks_error *err);
+};
 
 /*
  * Build cand with params for arch (ks_build(), flags as there) into

@@ -46,9 +46,11 @@
  * duplicates, so the parents and climbs that follow start from the next
  * best.
  *
- * The backend (how a proposal becomes a record) is an interface: the real
- * one compiles with NVRTC and evaluates on GPU workers; tests plug in a
- * deterministic one.
+ * The backend (how a proposal becomes a record) is an interface, struct
+ * ks_backend with the struct ks_family it is handed, declared in
+ * evaluate/backend.h beside the real one (NVRTC, then GPU workers) so
+ * that evaluate needs nothing of search; tests plug in a deterministic
+ * one.
  */
 #ifndef KSEARCH_SEARCH_H
 #define KSEARCH_SEARCH_H
@@ -60,75 +62,12 @@
 #include <stdio.h>
 
 #include "ksearch/archive/archive.h"
-#include "ksearch/op/candidate.h"
 #include "ksearch/base/error.h"
-#include "ksearch/evaluate/profile.h"
-#include "ksearch/evaluate/result.h"
-#include "ksearch/evaluate/sanitize.h"
+#include "ksearch/evaluate/backend.h"
+#include "ksearch/op/candidate.h"
 #include "ksearch/op/op.h"
 
 struct ks_mutator;
-
-/*
- * A family: one source whose params the mutators explore.  Seeds come
- * from the op's seeds/ folder; a mutator may add more (the LLM's, one per
- * kernel it writes: "llm-7"), kept in the archive's run state so a
- * resumed search has them all.
- */
-struct ks_family {
-	char *name; /* file stem: "split_kv"; "llm-<n>" for the LLM's */
-	struct ks_candidate cand;
-	uint64_t strategy; /* the strategy prompt that led to it; 0 for seeds */
-	char *broken;	   /* an LLM source whose ksearch block is unusable: why; else NULL */
-};
-
-/*
- * What the search needs from the outside world.  build() and evaluate()
- * are called from the search's threads: build() from any compile thread,
- * evaluate() only from lane's own thread.  The search hands both the same
- * result (result.h, initialised): build() fills it, and it is final when
- * *built is NULL (a static verdict); else evaluate() completes it.  Both
- * return 0, or -1 when ksearch itself failed (then the search stops with
- * err).  The search stores the result in the archive (the serialiser's
- * fields, then where the candidate came from) and tells the mutator that
- * proposed it.
- */
-struct ks_backend {
-	void *ctx;
-	int lanes;
-	/*
-	 * The generation of the evaluator evaluate() runs (result.h,
-	 * KS_EVALUATOR_GENERATION); 0: none to tell (a test's backend).  The
-	 * search says so when the archive holds records of another.
-	 */
-	int evaluator;
-
-	/* Compile and check statically; *built is passed on to evaluate() (NULL when res is final). */
-	int (*build)(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
-		     struct ks_result *res, struct ks_error *err);
-	/* Verify and time a built candidate on a lane, completing res; frees built. */
-	int (*evaluate)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params, void *built,
-			struct ks_result *res, struct ks_error *err);
-	/* Free a built candidate that will not be evaluated. */
-	void (*discard)(void *ctx, void *built);
-	/*
-	 * Profile an ok candidate on a lane, between its evaluations (NULL: the
-	 * backend cannot profile).  Called from the lane's thread; fills *out
-	 * (profile.h) and returns 0, or -1 when ksearch itself failed.  A
-	 * profile that cannot be made is a status, never a -1.
-	 */
-	int (*profile)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
-		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
-		       struct ks_error *err);
-	/*
-	 * Check an ok candidate with the sanitizer (sanitize.h) on a lane,
-	 * between its evaluations (NULL: the backend cannot).  As profile():
-	 * fills *out and returns 0, or -1 when ksearch itself failed.
-	 */
-	int (*sanitize)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
-			const volatile sig_atomic_t *cancel, struct ks_sanitize_outcome *out,
-			struct ks_error *err);
-};
 
 /*
  * The share of the GPU one kind of hardware evidence (profiles, sanitizer
@@ -219,9 +158,6 @@ struct ks_search_summary {
 	struct ks_search_evidence profiles;  /* of new elites */
 	struct ks_search_evidence sanitizer; /* checks of new bests */
 };
-
-/* Seconds on a monotonic clock. */
-double ks_search_now(void);
 
 /*
  * Load the op's seed families (sorted by file name) into *families (the
