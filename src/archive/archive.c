@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "ksearch/archive/record.h"
+#include "ksearch/base/fs.h"
 #include "ksearch/base/util.h"
 
 #ifndef KS_VERSION
@@ -149,29 +150,6 @@ char *ks_archive_dir(const char *root, const char *op_key, const char *gpu_model
 	free(slug);
 	free(op_dir);
 	return dir;
-}
-
-static int mkdir_p(const char *path, struct ks_error *err)
-{
-	char *copy = ks_strdup(path);
-	int ret = 0;
-
-	for (char *p = copy + 1;; p++) {
-		if (*p != '/' && *p)
-			continue;
-		char saved = *p;
-
-		*p = '\0';
-		if (mkdir(copy, 0777) < 0 && errno != EEXIST) {
-			ret = ks_fail(err, "cannot create folder %s: %s", copy, strerror(errno));
-			break;
-		}
-		*p = saved;
-		if (!saved)
-			break;
-	}
-	free(copy);
-	return ret;
 }
 
 static int cmp_env(const void *a, const void *b)
@@ -850,7 +828,7 @@ int ks_archive_open(struct ks_archive **out, const char *root, const char *op_ke
 			root, data_path);
 		goto cleanup;
 	}
-	if (!exists && mkdir_p(ar->path, err) < 0)
+	if (!exists && ks_mkdir_p(ar->path, err) < 0)
 		goto cleanup;
 	rc = mdb_env_create(&ar->env);
 	if (!rc)

@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include "ksearch/compile/nvrtc.h"
+#include "ksearch/base/fs.h"
+#include "ksearch/base/hash.h"
 #include "ksearch/base/pcg.h"
 #include "ksearch/base/util.h"
 
@@ -359,13 +361,6 @@ struct ks_gpukit {
 	CUdeviceptr sum_buf; /* the checksum kernel's 8-byte accumulator */
 };
 
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* 0 when rc is CUDA_SUCCESS, else -1 with err naming the GPU, the call and the error. */
 static int check(const struct ks_gpukit *kit, CUresult rc, const char *what, struct ks_error *err)
 {
@@ -561,7 +556,7 @@ static int fill(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtype, int
 {
 	long long n = numel, ivalue = 0;
 	int dtype_arg = (int)dtype, kind_arg = (int)gen->kind;
-	uint64_t key = mix64(seed ^ mix64(SALT_FILL + (uint64_t)gen->kind));
+	uint64_t key = ks_mix64(seed ^ ks_mix64(SALT_FILL + (uint64_t)gen->kind));
 	float a = (float)gen->a, b = (float)gen->b;
 	void *params[] = { &dst, &n, &dtype_arg, &kind_arg, &key, &a, &b, &ivalue };
 
@@ -1015,7 +1010,7 @@ int ks_gpukit_checksum(struct ks_gpukit *kit, CUdeviceptr src, size_t bytes, con
 		   "reading the checksum", err) ||
 	     check(kit, cu->stream_synchronize(kit->stream), "cuStreamSynchronize (checksum)", err)))
 		return -1;
-	*sum = device_sum + mix64((uint64_t)bytes ^ SALT_CHECKSUM_LENGTH);
+	*sum = device_sum + ks_mix64((uint64_t)bytes ^ SALT_CHECKSUM_LENGTH);
 	return 0;
 }
 
@@ -1291,48 +1286,15 @@ static int cache_read(const char *path, struct ks_device_profile *p)
 	return ret;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *dir, struct ks_error *err)
-{
-	char *path = ks_strdup(dir);
-	struct stat st;
-	int ret = -1;
-
-	for (char *slash = path + 1;; slash++) {
-		int end = *slash == '\0';
-
-		if (*slash != '/' && !end)
-			continue;
-		*slash = '\0';
-		if (mkdir(path, 0777) && errno != EEXIST) {
-			ks_fail(err, "cannot create %s: %s", path, strerror(errno));
-			goto cleanup;
-		}
-		if (end)
-			break;
-		*slash = '/';
-	}
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-		ks_fail(err, "%s exists but is not a folder", dir);
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
-	free(path);
-	return ret;
-}
-
 /* Written to a temporary file and renamed, so a reader never sees half of it. */
 static int cache_write(const char *dir, const char *path, const struct ks_device_profile *p,
 		       struct ks_error *err)
 {
-	char *tmp = ks_asprintf("%s.tmp.%ld", path, (long)getpid());
-	char *text = NULL;
+	char *text = NULL, *file = NULL;
 	json_t *root = NULL;
-	FILE *f = NULL;
 	int ret = -1;
 
-	if (make_dirs(dir, err))
+	if (ks_mkdir_p(dir, err))
 		goto cleanup;
 	root = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, "
 			 "s:f, s:f, s:f, s:s}",
@@ -1349,28 +1311,12 @@ static int cache_write(const char *dir, const char *path, const struct ks_device
 		ks_fail(err, "%s: cannot encode the device profile as JSON", path);
 		goto cleanup;
 	}
-	f = fopen(tmp, "w");
-	if (!f) {
-		ks_fail(err, "cannot write %s: %s", tmp, strerror(errno));
+	file = ks_asprintf("%s\n", text);
+	if (ks_write_file_atomic(path, file, strlen(file), err))
 		goto cleanup;
-	}
-	if (fputs(text, f) == EOF || fputc('\n', f) == EOF || fclose(f)) {
-		f = NULL;
-		ks_fail(err, "cannot write %s: %s", tmp, strerror(errno));
-		goto cleanup;
-	}
-	f = NULL;
-	if (rename(tmp, path)) {
-		ks_fail(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-		goto cleanup;
-	}
 	ret = 0;
 cleanup:
-	if (f)
-		fclose(f);
-	if (ret)
-		unlink(tmp);
-	free(tmp);
+	free(file);
 	free(text);
 	json_decref(root);
 	return ret;

@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "ksearch/base/hash.h"
 #include "ksearch/base/random.h"
 #include "ksearch/base/util.h"
 #include "ksearch/compile/build.h"
@@ -46,15 +47,6 @@ struct runner {
 	const char *workload; /* the one being run, for messages */
 	long long smem_bytes; /* the most shared memory a launch used */
 };
-
-static uint64_t mix64(uint64_t a, uint64_t b)
-{
-	uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 static int cuda_fail(struct ks_error *err, CUresult rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -92,7 +84,7 @@ static int make_inputs(struct runner *r, const struct ks_workload *wl, struct ks
 		const struct ks_tensor *t = &r->op.inputs[i];
 		const struct ks_generator *gen = &wl->generators[i];
 		int structural = gen->kind == KS_GEN_INDPTR || gen->kind == KS_GEN_PAGE_PERMUTATION;
-		uint64_t seed = structural ? mix64(structure, i + 1) : ks_os_random64();
+		uint64_t seed = structural ? ks_mix64_pair(structure, i + 1) : ks_os_random64();
 		int64_t numel;
 		CUresult rc;
 

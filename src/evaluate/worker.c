@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ksearch/base/frame.h"
+#include "ksearch/base/hash.h"
 #include "ksearch/base/pcg.h"
 #include "ksearch/base/random.h"
 #include "ksearch/base/util.h"
@@ -200,15 +201,6 @@ struct outcome {
 	int internal; /* ksearch's own failure, not the candidate's */
 	char evidence[KS_ERROR_MAX];
 };
-
-static uint64_t mix64(uint64_t a, uint64_t b)
-{
-	uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 static double now_s(void)
 {
@@ -465,7 +457,7 @@ static int inputs_fill(struct worker *w, const struct ks_workload *wl, const str
 				       : what == FILL_ALL || (what == FILL_FRESH && t->fresh_per_call);
 		if (!made[i])
 			continue;
-		s = is_structure ? mix64(st->seed, i + 1) : ks_os_random64();
+		s = is_structure ? ks_mix64_pair(st->seed, i + 1) : ks_os_random64();
 		if (t->is_scalar) {
 			in->scalar[i] = ks_gpukit_scalar(&wl->generators[i], s);
 			continue;
@@ -1425,14 +1417,15 @@ static double median_of(const double *values, int n)
 	return quantile(sorted, n, 0.5);
 }
 
-/* FNV-1a of a string: the public seed of an operator's canonical structures. */
+/*
+ * FNV-1a of a string: the public seed of an operator's canonical
+ * structures.  Its basis is FNV's with the last digit lost
+ * (14695981039346656037); kept, since the reference's time is measured
+ * on the structures it derives.
+ */
 static uint64_t fnv(const char *text)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	while (*text)
-		h = (h ^ (unsigned char)*text++) * 1099511628211ull;
-	return h;
+	return ks_fnv1a_from(1469598103934665603ull, text, strlen(text));
 }
 
 /*
@@ -1454,7 +1447,7 @@ static int time_reference(struct worker *w, size_t wi, const struct ks_plan *ref
 	double split_us[MAX_SPLITS * REF_DRAWS];
 
 	for (int k = 0; k < n_draws; k++) {
-		struct structure st = { mix64(fnv(w->op.name), fnv(wl->id) + (uint64_t)k),
+		struct structure st = { ks_mix64_pair(fnv(w->op.name), fnv(wl->id) + (uint64_t)k),
 					(enum ks_split)((KS_SPLIT_EVEN + k) % KS_SPLIT_COUNT) };
 		struct timed t = { &w->ref, ref_plan, wl, in, ref_out, ref_scratch, NULL };
 		struct settings this_set = *ref_set;

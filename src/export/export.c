@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ksearch/base/fs.h"
 #include "ksearch/base/util.h"
 
 #ifndef KS_VERSION
@@ -1813,67 +1814,12 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 
 /* Files */
 
-static int make_dirs(const char *path, struct ks_error *err)
-{
-	char *copy = ks_strdup(path);
-	struct stat st;
-	int ret = -1;
-
-	for (char *p = copy + 1;; p++) {
-		char saved = *p;
-
-		if (saved != '/' && saved != '\0')
-			continue;
-		*p = '\0';
-		if (mkdir(copy, 0777) < 0 && errno != EEXIST) {
-			ks_fail(err, "cannot create folder %s: %s", copy, strerror(errno));
-			goto cleanup;
-		}
-		*p = saved;
-		if (!saved)
-			break;
-	}
-	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		ks_fail(err, "%s exists and is not a folder", path);
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
-	free(copy);
-	return ret;
-}
-
 /* Write dir/file through a temporary name, so that it is whole or absent. */
 static int write_file(const char *dir, const char *file, const struct ks_strbuf *text, struct ks_error *err)
 {
 	char *path = ks_path_join(dir, file);
-	char *tmp = ks_asprintf("%s.tmp%ld", path, (long)getpid());
-	FILE *f = fopen(tmp, "w");
-	int ret = -1;
+	int ret = ks_write_file_atomic(path, text->buf, text->len, err);
 
-	if (!f) {
-		ks_fail(err, "cannot write %s: %s", tmp, strerror(errno));
-		goto cleanup;
-	}
-	if (fwrite(text->buf, 1, text->len, f) != text->len || fflush(f)) {
-		ks_fail(err, "writing %s: %s", tmp, strerror(errno));
-		fclose(f);
-		unlink(tmp);
-		goto cleanup;
-	}
-	if (fclose(f)) {
-		ks_fail(err, "writing %s: %s", tmp, strerror(errno));
-		unlink(tmp);
-		goto cleanup;
-	}
-	if (rename(tmp, path) < 0) {
-		ks_fail(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-		unlink(tmp);
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
-	free(tmp);
 	free(path);
 	return ret;
 }
@@ -1960,7 +1906,7 @@ int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, con
 	add_readme(&g, &readme);
 	doc = record_json(&g);
 	json_text = json_dumps(doc, JSON_INDENT(2));
-	if (make_dirs(out_dir, err) < 0)
+	if (ks_mkdir_p(out_dir, err) < 0)
 		goto cleanup;
 	file = ks_asprintf("%s.cu", name);
 	if (write_file(out_dir, file, &cu, err) < 0)
@@ -2230,7 +2176,7 @@ int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *v
 	for (size_t k = 0; k < n_kernels; k++)
 		ks_strbuf_addf(&readme, " %s_v%zu.cu", name, k);
 	ks_strbuf_addf(&readme, " %s.cu\n```\n\nand include `%s.h`.\n", name, name);
-	if (make_dirs(out_dir, err) < 0)
+	if (ks_mkdir_p(out_dir, err) < 0)
 		goto cleanup;
 	free(vname);
 	vname = ks_asprintf("%s.cu", name);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ksearch/base/hash.h"
 #include "ksearch/base/util.h"
 
 /* How much of a SEARCH line an error message quotes. */
@@ -75,13 +76,7 @@ static void trim(const char **s, size_t *len)
 /* FNV-1a: a cheap filter before memcmp, not a fingerprint; equal lines are always compared. */
 static uint64_t hash_bytes(const char *s, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return ks_fnv1a(s, len);
 }
 
 /*
