@@ -63,20 +63,22 @@ static int cuda_fail(struct ks_error *err, CUresult rc, const char *fmt, ...)
 }
 
 /*
- * The workload's inputs from the op's generators, every seed drawn from
- * the OS and the length split of a random kind: a kernel that could tell
- * it runs under the sanitizer (or the profiler) from a structure or values
- * it knows could behave there and write outside its buffers elsewhere.
- * Its counters and its sanitizer findings do not depend on which split.
+ * The workload's inputs from the op's generators, split as split says,
+ * every seed drawn from the OS: a kernel that could tell it runs under the
+ * sanitizer (or the profiler) from a structure or values it knows could
+ * behave there and write outside its buffers elsewhere.  The profiler
+ * takes uniform splits, so that counters compare between profiles (a
+ * kernel with a CTA per request moves data faster on an even one); the
+ * sanitizer a kind at random, as likely as any the timing uses.
  *
  * Every buffer is allocated at its exact size, with nothing around it:
  * memcheck sees only accesses outside every allocation, so a guard band
  * inside one would hide the overflow it exists to catch.
  */
-static int make_inputs(struct runner *r, const struct ks_workload *wl, struct ks_error *err)
+static int make_inputs(struct runner *r, const struct ks_workload *wl, enum ks_split split,
+		       struct ks_error *err)
 {
 	uint64_t structure = ks_os_random64();
-	enum ks_split split = (enum ks_split)(ks_os_random64() % KS_SPLIT_COUNT);
 
 	if (r->op.n_inputs > MAX_BUFFERS || r->op.n_outputs > MAX_BUFFERS || r->plan.n_scratch > MAX_BUFFERS)
 		return ks_fail(err, "%s: more buffers than the profile runner handles", r->op.key);
@@ -224,7 +226,10 @@ static int run_workload(struct runner *r, const struct ks_profile_runner_args *a
 	r->workload = wl->id;
 	if (ks_plan_resolve(&r->cand, &r->op, wl, r->params, &r->plan, err) < 0)
 		return -1;
-	if (set_dynamic_smem(r, err) < 0 || make_inputs(r, wl, err) < 0)
+	if (set_dynamic_smem(r, err) < 0 ||
+	    make_inputs(r, wl,
+			a->plain ? (enum ks_split)(ks_os_random64() % KS_SPLIT_COUNT) : KS_SPLIT_UNIFORM,
+			err) < 0)
 		goto cleanup;
 	rc = r->cu->stream_synchronize(r->stream);
 	if (rc != CUDA_SUCCESS) {
