@@ -20,6 +20,11 @@ for f in ksearch/operators/gqa/op.json ksearch/operators/gqa/reference.cu ksearc
 	[ -s "$share/$f" ] || fail "meson install did not install share/$f"
 done
 [ -n "$(ls "$share/ksearch/prompts/strategies")" ] || fail "no strategy prompts installed"
+# the README's no-GPU path works from an install: the example archive imports and reports (issue 26)
+run 0 "$bin" archive import "$share/doc/ksearch/example/gqa-h200.json" --archive "$TMP/example"
+out_has "imported 256 candidates"
+run 0 "$bin" report --archive "$TMP/example" -o "$TMP/example.html" --compare "$share/doc/ksearch/example/torch-h200.json"
+[ -s "$TMP/example.html" ] || fail "no report from the installed example"
 [ ! -e "$share/ksearch/operators/gqa/op.json.orig" ] || fail "stray files installed"
 
 # from a folder with no operators/ or prompts/ of its own, and no environment pointing at them
