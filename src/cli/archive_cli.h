@@ -98,6 +98,39 @@ int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json
 int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct ks_archive_pick *pick,
 				 uint64_t id, int best, json_t **record, char **source, char **op_key,
 				 char **gpu);
+/*
+ * The candidate a command runs again (`profile`, `sanitize`): --id ID or
+ * --best in the archive pick names, or one FILE.cu with --param values,
+ * for the operator --op names; its source, the params to build it with,
+ * its operator (loaded) and, from an archive, its record and GPU model.
+ * The usage rules are the same for every such command.
+ */
+struct ks_archive_target_args {
+	const struct ks_archive_pick *pick;
+	int root_given, id_given, best;
+	uint64_t id;
+	const char *const *files; /* the positional arguments */
+	size_t n_files;
+	const struct ks_opt_list *params; /* --param */
+	const char *workload;		  /* --workload, or NULL */
+};
+struct ks_archive_target {
+	json_t *record; /* NULL for a FILE */
+	uint64_t id;
+	char *source, *op_key, *gpu; /* gpu: the archive's GPU model, NULL for a FILE */
+	const char *const *params;   /* "NAME=VALUE" */
+	size_t n_params;
+	const char *path;
+	char what[256]; /* "#12 (split_kv)" or the file, for messages */
+	struct ks_op op;
+	char **record_params; /* owned, when params are a record's */
+	size_t n_record_params;
+};
+/* Prints the error and returns its exit code (usage 2, or KS_EXIT_FAILED), or returns 0. */
+int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct ks_archive_target_args *a,
+			       struct ks_archive_target *t);
+void ks_archive_cli_target_release(struct ks_archive_target *t);
+
 /* "NAME=VALUE" for each param of a record, *n of them; free with ks_archive_cli_params_free(). */
 char **ks_archive_cli_record_params(const json_t *record, size_t *n);
 void ks_archive_cli_params_free(char **params, size_t n);

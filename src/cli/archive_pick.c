@@ -60,3 +60,63 @@ void ks_archive_cli_params_free(char **params, size_t n)
 		free(params[i]);
 	free(params);
 }
+
+int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct ks_archive_target_args *a,
+			       struct ks_archive_target *t)
+{
+	struct ks_error err;
+	int ret;
+
+	memset(t, 0, sizeof(*t));
+	if (!a->pick->op)
+		return ks_cli_usage(cmd, "--op NAME is required (see `ksearch ops`)");
+	if ((a->id_given || a->best) + (a->n_files > 0) != 1 || a->n_files > 1 || (a->id_given && a->best))
+		return ks_cli_usage(cmd, "expected one candidate: --id ID, --best, or one FILE.cu");
+	if (a->n_files && (a->root_given || a->pick->gpu))
+		return ks_cli_usage(cmd, "--archive and --gpu pick an archive's candidate, not a FILE's");
+	if (!a->n_files && a->params->n)
+		return ks_cli_usage(cmd, "--param goes with a FILE: a record's params are its own");
+	if (!a->n_files) {
+		if ((ret = ks_archive_cli_pick_verified(cmd, verb, a->pick, a->id, a->best, &t->record,
+							&t->source, &t->op_key, &t->gpu)))
+			return ret;
+		t->id = ks_record_id(t->record);
+		t->record_params = ks_archive_cli_record_params(t->record, &t->n_record_params);
+		t->params = (const char *const *)t->record_params;
+		t->n_params = t->n_record_params;
+		t->path = ks_record_str(t->record, "path", "candidate.cu");
+		snprintf(t->what, sizeof(t->what), "#%llu (%s)", (unsigned long long)t->id,
+			 ks_record_str(t->record, "family", "?"));
+	} else {
+		size_t len;
+
+		if (ks_read_file(a->files[0], &t->source, &len, &err) < 0) {
+			ks_cli_error(cmd, "%s", err.msg);
+			return KS_EXIT_FAILED;
+		}
+		t->op_key = ks_strdup(a->pick->op);
+		t->params = a->params->items;
+		t->n_params = a->params->n;
+		t->path = a->files[0];
+		snprintf(t->what, sizeof(t->what), "%s", a->files[0]);
+	}
+	if (ks_op_find(t->op_key, &t->op, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		return KS_EXIT_FAILED;
+	}
+	if (a->workload && !ks_op_workload(&t->op, a->workload))
+		return ks_cli_usage(cmd, "--workload %s: %s has no such workload (see `ksearch ops`)",
+				    a->workload, t->op.key);
+	return 0;
+}
+
+void ks_archive_cli_target_release(struct ks_archive_target *t)
+{
+	json_decref(t->record);
+	ks_archive_cli_params_free(t->record_params, t->n_record_params);
+	free(t->source);
+	free(t->op_key);
+	free(t->gpu);
+	ks_op_release(&t->op);
+	memset(t, 0, sizeof(*t));
+}

@@ -116,15 +116,15 @@ int cmd_profile(int argc, char **argv)
 	struct ks_profile_request req = { 0 };
 	struct ks_profile_outcome outcome;
 	struct ks_gpu_info info;
-	struct ks_op op = { 0 };
+	struct ks_archive_target target = { 0 };
 	struct ks_error err;
 	uint64_t id = 0;
 	int best = 0, json = 0, device = 0, ret = KS_EXIT_FAILED, rc;
 	double timeout_s = 120;
 	const char *workload = NULL, *raw = NULL, **pos = NULL;
-	char **rparams = NULL, *op_key = NULL, *gpu = NULL, *source = NULL, *ncu = NULL, what[256];
-	size_t n_pos = 0, n_rparams = 0;
-	json_t *record = NULL, *profile = NULL;
+	char *ncu = NULL;
+	size_t n_pos = 0;
+	json_t *profile = NULL;
 	struct ks_option opts[] = {
 		KS_ARCHIVE_COMMON_OPTS(&pick),
 		KS_OPT_CALLBACK(0, "id", &id, "ID", ks_archive_id_option,
@@ -144,57 +144,24 @@ int cmd_profile(int argc, char **argv)
 	rc = ks_opts_parse(cmd, opts, &help, argc, argv, &pos, &n_pos);
 	if (rc)
 		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
-	if (!pick.op) {
-		ret = ks_cli_usage(cmd, "--op NAME is required (see `ksearch ops`)");
-		goto cleanup;
-	}
-	if ((ks_opts_given(opts, &id) || best) + (n_pos > 0) != 1 || n_pos > 1 ||
-	    (ks_opts_given(opts, &id) && best)) {
-		ret = ks_cli_usage(cmd, "expected one candidate: --id ID, --best, or one FILE.cu");
-		goto cleanup;
-	}
-	if (n_pos && (ks_opts_given(opts, &pick.root) || pick.gpu)) {
-		ret = ks_cli_usage(cmd, "--archive and --gpu pick an archive's candidate, not a FILE's");
-		goto cleanup;
-	}
-	if (!n_pos && params.n) {
-		ret = ks_cli_usage(cmd, "--param goes with a FILE: a record's params are its own");
-		goto cleanup;
-	}
-	if (!n_pos) {
-		if ((ret = ks_archive_cli_pick_verified(cmd, "profiled", &pick, id, best, &record, &source,
-							&op_key, &gpu)))
+	{
+		struct ks_archive_target_args ta = { &pick,
+						     ks_opts_given(opts, &pick.root),
+						     ks_opts_given(opts, &id),
+						     best,
+						     id,
+						     pos,
+						     n_pos,
+						     &params,
+						     workload };
+
+		if ((ret = ks_archive_cli_target_pick(cmd, "profiled", &ta, &target)))
 			goto cleanup;
 		ret = KS_EXIT_FAILED;
-		id = ks_record_id(record);
-		rparams = ks_archive_cli_record_params(record, &n_rparams);
-		req.params = (const char *const *)rparams;
-		req.n_params = n_rparams;
-		req.path = ks_record_str(record, "path", "candidate.cu");
-		snprintf(what, sizeof(what), "#%llu (%s)", (unsigned long long)id,
-			 ks_record_str(record, "family", "?"));
-	} else {
-		size_t len;
-
-		if (ks_read_file(pos[0], &source, &len, &err) < 0) {
-			ks_cli_error(cmd, "%s", err.msg);
-			goto cleanup;
-		}
-		op_key = ks_strdup(pick.op);
-		req.params = params.items;
-		req.n_params = params.n;
-		req.path = pos[0];
-		snprintf(what, sizeof(what), "%s", pos[0]);
 	}
-	if (ks_op_find(op_key, &op, &err) < 0) {
-		ks_cli_error(cmd, "%s", err.msg);
-		goto cleanup;
-	}
-	if (workload && !ks_op_workload(&op, workload)) {
-		ret = ks_cli_usage(cmd, "--workload %s: %s has no such workload (see `ksearch ops`)",
-				   workload, op.key);
-		goto cleanup;
-	}
+	req.params = target.params;
+	req.n_params = target.n_params;
+	req.path = target.path;
 	if (!(ncu = ks_profile_find_ncu(NULL))) {
 		ks_cli_error(cmd,
 			     "%s not found: profiling needs Nsight Compute's ncu (on PATH, or name it with "
@@ -211,16 +178,16 @@ int cmd_profile(int argc, char **argv)
 		ret = EXIT_NO_PROFILER;
 		goto cleanup;
 	}
-	if (gpu && strcmp(gpu, info.name)) {
+	if (target.gpu && strcmp(target.gpu, info.name)) {
 		ks_cli_error(
 			cmd,
 			"the archive holds timings on %s, but GPU %d is a %s: profile a candidate on the GPU "
 			"model it was timed on (--device N)",
-			gpu, device, info.name);
+			target.gpu, device, info.name);
 		goto cleanup;
 	}
-	req.op = &op;
-	req.source = source;
+	req.op = &target.op;
+	req.source = target.source;
 	req.workload = workload;
 	req.gpu = device;
 	req.timeout_ms = (int)(timeout_s * 1000 > 1e9 ? 1e9 : timeout_s * 1000);
@@ -231,7 +198,7 @@ int cmd_profile(int argc, char **argv)
 		goto cleanup;
 	}
 	if (outcome.status != KS_PROFILE_OK) {
-		ks_cli_error(cmd, "%s: %s", what, outcome.why);
+		ks_cli_error(cmd, "%s: %s", target.what, outcome.why);
 		ret = outcome.status == KS_PROFILE_FAILED ? EXIT_NOT_PROFILED : EXIT_NO_PROFILER;
 		goto cleanup;
 	}
@@ -240,22 +207,18 @@ int cmd_profile(int argc, char **argv)
 		json_dumpf(profile, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
 		printf("\n");
 	} else {
-		print_profile(what, profile, info.name);
+		print_profile(target.what, profile, info.name);
 	}
 	/* with --json, stdout holds the JSON alone */
-	if (!n_pos && (ret = store(&pick, op_key, gpu, id, profile, json ? stderr : stdout)))
+	if (!n_pos &&
+	    (ret = store(&pick, target.op_key, target.gpu, target.id, profile, json ? stderr : stdout)))
 		goto cleanup;
 	ret = KS_EXIT_OK;
 cleanup:
 	json_decref(profile);
-	json_decref(record);
-	ks_archive_cli_params_free(rparams, n_rparams);
-	free(source);
-	free(op_key);
-	free(gpu);
+	ks_archive_cli_target_release(&target);
 	free(ncu);
 	free(pos);
-	ks_op_release(&op);
 	ks_opts_release(opts);
 	return ret;
 }

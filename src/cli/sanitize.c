@@ -98,15 +98,15 @@ int cmd_sanitize(int argc, char **argv)
 	struct ks_sanitize_request req = { 0 };
 	struct ks_sanitize_outcome outcome;
 	struct ks_gpu_info info;
-	struct ks_op op = { 0 };
+	struct ks_archive_target target = { 0 };
 	struct ks_error err;
 	uint64_t id = 0;
 	int best = 0, json = 0, device = 0, ret = KS_EXIT_FAILED, rc;
 	double timeout_s = 300;
 	const char *workload = NULL, *raw = NULL, **pos = NULL;
-	char **rparams = NULL, *op_key = NULL, *gpu = NULL, *source = NULL, *tool = NULL, what[256];
-	size_t n_pos = 0, n_rparams = 0;
-	json_t *record = NULL, *check = NULL;
+	char *tool = NULL;
+	size_t n_pos = 0;
+	json_t *check = NULL;
 	struct ks_option opts[] = {
 		KS_ARCHIVE_COMMON_OPTS(&pick),
 		KS_OPT_CALLBACK(0, "id", &id, "ID", ks_archive_id_option, "the archive's candidate to check"),
@@ -125,57 +125,24 @@ int cmd_sanitize(int argc, char **argv)
 	rc = ks_opts_parse(cmd, opts, &help, argc, argv, &pos, &n_pos);
 	if (rc)
 		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
-	if (!pick.op) {
-		ret = ks_cli_usage(cmd, "--op NAME is required (see `ksearch ops`)");
-		goto cleanup;
-	}
-	if ((ks_opts_given(opts, &id) || best) + (n_pos > 0) != 1 || n_pos > 1 ||
-	    (ks_opts_given(opts, &id) && best)) {
-		ret = ks_cli_usage(cmd, "expected one candidate: --id ID, --best, or one FILE.cu");
-		goto cleanup;
-	}
-	if (n_pos && (ks_opts_given(opts, &pick.root) || pick.gpu)) {
-		ret = ks_cli_usage(cmd, "--archive and --gpu pick an archive's candidate, not a FILE's");
-		goto cleanup;
-	}
-	if (!n_pos && params.n) {
-		ret = ks_cli_usage(cmd, "--param goes with a FILE: a record's params are its own");
-		goto cleanup;
-	}
-	if (!n_pos) {
-		if ((ret = ks_archive_cli_pick_verified(cmd, "checked", &pick, id, best, &record, &source,
-							&op_key, &gpu)))
+	{
+		struct ks_archive_target_args ta = { &pick,
+						     ks_opts_given(opts, &pick.root),
+						     ks_opts_given(opts, &id),
+						     best,
+						     id,
+						     pos,
+						     n_pos,
+						     &params,
+						     workload };
+
+		if ((ret = ks_archive_cli_target_pick(cmd, "checked", &ta, &target)))
 			goto cleanup;
 		ret = KS_EXIT_FAILED;
-		id = ks_record_id(record);
-		rparams = ks_archive_cli_record_params(record, &n_rparams);
-		req.params = (const char *const *)rparams;
-		req.n_params = n_rparams;
-		req.path = ks_record_str(record, "path", "candidate.cu");
-		snprintf(what, sizeof(what), "#%llu (%s)", (unsigned long long)id,
-			 ks_record_str(record, "family", "?"));
-	} else {
-		size_t len;
-
-		if (ks_read_file(pos[0], &source, &len, &err) < 0) {
-			ks_cli_error(cmd, "%s", err.msg);
-			goto cleanup;
-		}
-		op_key = ks_strdup(pick.op);
-		req.params = params.items;
-		req.n_params = params.n;
-		req.path = pos[0];
-		snprintf(what, sizeof(what), "%s", pos[0]);
 	}
-	if (ks_op_find(op_key, &op, &err) < 0) {
-		ks_cli_error(cmd, "%s", err.msg);
-		goto cleanup;
-	}
-	if (workload && !ks_op_workload(&op, workload)) {
-		ret = ks_cli_usage(cmd, "--workload %s: %s has no such workload (see `ksearch ops`)",
-				   workload, op.key);
-		goto cleanup;
-	}
+	req.params = target.params;
+	req.n_params = target.n_params;
+	req.path = target.path;
 	if (!(tool = ks_sanitize_find(NULL))) {
 		ks_cli_error(cmd,
 			     "%s not found: the check needs NVIDIA's compute-sanitizer (on PATH, or name it "
@@ -194,16 +161,16 @@ int cmd_sanitize(int argc, char **argv)
 		ret = EXIT_NO_SANITIZER;
 		goto cleanup;
 	}
-	if (gpu && strcmp(gpu, info.name)) {
+	if (target.gpu && strcmp(target.gpu, info.name)) {
 		ks_cli_error(
 			cmd,
 			"the archive holds timings on %s, but GPU %d is a %s: check a candidate on the GPU "
 			"model it was timed on (--device N)",
-			gpu, device, info.name);
+			target.gpu, device, info.name);
 		goto cleanup;
 	}
-	req.op = &op;
-	req.source = source;
+	req.op = &target.op;
+	req.source = target.source;
 	req.workload = workload;
 	req.gpu = device;
 	req.timeout_ms = (int)(timeout_s * 1000 > 1e9 ? 1e9 : timeout_s * 1000);
@@ -214,7 +181,7 @@ int cmd_sanitize(int argc, char **argv)
 		goto cleanup;
 	}
 	if (outcome.status == KS_SANITIZE_UNAVAILABLE || outcome.status == KS_SANITIZE_INCOMPLETE) {
-		ks_cli_error(cmd, "%s: %s", what, outcome.why);
+		ks_cli_error(cmd, "%s: %s", target.what, outcome.why);
 		ret = outcome.status == KS_SANITIZE_UNAVAILABLE ? EXIT_NO_SANITIZER : EXIT_INCOMPLETE;
 		goto cleanup;
 	}
@@ -224,23 +191,19 @@ int cmd_sanitize(int argc, char **argv)
 	} else {
 		char *text = ks_sanitize_text(check);
 
-		printf("sanitizer check of %s on %s: %s\n", what, info.name, text ? text : "?");
+		printf("sanitizer check of %s on %s: %s\n", target.what, info.name, text ? text : "?");
 		free(text);
 	}
 	/* with --json, stdout holds the JSON alone */
-	if (!n_pos && (ret = store(&pick, op_key, gpu, id, check, json ? stderr : stdout)))
+	if (!n_pos &&
+	    (ret = store(&pick, target.op_key, target.gpu, target.id, check, json ? stderr : stdout)))
 		goto cleanup;
 	ret = outcome.status == KS_SANITIZE_FAILED ? EXIT_ERRORS : KS_EXIT_OK;
 cleanup:
 	json_decref(check);
-	json_decref(record);
-	ks_archive_cli_params_free(rparams, n_rparams);
-	free(source);
-	free(op_key);
-	free(gpu);
+	ks_archive_cli_target_release(&target);
 	free(tool);
 	free(pos);
-	ks_op_release(&op);
 	ks_opts_release(opts);
 	return ret;
 }
