@@ -1814,14 +1814,77 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 
 /* Files */
 
-/* Write dir/file through a temporary name, so that it is whole or absent. */
-static int write_file(const char *dir, const char *file, const struct ks_strbuf *text, struct ks_error *err)
+void ks_export_files_init(struct ks_export_files *f)
 {
-	char *path = ks_path_join(dir, file);
-	int ret = ks_write_file_atomic(path, text->buf, text->len, err);
+	memset(f, 0, sizeof(*f));
+}
 
-	free(path);
+void ks_export_files_release(struct ks_export_files *f)
+{
+	for (size_t i = 0; i < f->nr; i++) {
+		free(f->files[i].name);
+		free(f->files[i].text);
+	}
+	free(f->files);
+	ks_export_files_init(f);
+}
+
+void ks_export_files_add(struct ks_export_files *f, const char *name, const char *text, size_t len)
+{
+	struct ks_export_file *file = NULL;
+
+	for (size_t i = 0; i < f->nr && !file; i++)
+		if (!strcmp(f->files[i].name, name))
+			file = &f->files[i];
+	if (file) {
+		free(file->text);
+	} else {
+		KS_ALLOC_GROW(f->files, f->nr + 1, f->alloc);
+		file = &f->files[f->nr++];
+		file->name = ks_strdup(name);
+	}
+	file->text = ks_malloc(len + 1);
+	memcpy(file->text, text, len);
+	file->text[len] = '\0';
+	file->len = len;
+}
+
+const struct ks_export_file *ks_export_files_get(const struct ks_export_files *f, const char *name)
+{
+	for (size_t i = 0; i < f->nr; i++)
+		if (!strcmp(f->files[i].name, name))
+			return &f->files[i];
+	return NULL;
+}
+
+int ks_export_files_write(const struct ks_export_files *f, const char *dir, struct ks_error *err)
+{
+	int ret = 0;
+
+	if (ks_mkdir_p(dir, err) < 0)
+		return -1;
+	for (size_t i = 0; i < f->nr && !ret; i++) {
+		char *path = ks_path_join(dir, f->files[i].name), *slash = strrchr(path, '/');
+
+		/* a name may hold subfolders (csrc/x.cu): make them */
+		if (slash && strchr(f->files[i].name, '/')) {
+			*slash = '\0';
+			ret = ks_mkdir_p(path, err);
+			*slash = '/';
+		}
+		if (!ret)
+			ret = ks_write_file_atomic(path, f->files[i].text, f->files[i].len, err);
+		free(path);
+	}
 	return ret;
+}
+
+/* Add name to out, taking text's contents (text is left empty and reusable). */
+static void add_file(struct ks_export_files *out, const char *name, struct ks_strbuf *text)
+{
+	ks_export_files_add(out, name, text->buf ? text->buf : "", text->len);
+	ks_strbuf_release(text);
+	ks_strbuf_init(text);
 }
 
 /* The plan must resolve on every workload: a record whose params cannot run is not exported. */
@@ -1852,9 +1915,9 @@ static int is_arch_word(const char *s)
 	return 1;
 }
 
-int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		    const json_t *record, const json_t *lineage, const char *out_dir, const char *name,
-		    struct ks_error *err)
+int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
+		     const json_t *record, const json_t *lineage, const char *name,
+		     struct ks_export_files *out, struct ks_error *err)
 {
 	struct gen g = {
 		.op = op,
@@ -1906,23 +1969,17 @@ int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, con
 	add_readme(&g, &readme);
 	doc = record_json(&g);
 	json_text = json_dumps(doc, JSON_INDENT(2));
-	if (ks_mkdir_p(out_dir, err) < 0)
-		goto cleanup;
 	file = ks_asprintf("%s.cu", name);
-	if (write_file(out_dir, file, &cu, err) < 0)
-		goto cleanup;
+	add_file(out, file, &cu);
 	free(file);
 	file = ks_asprintf("%s.h", name);
-	if (write_file(out_dir, file, &h, err) < 0)
-		goto cleanup;
+	add_file(out, file, &h);
 	free(file);
 	file = ks_asprintf("%s.json", name);
-	ks_strbuf_release(&cu);
-	ks_strbuf_init(&cu);
 	ks_strbuf_adds(&cu, json_text);
 	ks_strbuf_adds(&cu, "\n");
-	if (write_file(out_dir, file, &cu, err) < 0 || write_file(out_dir, "README.md", &readme, err) < 0)
-		goto cleanup;
+	add_file(out, file, &cu);
+	add_file(out, "README.md", &readme);
 	ret = 0;
 cleanup:
 	free(file);
@@ -1933,6 +1990,21 @@ cleanup:
 	ks_strbuf_release(&cu);
 	ks_strbuf_release(&h);
 	ks_strbuf_release(&readme);
+	return ret;
+}
+
+int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
+		    const json_t *record, const json_t *lineage, const char *out_dir, const char *name,
+		    struct ks_error *err)
+{
+	struct ks_export_files files;
+	int ret;
+
+	ks_export_files_init(&files);
+	ret = ks_export_render(op, cand, params, record, lineage, name, &files, err);
+	if (!ret)
+		ret = ks_export_files_write(&files, out_dir, err);
+	ks_export_files_release(&files);
 	return ret;
 }
 
@@ -1963,8 +2035,9 @@ static void add_call_args(const struct ks_op *op, struct ks_strbuf *sb)
 	ks_strbuf_adds(sb, "workspace, workspace_bytes, stream");
 }
 
-int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *variants, size_t n_variants,
-		       const char *out_dir, const char *name, struct ks_error *err)
+int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_variant *variants,
+			      size_t n_variants, const char *name, struct ks_export_files *out,
+			      struct ks_error *err)
 {
 	struct ks_strbuf cu, h, readme, text, axes, calls;
 	json_t *doc = json_object(), *table = json_array();
@@ -2005,8 +2078,8 @@ int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *v
 		kernel_of[k] = n_kernels++;
 		free(vname);
 		vname = ks_asprintf("%s_v%zu", name, kernel_of[k]);
-		if (ks_export_write(op, variants[k].cand, variants[k].params, variants[k].record, NULL,
-				    out_dir, vname, err) < 0)
+		if (ks_export_render(op, variants[k].cand, variants[k].params, variants[k].record, NULL,
+				     vname, out, err) < 0)
 			goto cleanup;
 	}
 	g.cand = variants[0].cand;
@@ -2176,24 +2249,20 @@ int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *v
 	for (size_t k = 0; k < n_kernels; k++)
 		ks_strbuf_addf(&readme, " %s_v%zu.cu", name, k);
 	ks_strbuf_addf(&readme, " %s.cu\n```\n\nand include `%s.h`.\n", name, name);
-	if (ks_mkdir_p(out_dir, err) < 0)
-		goto cleanup;
 	free(vname);
 	vname = ks_asprintf("%s.cu", name);
-	if (write_file(out_dir, vname, &cu, err) < 0)
-		goto cleanup;
+	add_file(out, vname, &cu);
 	free(vname);
 	vname = ks_asprintf("%s.h", name);
-	if (write_file(out_dir, vname, &h, err) < 0)
-		goto cleanup;
+	add_file(out, vname, &h);
 	free(vname);
 	vname = ks_asprintf("%s.json", name);
 	ks_strbuf_release(&text);
 	ks_strbuf_init(&text);
 	ks_strbuf_adds(&text, json_text);
 	ks_strbuf_adds(&text, "\n");
-	if (write_file(out_dir, vname, &text, err) < 0 || write_file(out_dir, "README.md", &readme, err) < 0)
-		goto cleanup;
+	add_file(out, vname, &text);
+	add_file(out, "README.md", &readme);
 	ret = 0;
 cleanup:
 	free(kernel_of);
@@ -2208,5 +2277,19 @@ cleanup:
 	ks_strbuf_release(&text);
 	ks_strbuf_release(&axes);
 	ks_strbuf_release(&calls);
+	return ret;
+}
+
+int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *variants, size_t n_variants,
+		       const char *out_dir, const char *name, struct ks_error *err)
+{
+	struct ks_export_files files;
+	int ret;
+
+	ks_export_files_init(&files);
+	ret = ks_export_render_dispatch(op, variants, n_variants, name, &files, err);
+	if (!ret)
+		ret = ks_export_files_write(&files, out_dir, err);
+	ks_export_files_release(&files);
 	return ret;
 }

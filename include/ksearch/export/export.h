@@ -60,6 +60,43 @@ int ks_export_params(const struct ks_candidate *cand, const json_t *params, int6
 		     struct ks_error *err);
 
 /*
+ * An export held in memory before it is written: its files, each a name
+ * relative to the export's folder ("x.cu", or "csrc/x.cu" in a subfolder)
+ * and its text.  The list owns everything (ks_export_files_release()).
+ */
+struct ks_export_file {
+	char *name;
+	char *text; /* NUL-terminated, len bytes before the NUL */
+	size_t len;
+};
+
+struct ks_export_files {
+	struct ks_export_file *files;
+	size_t nr, alloc;
+};
+
+void ks_export_files_init(struct ks_export_files *f);
+void ks_export_files_release(struct ks_export_files *f);
+/* Add a copy of text as name; a file of that name already there is replaced. */
+void ks_export_files_add(struct ks_export_files *f, const char *name, const char *text, size_t len);
+/* The file called name, or NULL; borrowed until the list changes. */
+const struct ks_export_file *ks_export_files_get(const struct ks_export_files *f, const char *name);
+/*
+ * Write every file into dir (created with its parents, and the files'
+ * subfolders), each through a temporary name and a rename.
+ */
+int ks_export_files_write(const struct ks_export_files *f, const char *dir, struct ks_error *err);
+
+/*
+ * ks_export_write() without the writing: the files it would write are added
+ * to out (nothing is added on failure of the checks before the text is
+ * made).
+ */
+int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
+		     const json_t *record, const json_t *lineage, const char *name,
+		     struct ks_export_files *out, struct ks_error *err);
+
+/*
  * Write the files above into out_dir (created, with its parents, when
  * missing; files already there are replaced).
  *
@@ -101,5 +138,9 @@ struct ks_export_variant {
  */
 int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *variants, size_t n_variants,
 		       const char *out_dir, const char *name, struct ks_error *err);
+/* ks_export_dispatch() without the writing: its files are added to out. */
+int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_variant *variants,
+			      size_t n_variants, const char *name, struct ks_export_files *out,
+			      struct ks_error *err);
 
 #endif
