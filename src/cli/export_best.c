@@ -28,7 +28,8 @@ static const char *const cmd = "export-best";
 static const struct ks_help help = {
 	.usage = "ksearch export-best --op NAME [--archive DIR] [--gpu MODEL] [--id ID | --cell I,J,... | "
 		 "--dispatch]\n"
-		 "                           [-o DIR] [--name NAME]",
+		 "                           [-o DIR] [--name NAME] [--format cuda|flashinfer-bench|torch]\n"
+		 "                           [--solution NAME]",
 	.description = "Write the best kernel of an operator's archive as plain CUDA that needs nothing\n"
 		       "from ksearch: NAME.cu (the source with its params fixed as #defines, then a\n"
 		       "host launcher NAME_launch() that takes device pointers, sizes, a workspace and\n"
@@ -49,6 +50,18 @@ static const struct ks_help help = {
 		       "same arguments, and for each call the kernel of the benchmark workload nearest\n"
 		       "to its sizes (by log2 of each var axis; NAME.h states the rule and the table).\n"
 		       "\n"
+		       "--format flashinfer-bench writes a FlashInfer-Bench trace set instead (what\n"
+		       "flashinfer_bench.TraceSet.from_path() and `flashinfer-bench run --local DIR`\n"
+		       "read): the op's Definition, the kernel as a Solution (its CUDA sources and a\n"
+		       "torch binding embedded, entry point NAME_binding.cpp::run, destination-passing,\n"
+		       "the GPU and arch as target hardware), the benchmark workloads, and the\n"
+		       "search's measurements as one Trace per workload (latency, reference latency,\n"
+		       "speedup, GPU, driver).  --solution names the Solution (default NAME_ID, or\n"
+		       "NAME_dispatch).  --format torch writes a Python package: `pip install\n"
+		       "--no-build-isolation DIR` builds a PyTorch extension, and NAME.run(inputs)\n"
+		       "returns the outputs (the op torch.ops.NAME.run, which torch.compile and CUDA\n"
+		       "graphs capture).  Both work with --dispatch.\n"
+		       "\n"
 		       "A candidate whose sanitizer check failed (`ksearch sanitize`: it writes or\n"
 		       "reads outside its buffers, or races in shared memory) is refused, naming the\n"
 		       "first error, unless --ignore-sanitizer; one that was never checked is\n"
@@ -58,7 +71,10 @@ static const struct ks_help help = {
 		"  ksearch export-best --op gqa\n"
 		"  ksearch export-best --op gqa --cell 1,2,0 -o kernels/gqa --name gqa_decode\n"
 		"  ksearch export-best --op rmsnorm --archive /data/archive --gpu 'NVIDIA H100' --id 812\n"
-		"  ksearch export-best --op gqa --dispatch -o kernels/gqa --name gqa_decode\n",
+		"  ksearch export-best --op gqa --dispatch -o kernels/gqa --name gqa_decode\n"
+		"  ksearch export-best --op gqa --format flashinfer-bench -o fib-traces\n"
+		"  ksearch export-best --op rmsnorm --format torch -o rmsnorm_pkg && pip install "
+		"--no-build-isolation rmsnorm_pkg\n",
 
 	.exit_codes = "  3  the candidate (or a kernel of the dispatch) failed its sanitizer check",
 };
@@ -116,6 +132,18 @@ static char *default_name(const char *op)
 		      (*p >= '0' && *p <= '9')))
 			*p = '_';
 	return name;
+}
+
+/* A Solution's name becomes a file name: letters, digits, '_', '-', '.', not starting with '.'. */
+static int valid_solution_name(const char *s)
+{
+	if (!*s || *s == '.')
+		return 0;
+	for (; *s; s++)
+		if (!(*s == '_' || *s == '-' || *s == '.' || (*s >= 'a' && *s <= 'z') ||
+		      (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
+			return 0;
+	return 1;
 }
 
 static void describe_grid(struct ks_archive *ar, struct ks_strbuf *sb)
@@ -363,9 +391,69 @@ cleanup:
 	return ret;
 }
 
-static void print_result(const struct ks_candidate *cand, const int64_t *params, const json_t *record,
-			 const char *out_dir, const char *name)
+enum export_format { FORMAT_CUDA, FORMAT_FLASHINFER_BENCH, FORMAT_TORCH };
+static const char *const formats[] = { "cuda", "flashinfer-bench", "torch", NULL };
+
+/* What a format needs beside the rendered files. */
+struct format_args {
+	int format;
+	const char *name;
+	const char *solution;	      /* flashinfer-bench: the Solution's name */
+	const json_t *const *records; /* one per benchmark workload: the record whose kernel runs it */
+	const char *description;
+	const char *out_dir;
+};
+
+/* Wrap plain (the rendered CUDA export) in the format and write it.  0, or -1 after the error. */
+static int write_format(const struct ks_op *op, const struct ks_export_files *plain,
+			const struct format_args *fa)
 {
+	struct ks_export_files out;
+	struct ks_error err;
+	int rc = 0;
+
+	ks_export_files_init(&out);
+	if (fa->format == FORMAT_TORCH)
+		rc = ks_export_torch(op, plain, fa->name, fa->records[0], &out, &err);
+	else if (fa->format == FORMAT_FLASHINFER_BENCH)
+		rc = ks_export_flashinfer_bench(op, plain, fa->name, fa->solution, fa->records,
+						fa->description, &out, &err);
+	if (!rc)
+		rc = ks_export_files_write(fa->format == FORMAT_CUDA ? plain : &out, fa->out_dir, &err);
+	if (rc)
+		ks_cli_error(cmd, "%s", err.msg);
+	ks_export_files_release(&out);
+	return rc;
+}
+
+/* What --format flashinfer-bench or torch wrote, and what to do with it. */
+static void print_format(const struct ks_op *op, const struct format_args *fa)
+{
+	if (fa->format == FORMAT_FLASHINFER_BENCH) {
+		char *arch = ks_export_torch_arch(ks_record_str(fa->records[0], "arch", "sm_90a"));
+
+		printf("  %s/solutions/.../%s.json   the Solution (sources embedded, entry point "
+		       "%s_binding.cpp::run)\n"
+		       "  %s/traces/  %s/workloads/  %s/definitions/   its measurements, workloads "
+		       "and the Definition %s\n\n"
+		       "run it with FlashInfer-Bench:\n  TORCH_CUDA_ARCH_LIST=%s flashinfer-bench run "
+		       "--local %s\n",
+		       fa->out_dir, fa->solution, fa->name, fa->out_dir, fa->out_dir, fa->out_dir, op->name,
+		       arch, fa->out_dir);
+		free(arch);
+	} else if (fa->format == FORMAT_TORCH) {
+		printf("  %s/setup.py  %s/%s/__init__.py  %s/%s/csrc/   a PyTorch extension package\n\n"
+		       "install it with:\n  pip install --no-build-isolation %s\n"
+		       "then: import %s; %s.run(...)   (see %s/README.md)\n",
+		       fa->out_dir, fa->out_dir, fa->name, fa->out_dir, fa->name, fa->out_dir, fa->name,
+		       fa->name, fa->out_dir);
+	}
+}
+
+static void print_result(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
+			 const json_t *record, const struct format_args *fa)
+{
+	const char *out_dir = fa->out_dir, *name = fa->name;
 	const json_t *sol = json_object_get(record, "sol_fraction");
 	char buf[512];
 
@@ -378,6 +466,10 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 	if (json_is_number(sol))
 		printf(", %.1f%% of speed of light", 100 * json_number_value(sol));
 	printf("\n\n");
+	if (fa->format != FORMAT_CUDA) {
+		print_format(op, fa);
+		return;
+	}
 	printf("  %s/%s.cu    the kernels with their params fixed, and the launcher %s_launch()\n", out_dir,
 	       name, name);
 	printf("  %s/%s.h     the C interface: arguments, shapes, workspace, stream\n", out_dir, name);
@@ -400,15 +492,19 @@ struct dispatch_part {
  * --dispatch: the best of each benchmark workload (the archive keeps them),
  * exported as one launcher that picks per call.  Returns an exit code.
  */
-static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, const char *out_dir,
-			   const char *name, int ignore_sanitizer)
+static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct format_args *fa,
+			   int ignore_sanitizer)
 {
+	const char *out_dir = fa->out_dir, *name = fa->name;
+	const json_t **records = ks_calloc(op->n_workloads + 1, sizeof(*records));
+	struct ks_export_files files;
 	struct dispatch_part *parts = ks_calloc(op->n_workloads + 1, sizeof(*parts));
 	struct ks_export_variant *variants = ks_calloc(op->n_workloads + 1, sizeof(*variants));
 	json_t *bests = NULL;
 	struct ks_error err;
 	int ret = KS_EXIT_FAILED, rc;
 
+	ks_export_files_init(&files);
 	if (ks_archive_workload_bests(ar, &bests, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
@@ -454,13 +550,22 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, const 
 		variants[w] =
 			(struct ks_export_variant){ &op->workloads[w], &p->cand, p->params, p->record,
 						    json_number_value(json_object_get(best, "median_us")) };
+		records[w] = p->record;
 	}
-	if (ks_export_dispatch(op, variants, op->n_workloads, out_dir, name, &err) < 0) {
+	if (ks_export_render_dispatch(op, variants, op->n_workloads, name, &files, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
-	printf("exported a dispatch over %zu workloads of op %s to %s/%s.{cu,h,json} (and %s_v<k>.*):\n",
-	       op->n_workloads, op->key, out_dir, name, name);
+	fa->records = records;
+	if (write_format(op, &files, fa) < 0)
+		goto cleanup;
+	if (fa->format == FORMAT_CUDA)
+		printf("exported a dispatch over %zu workloads of op %s to %s/%s.{cu,h,json} (and "
+		       "%s_v<k>.*):\n",
+		       op->n_workloads, op->key, out_dir, name, name);
+	else
+		printf("exported a dispatch over %zu workloads of op %s to %s/ as %s:\n", op->n_workloads,
+		       op->key, out_dir, formats[fa->format]);
 	for (size_t w = 0; w < op->n_workloads; w++) {
 		char params[256];
 
@@ -469,10 +574,15 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, const 
 		       (long long)json_integer_value(json_object_get(parts[w].record, "id")),
 		       ks_record_str(parts[w].record, "family", "?"), params, variants[w].median_us);
 	}
-	printf("dispatch fitness %.3f (each workload on its own best)\nbuild: see %s/README.md\n",
-	       ks_archive_dispatch_fitness(bests), out_dir);
+	printf("dispatch fitness %.3f (each workload on its own best)\n", ks_archive_dispatch_fitness(bests));
+	if (fa->format == FORMAT_CUDA)
+		printf("build: see %s/README.md\n", out_dir);
+	else
+		print_format(op, fa);
 	ret = KS_EXIT_OK;
 cleanup:
+	ks_export_files_release(&files);
+	free(records);
 	for (size_t w = 0; w < op->n_workloads; w++) {
 		if (parts[w].have_cand)
 			ks_candidate_release(&parts[w].cand);
@@ -489,9 +599,9 @@ cleanup:
 int cmd_export_best(int argc, char **argv)
 {
 	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
-	const char *cell_text = NULL, *output = NULL, *name_given = NULL;
+	const char *cell_text = NULL, *output = NULL, *name_given = NULL, *solution_given = NULL;
 	uint64_t given_id = 0;
-	int dispatch = 0, ignore_sanitizer = 0;
+	int dispatch = 0, ignore_sanitizer = 0, format = FORMAT_CUDA;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "archive", &pick.root, "DIR",
 			      "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")"),
@@ -510,6 +620,12 @@ int cmd_export_best(int argc, char **argv)
 		KS_OPT_BOOL(0, "dispatch", &dispatch,
 			    "export the best kernel of each benchmark workload, with one launcher that picks "
 			    "per call"),
+		KS_OPT_CHOICE(
+			0, "format", &format, "FORMAT", formats,
+			"cuda (the default: .cu, .h, .json, README), flashinfer-bench (a trace set with "
+			"the Solution and its Traces) or torch (a Python package)"),
+		KS_OPT_STRING(0, "solution", &solution_given, "NAME",
+			      "--format flashinfer-bench: the Solution's name (default: NAME_ID)"),
 		KS_OPT_BOOL(
 			0, "ignore-sanitizer", &ignore_sanitizer,
 			"export even a candidate whose sanitizer check failed (a report you judged false)"),
@@ -520,13 +636,18 @@ int cmd_export_best(int argc, char **argv)
 	struct ks_error err;
 	struct ks_op op;
 	json_t *record = NULL, *lineage = NULL;
-	char *source = NULL, *name = NULL, *out_dir = NULL, *label = NULL;
+	char *source = NULL, *name = NULL, *out_dir = NULL, *label = NULL, *solution = NULL,
+	     *description = NULL;
+	struct ks_export_files files;
+	struct format_args fa = { 0 };
+	const json_t **records = NULL;
 	int64_t *params = NULL;
 	const char **pos;
 	size_t n_pos;
 	int rc, ret = KS_EXIT_USAGE, have_op = 0, have_cand = 0;
 
 	memset(&cand, 0, sizeof(cand));
+	ks_export_files_init(&files);
 	rc = ks_opts_parse(cmd, opts, &help, argc, argv, &pos, &n_pos);
 	if (rc)
 		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
@@ -549,6 +670,20 @@ int cmd_export_best(int argc, char **argv)
 			     given_id ? "id" : "cell");
 		goto cleanup;
 	}
+	if (solution_given && format != FORMAT_FLASHINFER_BENCH) {
+		ks_cli_usage(cmd,
+			     "--solution names a FlashInfer-Bench Solution; it needs --format "
+			     "flashinfer-bench (got --format %s)",
+			     formats[format]);
+		goto cleanup;
+	}
+	if (solution_given && !valid_solution_name(solution_given)) {
+		ks_cli_usage(cmd,
+			     "--solution '%s': expected letters, digits, '_', '-' and '.' (it names a file), "
+			     "not starting with '.'",
+			     solution_given);
+		goto cleanup;
+	}
 	name = name_given ? ks_strdup(name_given) : default_name(pick.op);
 	if (!ks_is_identifier(name)) {
 		ks_cli_usage(cmd,
@@ -564,9 +699,21 @@ int cmd_export_best(int argc, char **argv)
 	have_op = 1;
 	if (ks_archive_cli_open(cmd, &pick, &ar))
 		goto cleanup;
+	fa.format = format;
+	fa.name = name;
 	if (dispatch) {
-		out_dir = output ? ks_strdup(output) : ks_asprintf("export/%s-dispatch", op.key);
-		ret = export_dispatch(ar, &op, out_dir, name, ignore_sanitizer);
+		out_dir = output ? ks_strdup(output)
+				 : ks_asprintf("export/%s-dispatch%s%s", op.key, format ? "-" : "",
+					       format ? formats[format] : "");
+		solution = solution_given ? ks_strdup(solution_given) : ks_asprintf("%s_dispatch", name);
+		description = ks_asprintf("ksearch's per-shape dispatch for op %s: the fastest kernel of "
+					  "each benchmark workload, picked per call by the nearest workload "
+					  "(log2 of each var axis)",
+					  op.key);
+		fa.out_dir = out_dir;
+		fa.solution = solution;
+		fa.description = description;
+		ret = export_dispatch(ar, &op, &fa, ignore_sanitizer);
 		goto cleanup;
 	}
 	rc = pick_record(ar, given_id, cell_text, &record, &source);
@@ -610,12 +757,35 @@ int cmd_export_best(int argc, char **argv)
 		goto cleanup;
 	}
 	out_dir = output ? ks_strdup(output)
-			 : ks_asprintf("export/%s-%llu", op.key, (unsigned long long)ks_record_id(record));
-	if (ks_export_write(&op, &cand, params, record, lineage, out_dir, name, &err) < 0) {
+			 : ks_asprintf("export/%s-%llu%s%s", op.key, (unsigned long long)ks_record_id(record),
+				       format ? "-" : "", format ? formats[format] : "");
+	if (ks_export_render(&op, &cand, params, record, lineage, name, &files, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
-	print_result(&cand, params, record, out_dir, name);
+	records = ks_calloc(op.n_workloads + 1, sizeof(*records));
+	for (size_t w = 0; w < op.n_workloads; w++)
+		records[w] = record;
+	{
+		char buf[512];
+
+		ks_params_format(&cand, params, buf, sizeof(buf));
+		solution = solution_given
+				   ? ks_strdup(solution_given)
+				   : ks_asprintf("%s_%llu", name, (unsigned long long)ks_record_id(record));
+		description = ks_asprintf(
+			"ksearch candidate #%llu of op %s: family %s, %s; fitness %.3f on %s",
+			(unsigned long long)ks_record_id(record), op.key,
+			ks_record_str(record, "family", "unknown"), cand.n_params ? buf : "no params",
+			ks_record_num(record, "fitness"), ks_record_str(record, "gpu", "an unrecorded GPU"));
+	}
+	fa.out_dir = out_dir;
+	fa.solution = solution;
+	fa.description = description;
+	fa.records = records;
+	if (write_format(&op, &files, &fa) < 0)
+		goto cleanup;
+	print_result(&op, &cand, params, record, &fa);
 	ret = KS_EXIT_OK;
 cleanup:
 	if (have_cand)
@@ -630,6 +800,10 @@ cleanup:
 	free(label);
 	free(name);
 	free(out_dir);
+	free(solution);
+	free(description);
+	free(records);
+	ks_export_files_release(&files);
 	free(pos);
 	ks_opts_release(opts);
 	return ret;

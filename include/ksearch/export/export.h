@@ -41,6 +41,7 @@
 
 #include "ksearch/op/candidate.h"
 #include "ksearch/base/error.h"
+#include "ksearch/base/util.h"
 #include "ksearch/op/op.h"
 
 /* Alignment of each scratch buffer inside the workspace, in bytes. */
@@ -142,5 +143,58 @@ int ks_export_dispatch(const struct ks_op *op, const struct ks_export_variant *v
 int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_variant *variants,
 			      size_t n_variants, const char *name, struct ks_export_files *out,
 			      struct ks_error *err);
+
+/*
+ * The formats below wrap a rendered export: plain holds the files of
+ * ks_export_render() or ks_export_render_dispatch() made under name, whose
+ * NAME_launch() and NAME_workspace_bytes() they call.
+ */
+
+/* The plain export's .cu, .h and .json files copied into out (not its README). */
+int ks_export_cuda_sources(const struct ks_export_files *plain, struct ks_export_files *out);
+
+/*
+ * NAME_binding.cpp: NAME_run(inputs..., outputs...) taking torch tensors
+ * (scalars as double or int64_t), which checks every tensor's device,
+ * dtype, rank, contiguity and dimensions against the op's axes, reads the
+ * var axes from the shapes, allocates the workspace with torch's allocator
+ * and calls NAME_launch() on the current stream; a PYBIND11_MODULE
+ * exposing it as run(); with torch_library, also the operator
+ * torch.ops.NAME.run (under #ifdef KSEARCH_TORCH_LIBRARY).  Fails when a var
+ * axis is in no tensor's shape or the op has no tensor.
+ */
+int ks_export_torch_binding(const struct ks_op *op, const char *name, int torch_library, struct ks_strbuf *sb,
+			    struct ks_error *err);
+
+/* The first tensor (inputs, then outputs, in op order) and dimension whose shape names axis; -1 if none. */
+int ks_export_axis_source(const struct ks_op *op, size_t axis, size_t *tensor, size_t *dim);
+
+/* "sm_90a" as TORCH_CUDA_ARCH_LIST spells it, "9.0a" (the caller frees). */
+char *ks_export_torch_arch(const char *arch);
+
+/*
+ * export-best --format torch: a Python package in out: setup.py,
+ * NAME/__init__.py (run(inputs) -> outputs, run_out(inputs, outputs), the
+ * operator torch.ops.NAME.run with a fake implementation for
+ * torch.compile), NAME/csrc/ (the plain sources, the binding) and
+ * README.md.  record (borrowed) gives the arch, GPU and id.  Fails when an
+ * output is a scalar or has a var axis no input names.
+ */
+int ks_export_torch(const struct ks_op *op, const struct ks_export_files *plain, const char *name,
+		    const json_t *record, struct ks_export_files *out, struct ks_error *err);
+
+/*
+ * export-best --format flashinfer-bench: a FlashInfer-Bench trace set in
+ * out (TraceSet.from_path() reads the folder): definitions/TYPE/DEF.json,
+ * solutions/TYPE/DEF/SOLUTION.json (language cuda, binding torch,
+ * destination-passing, entry point NAME_binding.cpp::run, the sources
+ * embedded), workloads/TYPE/DEF.jsonl (the benchmark workloads),
+ * traces/TYPE/DEF.jsonl (one PASSED Trace per benchmark workload, from
+ * records[w], the record whose kernel runs workload w), blob/ (inputs
+ * that cannot be random) and README.md.  description is the Solution's.
+ */
+int ks_export_flashinfer_bench(const struct ks_op *op, const struct ks_export_files *plain, const char *name,
+			       const char *solution, const json_t *const *records, const char *description,
+			       struct ks_export_files *out, struct ks_error *err);
 
 #endif
