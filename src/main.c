@@ -22,6 +22,7 @@ const struct ks_cmd ks_commands[] = {
 	{ "sanitize", cmd_sanitize, "check a candidate for memory errors and races with compute-sanitizer" },
 	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
 	{ "ops", cmd_ops, "list the operators and their workloads" },
+	{ "op", cmd_op, "make an operator folder from a FlashInfer-Bench Definition (op new)" },
 	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },
 	{ "version", cmd_version, "print versions of ksearch, NVRTC and the driver" },
 	{ "help", cmd_help, "show help for ksearch or one of its commands" },

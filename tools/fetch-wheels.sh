@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # fetch-wheels.sh - download, on a machine with network, the wheels the GPU
-# tests of the exports need (tests/gpu/t0260-flashinfer-bench.sh): the
-# flashinfer-bench package and what it imports besides torch, for the
+# tests of the exports need (tests/gpu/t0260-flashinfer-bench.sh, t0265-torch-export.sh): the
+# flashinfer-bench package and what it imports besides torch (and ninja,
+# setuptools, wheel to build extensions), for the
 # Python versions a GPU machine may have.  Carry the folder to the GPU
-# machine; tests/gpu/lib-wheels.sh installs from it with no network.
+# machine; the tests install from it with no network (pip --no-index --target).
 #   tools/fetch-wheels.sh [DIR]     (default: build-wheels, which git ignores)
 # torch is not fetched (the GPU machine has its own), nor flashinfer-python
 # and apache-tvm-ffi: flashinfer-bench imports them only for its FlashInfer
@@ -13,9 +14,9 @@ cd "$(dirname "$0")/.."
 dir=${1:-build-wheels}
 mkdir -p "$dir"
 pip=(python3 -m pip download --disable-pip-version-check --no-deps -d "$dir")
-# pure Python
+# pure Python; setuptools and wheel build the torch export with pip
 "${pip[@]}" 'flashinfer-bench==0.1.2' 'pydantic>=2.0,<3' annotated-types typing-extensions \
-	typing-inspection docstring-parser filelock
+	typing-inspection docstring-parser filelock setuptools wheel
 # pydantic-core as the pydantic above pins it, for each CPython a GPU machine may run
 core=$(python3 - "$dir" <<'PY'
 import glob, re, sys, zipfile
@@ -32,5 +33,8 @@ done
 # safetensors is abi3: one wheel serves every CPython >= 3.8
 "${pip[@]}" --only-binary=:all: --python-version 3.10 --platform manylinux2014_x86_64 \
 	--platform manylinux_2_17_x86_64 safetensors
+# ninja: torch.utils.cpp_extension.load() needs it (FlashInfer-Bench builds Solutions with it)
+"${pip[@]}" --only-binary=:all: --python-version 3.10 --platform manylinux2014_x86_64 \
+	--platform manylinux_2_17_x86_64 ninja
 du -sh "$dir"
 ls "$dir"

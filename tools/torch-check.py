@@ -8,6 +8,10 @@ plan and compares, for every check workload and two fresh input sets.
 With --time it also times the benchmark workloads (L2 flushed before every
 repetition, three input sets rotating).  --dry-run needs neither torch nor
 cupy: it parses everything and evaluates every launch for every workload.
+--definition DEF.json checks against that FlashInfer-Bench Definition's
+reference instead (its axes, inputs and outputs must be op.json's): a
+reference.cu finished after `ksearch op new` against the Definition it came
+from.  An op.json that still lists ksearch.todo is refused, naming them.
 
 Exit status: 0 all passed, 1 a candidate failed (contract, compile, launch,
 mismatch), 2 usage error (command line, op.json).
@@ -145,6 +149,9 @@ def load_json(path, what):
 def load_op(op_dir):
     op = load_json(os.path.join(op_dir, "op.json"), "op definition")
     ks = op.get("ksearch")
+    if isinstance(ks, dict) and ks.get("todo"):
+        raise UsageError(f"op.json is unfinished: ksearch.todo lists {', '.join(map(str, ks['todo']))} "
+                         "(ksearch op new wrote them; fill them in, then delete ksearch.todo)")
     for key, where in (("axes", op), ("inputs", op), ("outputs", op), ("ksearch", op)):
         if not isinstance(where.get(key), dict):
             raise UsageError(f"op.json: '{key}' must be an object")
@@ -167,6 +174,29 @@ def load_op(op_dir):
         if name not in ks["tolerances"]:
             raise UsageError(f"op.json: output '{name}' has no tolerance")
     return op
+
+
+def use_definition(op, path):
+    """Take the reference from a FlashInfer-Bench Definition file, after checking that its
+    interface is op.json's: the same axes, inputs and outputs (names, order, dtypes, shapes)."""
+    d = load_json(path, "definition")
+    for key in ("axes", "inputs", "outputs"):
+        mine, theirs = op.get(key, {}), d.get(key) if isinstance(d, dict) else None
+        if not isinstance(theirs, dict):
+            raise UsageError(f"--definition {path}: '{key}' must be an object")
+        if list(mine) != list(theirs):
+            raise UsageError(f"--definition {path}: {key} {list(theirs)} are not op.json's {list(mine)}")
+        for name in mine:
+            a, b = mine[name], theirs[name]
+            fields = ("type", "value") if key == "axes" else ("shape", "dtype")
+            for f in fields:
+                if a.get(f) != b.get(f):
+                    what = "axis" if key == "axes" else key[:-1]
+                    raise UsageError(f"--definition {path}: {what} '{name}' has {f} {b.get(f)!r}, "
+                                     f"op.json {a.get(f)!r}")
+    if not isinstance(d.get("reference"), str):
+        raise UsageError(f"--definition {path}: no reference")
+    op["reference"] = d["reference"]
 
 
 def parse_candidate(path, op):
@@ -612,6 +642,9 @@ def main(argv=None):
     ap.add_argument("--workload", action="append", metavar="ID", help="only these workload ids")
     ap.add_argument("--reps", type=int, default=50, help="timed repetitions (default 50)")
     ap.add_argument("--warmup", type=int, default=5, help="warm-up runs (default 5)")
+    ap.add_argument("--definition", metavar="DEF.json",
+                    help="a FlashInfer-Bench Definition whose Python reference to check against "
+                         "(its interface must be op.json's; default: op.json's own reference)")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU, no torch/cupy: parse and evaluate every launch for every workload")
     args = ap.parse_args(argv)
@@ -625,6 +658,8 @@ def main(argv=None):
                 raise UsageError(f"--param {p}: expected NAME=INTEGER")
             overrides[k.strip()] = int(v)
         op = load_op(args.op_dir)
+        if args.definition:
+            use_definition(op, args.definition)
         try:
             ref_src = op["reference"]
             ref_code = compile(ref_src, os.path.join(args.op_dir, "op.json:reference"), "exec")

@@ -198,6 +198,7 @@ int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
+int cmd_op(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_evolve(int argc, char **argv);
 int cmd_check(int argc, char **argv);

@@ -807,6 +807,21 @@ int ks_op_load(const char *dir, struct ks_op *op, struct ks_error *err)
 			     "tolerances, min_bytes, flops, grid) go in a top-level \"ksearch\" object");
 		goto fail;
 	}
+	v = json_object_get(ext, "todo");
+	if (json_array_size(v)) {
+		struct ks_strbuf todo;
+		size_t i;
+
+		ks_strbuf_init(&todo);
+		json_array_foreach(v, i, item) ks_strbuf_addf(
+			&todo, "%s%s", i ? ", " : "", json_is_string(item) ? json_string_value(item) : "?");
+		ks_fail(err,
+			"unfinished: %zu TODO%s in ksearch.todo: %s (fill them in op.json and reference.cu, "
+			"then delete ksearch.todo; the README says how)",
+			json_array_size(v), json_array_size(v) == 1 ? "" : "s", todo.buf);
+		ks_strbuf_release(&todo);
+		goto fail;
+	}
 	if (get_string(ext, "summary", "ksearch.", 0, &op->summary, err) < 0)
 		goto fail;
 	derived = json_object_get(ext, "derived_axes");
