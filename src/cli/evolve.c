@@ -23,6 +23,7 @@
 #include "ksearch/op/op.h"
 #include "ksearch/base/proc.h"
 #include "ksearch/search/mutator.h"
+#include "ksearch/search/mutator_knobs.h"
 #include "ksearch/search/mutator_llm.h"
 #include "ksearch/search/search.h"
 #include "ksearch/base/util.h"
@@ -46,6 +47,14 @@ static const struct ks_help help = {
 		       "cell that improved lately) and move one or two params or cross two\n"
 		       "elites of the same family.  Each child is compiled in parallel processes,\n"
 		       "verified and timed on the GPU workers, and filed in the archive.\n"
+		       "Some proposals (--knob-share, 10%) turn one compiler knob of an\n"
+		       "elite's source instead, of any family, the LLM's too: the minimum\n"
+		       "blocks per SM of a kernel's __launch_bounds__ (1 to 4, which caps its\n"
+		       "registers), a load's or store's cache hint (__ldg to __ldcs ..., never\n"
+		       "to a weaker coherence), an inline-PTX load's L1 eviction hint, or the\n"
+		       "unroll count of a loop marked /* ksearch:unroll */.  The new source is a\n"
+		       "family of its own (knob-N) at the parent's params, so its params are\n"
+		       "searched further.\n"
 
 		       "A candidate that crashes, hangs or is refused costs one evaluation.\n"
 		       "\n"
@@ -402,6 +411,8 @@ int cmd_evolve(int argc, char **argv)
 	const char *op_name = NULL, *root = "archive", *gpus_text = NULL, *log_path = NULL,
 		   *search_name = "map-elites";
 	const struct ks_mutator *builtin = &ks_mutator_param;
+	struct ks_mutator *knobs = NULL;
+	double knob_share = -1; /* not given */
 	int time_cap = 0, fresh = 0;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "op", &op_name, "NAME", "the operator to search (see `ksearch ops`)"),
@@ -416,7 +427,8 @@ int cmd_evolve(int argc, char **argv)
 			      "stop when the best fitness reaches this"),
 		KS_OPT_STRING(0, "gpus", &gpus_text, "LIST|all", "GPUs to use, e.g. 0,1 or all (default 0)"),
 		KS_OPT_INT('j', "jobs", &cfg.jobs, "N", 1, 256, "1 to 256 compile processes",
-			   "compile processes (default: CPUs, at most 8)"),
+			   "compile processes (default: 8 per GPU, but at most the CPUs minus one per GPU "
+			   "and one for the search; at least 1)"),
 		KS_OPT_UINT64(0, "seed", &cfg.seed, "N", 0, "a non-negative integer",
 			      "random seed for a new search (default 1)"),
 		KS_OPT_DOUBLE(0, "explore", &cfg.explore, "W", 0, DBL_MAX, "a number >= 0",
@@ -428,6 +440,10 @@ int cmd_evolve(int argc, char **argv)
 		KS_OPT_DOUBLE(0, "climb", &cfg.climb, "F", 0, 1, "a share from 0 to 1",
 			      "share of map-elites proposals that climb: an unevaluated neighbour of the "
 			      "best, or of a workload's best (default 0.5; 0: elites' moves only)"),
+		KS_OPT_DOUBLE(0, "knob-share", &knob_share, "F", 0, 1, "a share from 0 to 1",
+			      "share of proposals that turn one compiler knob of an elite's source: "
+			      "__launch_bounds__ min blocks, load/store cache hints, marked unroll counts "
+			      "(default 0.1 with map-elites, 0 with random or greedy; 0: never)"),
 		KS_OPT_STRING(
 			0, "search", &search_name, "map-elites|random|greedy",
 			"how the built-in mutator searches: map-elites (the default: --climb from the bests, "
@@ -502,17 +518,13 @@ int cmd_evolve(int argc, char **argv)
 	int *gpus = NULL, rc, ret = KS_EXIT_FAILED, gb_open = 0;
 	char moved[4200];
 	struct ks_archive_metrics m;
-	const struct ks_mutator *mutators[2];
+	const struct ks_mutator *mutators[3];
 	size_t n_mutators = 0;
 
 	llm_init(&llm);
 	cfg.profile_share = 0.1;
 	cfg.sanitize_share = 0.1;
-	cfg.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (cfg.jobs > 8)
-		cfg.jobs = 8;
-	if (cfg.jobs < 1)
-		cfg.jobs = 1;
+	cfg.jobs = 0; /* not given: from the CPUs and the GPUs, once those are known */
 	rc = ks_opts_parse("evolve", opts, &help, argc, argv, &positional, &n_positional);
 	if (rc) {
 		ks_llm_config_release(&llm.cfg);
@@ -536,6 +548,9 @@ int cmd_evolve(int argc, char **argv)
 				   search_name);
 		goto cleanup;
 	}
+	/* a baseline stays itself unless knobs are asked for */
+	if (knob_share < 0)
+		knob_share = builtin == &ks_mutator_param ? 0.1 : 0;
 
 	if (!cfg.budget && cfg.time_limit_s <= 0 && cfg.target_fitness <= 0)
 		cfg.budget = DEFAULT_BUDGET;
@@ -572,6 +587,8 @@ int cmd_evolve(int argc, char **argv)
 		ret = EXIT_NO_GPU;
 		goto cleanup;
 	}
+	if (!cfg.jobs)
+		cfg.jobs = ks_search_default_jobs(sysconf(_SC_NPROCESSORS_ONLN), n_gpus);
 	printf("ksearch evolve: operator %s (%s), %zu seed families, starting %zu GPU worker%s...\n", op.key,
 	       op.name, n_families, n_gpus, n_gpus == 1 ? "" : "s");
 	fflush(stdout);
@@ -671,9 +688,14 @@ int cmd_evolve(int argc, char **argv)
 	       cfg.target_fitness > 0 ? "target" : "");
 	fflush(stdout);
 
-	/* who proposes after the seeds, in turn: the LLM's kernels first, then the built-in moves */
+	/*
+	 * who proposes after the seeds, in turn: the LLM's kernels first, then a share of knob
+	 * children, then the built-in moves
+	 */
 	if (llm.mutator)
 		mutators[n_mutators++] = llm.mutator;
+	if (knob_share > 0)
+		mutators[n_mutators++] = knobs = ks_mutator_knobs_new(knob_share);
 	mutators[n_mutators++] = builtin;
 
 	cfg.mutators = mutators;
@@ -726,6 +748,7 @@ cleanup:
 	ks_families_free(families, n_families);
 	ks_op_release(&op);
 	llm_release(&llm);
+	ks_mutator_free(knobs);
 	free(gpus);
 	free(positional);
 	ks_opts_release(opts);

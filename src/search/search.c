@@ -1693,6 +1693,21 @@ static int apply_evidence(struct search *s, struct ks_error *err)
 	return 0;
 }
 
+int ks_search_default_jobs(long cpus, size_t lanes)
+{
+	long per_lanes, spare;
+
+	if (lanes < 1)
+		lanes = 1;
+	if (lanes > 256)
+		lanes = 256;
+	per_lanes = 8 * (long)lanes;
+	spare = cpus - (long)lanes - 1;
+	if (spare > per_lanes)
+		spare = per_lanes;
+	return spare < 1 ? 1 : spare > 256 ? 256 : (int)spare;
+}
+
 int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks_family *families,
 		  size_t n_families, const struct ks_backend *backend, const struct ks_search_config *cfg,
 		  struct ks_search_summary *summary, struct ks_error *err)

@@ -15,6 +15,8 @@ run 2 "$KSEARCH" evolve --op gqa --seed 18446744073709551616
 err_has "--seed 18446744073709551616: out of range"
 run 2 "$KSEARCH" evolve --op gqa --jobs 300
 err_has "--jobs 300: expected 1 to 256 compile processes"
+run 2 "$KSEARCH" evolve --op gqa --knob-share 1.5
+err_has "--knob-share 1.5: expected a share from 0 to 1"
 run 2 "$KSEARCH" evolve --op gqa --budget 5 --budget 6
 err_has "option '--budget' given twice"
 run 2 "$KSEARCH" evolve --op gqa --time-cap 2x
@@ -61,6 +63,10 @@ run 0 "$KSEARCH" evolve --help
 out_has "--llm-url URL"
 out_has "KSEARCH_API_KEY"
 out_has "ksearch archive prompts"
+# the knob mutator and the default compile processes are taught there
+out_has "--knob-share F"
+out_has "/* ksearch:unroll */"
+out_has "8 per GPU"
 
 if ! nvidia-smi -L >/dev/null 2>&1; then
 	run 3 "$KSEARCH" evolve --op gqa --archive "$TMP/ar"

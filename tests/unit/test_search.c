@@ -15,6 +15,7 @@
 #include "ksearch/archive/record.h"
 #include "ksearch/llm/llm.h"
 #include "ksearch/search/mutator.h"
+#include "ksearch/search/mutator_knobs.h"
 #include "ksearch/search/mutator_llm.h"
 #include "ksearch/search/search.h"
 #include "ksearch/base/sha256.h"
@@ -1357,6 +1358,109 @@ static void test_a_mutator_is_a_table_and_one_line(void **state)
 	free(choices);
 }
 
+/*
+ * The knob mutator: children of elites of any family, knob children
+ * included, as new families "knob-<n>" at their parent's params, the same
+ * for the same seed; with a share of 0 the proposals are exactly those of
+ * a search without it.
+ */
+static void test_knob_children_are_new_sources_at_their_parents_params(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t1 = { .lock = PTHREAD_MUTEX_INITIALIZER }, t2 = { .lock = PTHREAD_MUTEX_INITIALIZER },
+		   t3 = { .lock = PTHREAD_MUTEX_INITIALIZER }, t4 = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_mutator *knobs = ks_mutator_knobs_new(0.5), *off = ks_mutator_knobs_new(0);
+	struct ks_mutator *list[] = { knobs, NULL }, *list_off[] = { off, NULL };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	char *choices = run_with(f, "knobs", 5, 40, 0, list, &t1, 0, &sum, &err, NULL);
+	char *again = run_with(f, "knobs-again", 5, 40, 0, list, &t2, 0, &sum, &err, NULL);
+	char *plain = run(f, "knobs-plain", 5, 40, 0, &t3, 0, &sum, &err);
+	char *zero = run_with(f, "knobs-zero", 5, 40, 0, list_off, &t4, 0, &sum, &err, NULL);
+	struct ks_archive *ar;
+	json_t *records = all_records(f, "knobs"), *by_id = json_object(), *r;
+	int knob_children = 0, of_knob_children = 0;
+	size_t i;
+
+	assert_string_equal(choices, again);
+	assert_string_equal(plain, zero);
+	assert_contains(choices, " knob\n");
+	assert_null(strstr(zero, " knob\n"));
+	json_array_foreach(records, i, r)
+	{
+		char key[32];
+
+		snprintf(key, sizeof(key), "%lld", (long long)json_integer_value(json_object_get(r, "id")));
+		json_object_set(by_id, key, r);
+	}
+	ar = open_archive(f, "knobs");
+	json_array_foreach(records, i, r)
+	{
+		const json_t *parent;
+		json_t *record = NULL, *parent_record = NULL;
+		char *source = NULL, *parent_source = NULL, key[32];
+
+		if (strcmp(json_string_value(json_object_get(r, "mutation")), "knob"))
+			continue;
+		knob_children++;
+		assert_true(!strncmp(json_string_value(json_object_get(r, "family")), "knob-", 5));
+		assert_int_equal(json_array_size(json_object_get(r, "parents")), 1);
+		snprintf(key, sizeof(key), "%lld",
+			 (long long)json_integer_value(json_array_get(json_object_get(r, "parents"), 0)));
+		parent = json_object_get(by_id, key);
+		assert_non_null(parent);
+		assert_true(json_equal(json_object_get(r, "params"), json_object_get(parent, "params")));
+		of_knob_children +=
+			!strncmp(json_string_value(json_object_get(parent, "family")), "knob-", 5);
+		/* the toy's kernels have no bounds: the child's come from the plan's block */
+		if (ks_archive_get(ar, (uint64_t)json_integer_value(json_object_get(r, "id")), &record,
+				   &source, &err) < 0 ||
+		    ks_archive_get(ar, (uint64_t)json_integer_value(json_object_get(parent, "id")),
+				   &parent_record, &parent_source, &err) < 0)
+			fail_msg("%s", err.msg);
+		assert_non_null(source);
+		assert_non_null(parent_source);
+		assert_string_not_equal(source, parent_source);
+		if (!strstr(source, "__launch_bounds__((32*A), ") &&
+		    !strstr(source, "__launch_bounds__((64), "))
+			fail_msg("no bound derived from the plan in %s", source);
+		json_decref(record);
+		json_decref(parent_record);
+		free(source);
+		free(parent_source);
+	}
+	ks_archive_close(ar);
+	assert_true(knob_children >= 3);
+	assert_true(of_knob_children >= 1);
+	json_decref(records);
+	json_decref(by_id);
+	ks_mutator_free(knobs);
+	ks_mutator_free(off);
+	free(choices);
+	free(again);
+	free(plain);
+	free(zero);
+}
+
+/*
+ * The default compile processes: 8 per GPU lane, within the CPUs left
+ * after one per lane and one for the search, at least 1, at most 256.
+ */
+static void test_default_jobs_follow_the_gpus_and_the_cpus(void **state)
+{
+	(void)state;
+	assert_int_equal(ks_search_default_jobs(64, 4), 32);  /* the 4-GPU host of issue 24 */
+	assert_int_equal(ks_search_default_jobs(64, 8), 55);  /* the CPUs bound it */
+	assert_int_equal(ks_search_default_jobs(16, 1), 8);   /* one H100 VM: as before */
+	assert_int_equal(ks_search_default_jobs(128, 8), 64); /* eight GPUs: 8 each */
+	assert_int_equal(ks_search_default_jobs(8, 1), 6);
+	assert_int_equal(ks_search_default_jobs(2, 1), 1);
+	assert_int_equal(ks_search_default_jobs(1, 1), 1);
+	assert_int_equal(ks_search_default_jobs(-1, 1), 1); /* sysconf failed */
+	assert_int_equal(ks_search_default_jobs(64, 0), 8); /* no lane said: one */
+	assert_int_equal(ks_search_default_jobs(1024, 64), 256);
+}
+
 /* A family whose constraints rule out most of its space: X*Y <= 12, X != 3 (23 of 64 allowed). */
 static const char seed_c[] =
 	"/* ksearch {\"params\": {\"X\": [1, 2, 3, 4, 5, 6, 7, 8], \"Y\": [1, 2, 3, 4, 5, 6, 7, 8]},\n"
@@ -2040,6 +2144,8 @@ int main(void)
 		cmocka_unit_test(test_target_stops_and_internal_failure_is_reported),
 		cmocka_unit_test(test_fixed_seed_proposals_are_pinned),
 		cmocka_unit_test(test_a_mutator_is_a_table_and_one_line),
+		cmocka_unit_test(test_knob_children_are_new_sources_at_their_parents_params),
+		cmocka_unit_test(test_default_jobs_follow_the_gpus_and_the_cpus),
 		cmocka_unit_test(test_searches_respect_constraints_and_exhaust_the_allowed_space),
 		cmocka_unit_test(test_map_elites_climbs_from_the_bests),
 		cmocka_unit_test(test_a_mix_of_evaluators_is_said),

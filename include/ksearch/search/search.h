@@ -170,6 +170,19 @@ void ks_families_free(struct ks_family *families, size_t n);
 void ks_family_release(struct ks_family *family);
 
 /*
+ * The compile processes (ks_search_config.jobs) a search on `lanes` GPUs
+ * keeps busy on a host with `cpus` CPUs when none are asked for:
+ * 8 per lane, but no more than the CPUs left after one for each GPU
+ * worker (its thread waits on the GPU, spinning, and a descheduled worker
+ * stretches the launches it times) and one for the search itself; at
+ * least 1, at most 256.  One lane evaluates about 5 candidates a second
+ * (0.2 s of GPU time each) and a large seed compiles in 1 to 2 s on one
+ * core, so 8 compiles keep one lane fed even when no candidate is a twin
+ * (docs/design.md, "The search").
+ */
+int ks_search_default_jobs(long cpus, size_t lanes);
+
+/*
  * Run the search on an open archive (created with the op's grid).
  * Returns 0 when it stopped for one of the configured reasons, -1 when
  * ksearch itself failed.

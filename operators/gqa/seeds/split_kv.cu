@@ -120,6 +120,7 @@ __device__ __forceinline__ void attend_tokens(const float (&qf)[NH][8], const __
         const int t = base + u * TPS + tslot;
         page[u] = (t < t_end) ? __ldg(kv_indices + t) : 0;
     }
+    /* ksearch:unroll */
     for (; base < t_end; base += stride) {
         uint4 kr[UNROLL], vr[UNROLL];
         bool valid[UNROLL];

@@ -126,6 +126,7 @@ rmsnorm_row_block(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__re
 				ss += sum_squares(cache[c]);
 			}
 		}
+		/* ksearch:unroll */
 		for (int i = (CACHE * THREADS + tid) * VEC; i < hidden; i += STEP) {
 			Pack p;
 			p.raw = *reinterpret_cast<const raw_t *>(xr + i);
@@ -138,6 +139,7 @@ rmsnorm_row_block(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__re
 			if (i < hidden)
 				scale_store(yr + i, cache[c], w + i, inv_rms);
 		}
+		/* ksearch:unroll */
 		for (int i = (CACHE * THREADS + tid) * VEC; i < hidden; i += STEP) {
 			Pack p;
 			p.raw = *reinterpret_cast<const raw_t *>(xr + i);

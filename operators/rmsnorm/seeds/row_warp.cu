@@ -101,6 +101,7 @@ rmsnorm_row_warp(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__res
 		for (int c = 0; c < CACHE; ++c)
 			if ((c * 32 + lane) * VEC < hidden)
 				ss += sum_squares(cache[c]);
+		/* ksearch:unroll */
 		for (int i = (CACHE * 32 + lane) * VEC; i < hidden; i += STEP) {
 			Pack p;
 			p.raw = *reinterpret_cast<const uint4 *>(xr + i);
@@ -113,6 +114,7 @@ rmsnorm_row_warp(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__res
 			if (i < hidden)
 				scale_store(yr + i, cache[c], w + i, inv_rms);
 		}
+		/* ksearch:unroll */
 		for (int i = (CACHE * 32 + lane) * VEC; i < hidden; i += STEP) {
 			Pack p;
 			p.raw = *reinterpret_cast<const uint4 *>(xr + i);

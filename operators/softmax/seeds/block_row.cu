@@ -140,6 +140,7 @@ softmax_block_row(const __nv_bfloat16 *__restrict__ x, __nv_bfloat16 *__restrict
 	for (int c = 0; c < CACHE; ++c)
 		if (c * THREADS + tid < nv)
 			add_pack(m, s, cache[c]);
+	/* ksearch:unroll */
 	for (int k = CACHE * THREADS + tid; k < nv; k += THREADS) {
 		Pack p;
 		p.raw = xb[k];
@@ -180,6 +181,7 @@ softmax_block_row(const __nv_bfloat16 *__restrict__ x, __nv_bfloat16 *__restrict
 		if (k < nv)
 			write_pack(reinterpret_cast<unsigned short *>(yb + k), cache[c], ml, inv);
 	}
+	/* ksearch:unroll */
 	for (int k = CACHE * THREADS + tid; k < nv; k += THREADS) {
 		Pack p;
 		p.raw = xb[k];

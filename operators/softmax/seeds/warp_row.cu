@@ -133,6 +133,7 @@ softmax_warp_row(const __nv_bfloat16 *__restrict__ x, __nv_bfloat16 *__restrict_
 	for (int c = 0; c < CACHE; ++c)
 		if (c * 32 + lane < nv)
 			add_pack(m, s, cache[c]);
+	/* ksearch:unroll */
 	for (int k = CACHE * 32 + lane; k < nv; k += 32) {
 		Pack p;
 		p.raw = xb[k];
@@ -156,6 +157,7 @@ softmax_warp_row(const __nv_bfloat16 *__restrict__ x, __nv_bfloat16 *__restrict_
 		if (k < nv)
 			write_pack(yb + k, cache[c], ml, inv);
 	}
+	/* ksearch:unroll */
 	for (int k = CACHE * 32 + lane; k < nv; k += 32) {
 		Pack p;
 		p.raw = xb[k];
