@@ -363,10 +363,10 @@ static int op_new(int argc, char **argv)
 	struct stat st;
 	int rc, ret = KS_EXIT_USAGE;
 
-	ks_strbuf_init(&sb);
 	rc = ks_opts_parse(cmd, opts, &new_help, argc, argv, &pos, &n_pos);
 	if (rc)
 		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
+	ks_strbuf_init(&sb);
 	if (!n_pos) {
 		ks_cli_usage(cmd, "NAME is required: ksearch op new NAME --from-definition DEF.json");
 		goto cleanup;
