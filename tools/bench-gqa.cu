@@ -4,7 +4,7 @@
  * harness (../shared/anchors/fi_decode) uses, so the two compare side by side.
  *
  * Build (CPU machine), then run on the GPU:
- *   nvcc -O2 -std=c++17 -arch=sm_90a -cudart static -I DIR -o gqa-bench tools/bench-gqa.cu DIR/*.cu
+ *   nvcc -O2 -std=c++17 -arch=sm_90a -cudart static -I DIR -o gqa-bench tools/bench-gqa.cu DIR/ksearch_gqa*.cu
  *   ./gqa-bench [reps=100] [seeds=3]
  *
  * Workloads: gqa's five benchmark shapes (B, N). For each, seeds 1.. give a

@@ -8,9 +8,12 @@ DIR with flashinfer_bench.Benchmark (its builder compiles the sources with
 torch.utils.cpp_extension, its evaluator checks the outputs against the
 Definition's Python reference and times the calls), and compares each
 workload's latency with the one the export's trace carries (ksearch's).
-Passes when every workload is PASSED and each latency agrees: within 25% or
-10 us, whichever is larger (FlashInfer-Bench times a whole Python call, so a
-kernel of a few microseconds shows the host's overhead too).  With
+Passes when every workload is PASSED and each latency agrees.  FlashInfer-Bench
+times a whole Python call (the binding, torch's allocation of the outputs, the
+launch), so its latency is the kernel's plus a host overhead that measured 11
+to 28 us on an H200 (BENCHMARKS.md): it agrees when it is no less than 0.8x
+ksearch's (a wrapper cannot make the kernel faster) and no more than 1.25x
+ksearch's plus 30 us.  With
 --correctness-only (an archive measured on another GPU), only PASSED counts.
 """
 import sys
@@ -39,7 +42,7 @@ def main():
             continue
         fib = ev.performance.latency_ms * 1000
         ks = mine.evaluation.performance.latency_ms * 1000
-        agree = abs(fib - ks) <= max(0.25 * ks, 10.0) or not timed
+        agree = (0.8 * ks <= fib <= 1.25 * ks + 30.0) or not timed
         bad += not agree
         print(f"{t.workload.uuid:28} {ev.status.value:10} {fib:9.2f} {ks:11.2f} {fib / ks:6.2f} "
               f"{ev.performance.speedup_factor:11.2f}{'' if agree else '   DISAGREES'}")
