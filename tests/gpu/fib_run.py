@@ -15,11 +15,55 @@ to 28 us on an H200 (BENCHMARKS.md): it agrees when it is no less than 0.8x
 ksearch's (a wrapper cannot make the kernel faster) and no more than 1.25x
 ksearch's plus 30 us.  With
 --correctness-only (an archive measured on another GPU), only PASSED counts.
+
+Then the path a serving engine takes (SGLang and vLLM call it through
+FlashInfer-Bench's integration): flashinfer_bench.enable_apply(DIR) and, for
+every workload, flashinfer_bench.apply(DEFINITION, args=inputs) with a
+fallback that fails the test, so the call must be routed to the exported
+Solution; its outputs are compared with the Definition's Python reference
+(atol = rtol = 2e-2).
 """
 import sys
 
-from flashinfer_bench import Benchmark, BenchmarkConfig
+import torch
+from flashinfer_bench import Benchmark, BenchmarkConfig, apply, disable_apply, enable_apply
+from flashinfer_bench.apply.config import ApplyConfig
+from flashinfer_bench.bench.utils import gen_inputs, load_safetensors
 from flashinfer_bench.data import TraceSet
+
+
+def fallback(*args, **kwargs):
+    raise AssertionError("apply() fell back: the exported Solution was not used")
+
+
+def check_apply(root, ts):
+    """Route every workload's call through apply(); 0 problems or the count."""
+    bad = 0
+    enable_apply(root, ApplyConfig(max_atol=2e-2, max_rtol=2e-2, aot_ratio=0.0, on_miss_policy="use_def_best"))
+    try:
+        for name, definition in ts.definitions.items():
+            scope = {}
+            exec(definition.reference, scope)  # the Definition's own Python reference
+            for wl in ts.workloads.get(name, []):
+                w = wl.workload
+                inputs = gen_inputs(definition, w, "cuda", load_safetensors(definition, w, root))
+                try:
+                    got = apply(name, args=tuple(inputs), fallback=fallback)
+                except AssertionError as e:
+                    print(f"apply {w.uuid:28} FAILED: {e}")
+                    bad += 1
+                    continue
+                want = scope["run"](*inputs)
+                got = got if isinstance(got, (tuple, list)) else (got,)
+                want = want if isinstance(want, (tuple, list)) else (want,)
+                ok = len(got) == len(want) and all(
+                    torch.allclose(g.float(), r.float(), atol=2e-2, rtol=2e-2, equal_nan=False)
+                    for g, r in zip(got, want))
+                bad += not ok
+                print(f"apply {w.uuid:28} {'routed to the Solution, matches the reference' if ok else 'WRONG'}")
+    finally:
+        disable_apply()
+    return bad
 
 
 def main():
@@ -50,6 +94,7 @@ def main():
     if len(ran) != expected:
         print(f"ran {len(ran)} of {expected} solution-workload pairs")
         bad += 1
+    bad += check_apply(sys.argv[1], ts)
     if bad:
         print(f"{bad} problem(s)")
     else:

@@ -19,6 +19,7 @@ cat "$TMP/out"
 run 0 python3 tests/gpu/fib_run.py "$TMP/fib"
 cat "$TMP/out"
 out_has "all passed and agree"
+out_has "routed to the Solution, matches the reference"
 
 # gqa, a dispatch: blobs for the page tables, the Python reference of paged attention; the
 # fixture's times are not this GPU's, so only correctness counts here
