@@ -8,28 +8,43 @@
 #include "ksearch/base/secret.h"
 #include "ksearch/base/util.h"
 
-const struct ks_cmd ks_commands[] = {
-	{ "evolve", cmd_evolve, "search for faster kernels of an operator (the main job)" },
-	{ "archive", cmd_archive,
-	  "inspect an archive: ls, show, grid, stats, lineage, diff, export, import, verify" },
-	{ "check", cmd_check, "verify and time a candidate on the GPU against the reference" },
-	{ "report", cmd_report,
-	  "write an archive as one HTML page: grid, progress, the best, lineage, verdicts" },
-	{ "export-best", cmd_export_best,
-	  "write the best kernel of an archive as plain CUDA: source, launcher, header, record" },
-	{ "profile", cmd_profile,
-	  "measure a candidate with Nsight Compute: DRAM, occupancy, L2, stalls, spills" },
-	{ "sanitize", cmd_sanitize, "check a candidate for memory errors and races with compute-sanitizer" },
-	{ "compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors" },
-	{ "ops", cmd_ops, "list the operators and their workloads" },
-	{ "op", cmd_op, "make an operator folder from a FlashInfer-Bench Definition (op new)" },
-	{ "doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems" },
-	{ "version", cmd_version, "print versions of ksearch, NVRTC and the driver" },
-	{ "help", cmd_help, "show help for ksearch or one of its commands" },
-	{ "__worker", cmd_internal_worker, NULL },
-	{ "__compile", cmd_internal_compile, NULL },
-	{ "__profile_run", cmd_internal_profile_run, NULL },
-};
+/*
+ * The commands, one row each: the name a user types, the function (in
+ * src/cli/<command>.c) and the line `ksearch --help` shows; a NULL summary
+ * hides an internal command.  The row also declares the function, and
+ * meson compiles every file in src/cli/, so a new command is its file and
+ * its row (HACKING.md, Adding a CLI command).  `--help` lists them in this
+ * order; t0001-help checks every one.
+ */
+#define KS_COMMANDS(X)                                                                                       \
+	X("evolve", cmd_evolve, "search for faster kernels of an operator (the main job)")                   \
+	X("archive", cmd_archive,                                                                            \
+	  "inspect an archive: ls, show, grid, stats, lineage, diff, export, import, verify")                \
+	X("check", cmd_check, "verify and time a candidate on the GPU against the reference")                \
+	X("report", cmd_report,                                                                              \
+	  "write an archive as one HTML page: grid, progress, the best, lineage, verdicts")                  \
+	X("export-best", cmd_export_best,                                                                    \
+	  "write the best kernel of an archive as plain CUDA: source, launcher, header, record")             \
+	X("profile", cmd_profile,                                                                            \
+	  "measure a candidate with Nsight Compute: DRAM, occupancy, L2, stalls, spills")                    \
+	X("sanitize", cmd_sanitize, "check a candidate for memory errors and races with compute-sanitizer")  \
+	X("compile", cmd_compile, "compile a candidate with NVRTC; report resources and descriptors")        \
+	X("ops", cmd_ops, "list the operators and their workloads")                                          \
+	X("op", cmd_op, "make an operator folder from a FlashInfer-Bench Definition (op new)")               \
+	X("doctor", cmd_doctor, "check the toolkit, NVRTC, driver and GPUs, and say how to fix problems")    \
+	X("version", cmd_version, "print versions of ksearch, NVRTC and the driver")                         \
+	X("help", cmd_help, "show help for ksearch or one of its commands")                                  \
+	X("__worker", cmd_internal_worker, NULL)                                                             \
+	X("__compile", cmd_internal_compile, NULL)                                                           \
+	X("__profile_run", cmd_internal_profile_run, NULL)
+
+#define DECLARE(name, fn, summary) int fn(int argc, char **argv);
+KS_COMMANDS(DECLARE)
+#undef DECLARE
+
+#define ROW(name, fn, summary) { name, fn, summary },
+const struct ks_cmd ks_commands[] = { KS_COMMANDS(ROW) };
+#undef ROW
 const size_t ks_n_commands = sizeof(ks_commands) / sizeof(ks_commands[0]);
 
 const struct ks_cmd *ks_find_command(const char *name)

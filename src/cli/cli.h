@@ -3,7 +3,7 @@
  * exit codes and the command table entry.
  *
  * Each subcommand lives in src/cli/<name>.c and exports cmd_<name>();
- * src/main.c holds the one table that dispatches to them.  Only this layer
+ * src/main.c holds the one table that declares them and dispatches to them.  Only this layer
  * prints to the terminal or exits.
  */
 #ifndef KSEARCH_CLI_H
@@ -194,24 +194,7 @@ int ks_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(pr
 /* The architecture to compile for: given, else the GPU's, else sm_90a; says which on *why. */
 const char *ks_cli_pick_arch(const char *given, char *buf, size_t size, const char **why);
 
-int cmd_help(int argc, char **argv);
-int cmd_version(int argc, char **argv);
-int cmd_doctor(int argc, char **argv);
-int cmd_ops(int argc, char **argv);
-int cmd_op(int argc, char **argv);
-int cmd_compile(int argc, char **argv);
-int cmd_evolve(int argc, char **argv);
-int cmd_check(int argc, char **argv);
-int cmd_archive(int argc, char **argv);
-int cmd_export_best(int argc, char **argv);
-int cmd_report(int argc, char **argv);
-int cmd_internal_worker(int argc, char **argv);
-int cmd_internal_compile(int argc, char **argv);
-int cmd_internal_profile_run(int argc, char **argv);
-int cmd_sanitize(int argc, char **argv);
-int cmd_profile(int argc, char **argv);
-
-/* The command table (main.c). */
+/* The command table (main.c), which also declares each cmd_<name>(). */
 extern const struct ks_cmd ks_commands[];
 extern const size_t ks_n_commands;
 const struct ks_cmd *ks_find_command(const char *name);

@@ -23,7 +23,6 @@
 #include "ksearch/op/op.h"
 #include "ksearch/base/proc.h"
 #include "ksearch/search/mutator.h"
-#include "ksearch/search/mutator_knobs.h"
 #include "ksearch/search/mutator_llm.h"
 #include "ksearch/search/search.h"
 #include "ksearch/base/util.h"
@@ -332,7 +331,6 @@ struct llm_setup {
 	struct ks_llm_config cfg; /* the numbers are bound to options directly */
 	struct ks_llm *client;
 	struct ks_llm_mutator_config mutator_cfg; /* the repair, tune, rewrite numbers bound to options too */
-	struct ks_mutator *mutator;
 	char *prompts_dir;
 	char *system_prompt;
 };
@@ -395,7 +393,6 @@ static int llm_configure(const struct ks_option *opts, struct llm_setup *l)
 
 static void llm_release(struct llm_setup *l)
 {
-	ks_mutator_free(l->mutator);
 	ks_llm_close(l->client);
 	ks_llm_config_release(&l->cfg);
 	free(l->prompts_dir);
@@ -410,8 +407,6 @@ int cmd_evolve(int argc, char **argv)
 	struct llm_setup llm = { 0 };
 	const char *op_name = NULL, *root = "archive", *gpus_text = NULL, *log_path = NULL,
 		   *search_name = "map-elites";
-	const struct ks_mutator *builtin = &ks_mutator_param;
-	struct ks_mutator *knobs = NULL;
 	double knob_share = -1; /* not given */
 	int time_cap = 0, fresh = 0;
 	struct ks_option opts[] = {
@@ -518,7 +513,8 @@ int cmd_evolve(int argc, char **argv)
 	int *gpus = NULL, rc, ret = KS_EXIT_FAILED, gb_open = 0;
 	char moved[4200];
 	struct ks_archive_metrics m;
-	const struct ks_mutator *mutators[3];
+	struct ks_mutator_settings mutator_settings = { 0 };
+	const struct ks_mutator **mutators = NULL;
 	size_t n_mutators = 0;
 
 	llm_init(&llm);
@@ -539,18 +535,12 @@ int cmd_evolve(int argc, char **argv)
 		ret = ks_cli_usage("evolve", "--op NAME is required (see `ksearch ops`)");
 		goto cleanup;
 	}
-	if (!strcmp(search_name, "random")) {
-		builtin = &ks_mutator_random;
-	} else if (!strcmp(search_name, "greedy")) {
-		builtin = &ks_mutator_greedy;
-	} else if (strcmp(search_name, "map-elites")) {
+	if (strcmp(search_name, "map-elites") && strcmp(search_name, "random") &&
+	    strcmp(search_name, "greedy")) {
 		ret = ks_cli_usage("evolve", "--search %s: expected map-elites, random or greedy",
 				   search_name);
 		goto cleanup;
 	}
-	/* a baseline stays itself unless knobs are asked for */
-	if (knob_share < 0)
-		knob_share = builtin == &ks_mutator_param ? 0.1 : 0;
 
 	if (!cfg.budget && cfg.time_limit_s <= 0 && cfg.target_fitness <= 0)
 		cfg.budget = DEFAULT_BUDGET;
@@ -644,7 +634,7 @@ int cmd_evolve(int argc, char **argv)
 		llm.mutator_cfg.prompts_dir = llm.prompts_dir;
 		llm.mutator_cfg.system_prompt = llm.system_prompt;
 		llm.mutator_cfg.concurrency = llm.cfg.concurrency;
-		llm.mutator = ks_llm_mutator_new(&llm.mutator_cfg);
+		mutator_settings.llm = &llm.mutator_cfg;
 		{
 			char settings[2048];
 
@@ -688,16 +678,10 @@ int cmd_evolve(int argc, char **argv)
 	       cfg.target_fitness > 0 ? "target" : "");
 	fflush(stdout);
 
-	/*
-	 * who proposes after the seeds, in turn: the LLM's kernels first, then a share of knob
-	 * children, then the built-in moves
-	 */
-	if (llm.mutator)
-		mutators[n_mutators++] = llm.mutator;
-	if (knob_share > 0)
-		mutators[n_mutators++] = knobs = ks_mutator_knobs_new(knob_share);
-	mutators[n_mutators++] = builtin;
-
+	/* who proposes after the seeds, in turn: the rows of src/search/mutators.c that take part */
+	mutator_settings.search = search_name;
+	mutator_settings.knob_share = knob_share;
+	ks_mutators_make(&mutator_settings, &mutators, &n_mutators);
 	cfg.mutators = mutators;
 	cfg.n_mutators = n_mutators;
 	cfg.out = stdout;
@@ -714,7 +698,7 @@ int cmd_evolve(int argc, char **argv)
 			     err.msg);
 		goto cleanup;
 	}
-	print_summary(ar, &op, root, &sum, &cfg, n_gpus, llm.mutator != NULL);
+	print_summary(ar, &op, root, &sum, &cfg, n_gpus, mutator_settings.llm != NULL);
 	if (llm.client) {
 		struct ks_llm_usage u;
 
@@ -747,8 +731,8 @@ cleanup:
 		fclose(cfg.log);
 	ks_families_free(families, n_families);
 	ks_op_release(&op);
+	ks_mutators_free(mutators, n_mutators); /* before the LLM client they borrow */
 	llm_release(&llm);
-	ks_mutator_free(knobs);
 	free(gpus);
 	free(positional);
 	ks_opts_release(opts);

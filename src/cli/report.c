@@ -12,6 +12,7 @@
 
 #include "archive_cli.h"
 #include "cli.h"
+#include "ksearch/base/fs.h"
 #include "ksearch/report/report.h"
 
 static const char *const cmd = "report";
@@ -58,7 +59,8 @@ static int load_compare(const char *path, json_t **doc)
 static int write_page(const struct ks_report *r, const char *path, long *bytes)
 {
 	struct ks_error err;
-	char *tmp;
+	char *page = NULL;
+	size_t size = 0;
 	FILE *f;
 	int ret = -1;
 
@@ -93,32 +95,23 @@ static int write_page(const struct ks_report *r, const char *path, long *bytes)
 			ks_cli_error(cmd, "-o %s: %s", path, err.msg);
 		return ret;
 	}
-	tmp = ks_asprintf("%s.tmp-%ld", path, (long)getpid());
-	f = fopen(tmp, "w");
-	if (!f) {
+	/* the page whole in memory, then written beside path and renamed: a reader never sees a part */
+	if (!(f = open_memstream(&page, &size))) {
 		ks_cli_error(cmd, "-o %s: %s", path, strerror(errno));
-		free(tmp);
 		return -1;
 	}
-	if (ks_report_write_html(r, f, &err) < 0) {
-		ks_cli_error(cmd, "-o %s: %s", path, err.msg);
-		fclose(f);
-		goto cleanup;
+	ret = ks_report_write_html(r, f, &err);
+	if (fclose(f) != 0 && ret == 0) {
+		ks_fail(&err, "%s", strerror(errno));
+		ret = -1;
 	}
-	*bytes = ftell(f);
-	if (fclose(f) != 0) {
-		ks_cli_error(cmd, "-o %s: %s", path, strerror(errno));
-		goto cleanup;
-	}
-	if (rename(tmp, path) < 0) {
-		ks_cli_error(cmd, "-o %s: %s", path, strerror(errno));
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
+	if (ret == 0)
+		ret = ks_write_file_atomic(path, page, size, &err);
 	if (ret < 0)
-		unlink(tmp);
-	free(tmp);
+		ks_cli_error(cmd, "-o %s: %s", path, err.msg);
+	else
+		*bytes = (long)size;
+	free(page);
 	return ret;
 }
 

@@ -29,6 +29,7 @@
 #include "ksearch/compile/nvrtc.h"
 #include "ksearch/base/fs.h"
 #include "ksearch/base/hash.h"
+#include "ksearch/base/map.h"
 #include "ksearch/base/pcg.h"
 #include "ksearch/base/util.h"
 
@@ -740,41 +741,13 @@ cleanup:
 	return ret;
 }
 
-/* A set of non-negative integers, open addressing; -1 marks an empty slot. */
-struct int_set {
-	int64_t *slots;
-	size_t mask;
-	int shift;
-};
-
-static void int_set_init(struct int_set *set, size_t count)
+/* Add value to the set; returns 1 when it was already there. */
+static int set_insert(struct ks_map *set, int64_t value)
 {
-	size_t capacity = 16;
-	int bits = 4;
+	int added;
 
-	while (capacity < 2 * count) {
-		capacity *= 2;
-		bits++;
-	}
-	set->slots = ks_malloc(capacity * sizeof(*set->slots));
-	memset(set->slots, 0xff, capacity * sizeof(*set->slots));
-	set->mask = capacity - 1;
-	set->shift = 64 - bits;
-}
-
-/* Insert value; returns 1 when it was already there. */
-static int int_set_insert(struct int_set *set, int64_t value)
-{
-	size_t i = (size_t)(((uint64_t)value * 0x9e3779b97f4a7c15ull) >> set->shift);
-
-	for (;; i = (i + 1) & set->mask) {
-		if (set->slots[i] == value)
-			return 1;
-		if (set->slots[i] < 0) {
-			set->slots[i] = value;
-			return 0;
-		}
-	}
+	ks_map_put(set, &value, sizeof(value), &added);
+	return !added;
 }
 
 /*
@@ -786,7 +759,7 @@ static int gen_page_permutation(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_
 				const struct ks_generator *gen, const struct ks_env *axes, uint64_t seed,
 				struct ks_error *err)
 {
-	struct int_set set = { NULL, 0, 0 };
+	struct ks_map set = KS_MAP_INIT;
 	int32_t *pages = NULL;
 	struct ks_pcg32 rng;
 	int64_t pool, k = 0;
@@ -819,14 +792,13 @@ static int gen_page_permutation(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_
 	}
 
 	ks_pcg32_seed(&rng, seed, STREAM_PAGES);
-	int_set_init(&set, (size_t)numel);
 	pages = ks_malloc((size_t)numel * sizeof(*pages));
 	for (int64_t j = pool - numel; j < pool; j++) {
 		int64_t t = (int64_t)bounded64(&rng, (uint64_t)j + 1);
 
-		if (int_set_insert(&set, t)) {
+		if (set_insert(&set, t)) {
 			t = j; /* j is new: every earlier pick is below it */
-			int_set_insert(&set, t);
+			set_insert(&set, t);
 		}
 		pages[k++] = (int32_t)t;
 	}
@@ -839,7 +811,7 @@ static int gen_page_permutation(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_
 	}
 	ret = upload(kit, dst, pages, (size_t)numel * sizeof(*pages), err);
 cleanup:
-	free(set.slots);
+	ks_map_release(&set);
 	free(pages);
 	return ret;
 }

@@ -109,3 +109,13 @@ const struct ks_mutator ks_mutator_greedy = {
 	.mutations = greedy_mutations,
 	.propose = greedy_propose,
 };
+
+const struct ks_mutator *ks_mutator_make_random(const struct ks_mutator_settings *settings)
+{
+	return strcmp(settings->search, "random") ? NULL : &ks_mutator_random;
+}
+
+const struct ks_mutator *ks_mutator_make_greedy(const struct ks_mutator_settings *settings)
+{
+	return strcmp(settings->search, "greedy") ? NULL : &ks_mutator_greedy;
+}

@@ -898,3 +898,13 @@ struct ks_mutator *ks_mutator_knobs_new(double share)
 	};
 	return &m->iface;
 }
+
+/* a share of --knob-share; not given: 0.1 beside map-elites, none beside a baseline (it stays itself) */
+const struct ks_mutator *ks_mutator_make_knobs(const struct ks_mutator_settings *settings)
+{
+	double share = settings->knob_share;
+
+	if (share < 0)
+		share = strcmp(settings->search, "map-elites") ? 0 : 0.1;
+	return share > 0 ? ks_mutator_knobs_new(share) : NULL;
+}

@@ -1094,3 +1094,9 @@ void ks_llm_mutator_stats(const struct ks_mutator *mutator, struct ks_llm_mutato
 
 	*stats = m->stats;
 }
+
+/* when an endpoint is configured: its kernels are asked for first */
+const struct ks_mutator *ks_mutator_make_llm(const struct ks_mutator_settings *settings)
+{
+	return settings->llm ? ks_llm_mutator_new(settings->llm) : NULL;
+}

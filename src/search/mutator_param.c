@@ -257,3 +257,9 @@ const struct ks_mutator ks_mutator_param = {
 	.mutations = mutations,
 	.propose = propose,
 };
+
+/* the built-in moves of --search map-elites, the default */
+const struct ks_mutator *ks_mutator_make_param(const struct ks_mutator_settings *settings)
+{
+	return strcmp(settings->search, "map-elites") ? NULL : &ks_mutator_param;
+}

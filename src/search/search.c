@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "ksearch/archive/record.h"
+#include "ksearch/base/map.h"
 #include "ksearch/base/sha256.h"
 #include "ksearch/base/util.h"
 #include "ksearch/search/mutator.h"
@@ -118,16 +119,15 @@ struct search {
 	 * Under lock; binaries of earlier runs come from the archive's state.
 	 */
 	struct binary {
-		unsigned char key[KS_SHA256_LEN];
 		uint64_t id;	 /* its record; 0: not inserted yet */
 		struct job *job; /* the job that evaluates it, while id is 0 */
 	} * binaries;
 	size_t n_binaries, alloc_binaries;
-	uint32_t *binary_slots; /* open addressing: index + 1 into binaries; 0 empty */
-	size_t n_binary_slots;	/* a power of two, at least twice n_binaries */
+	/* fingerprint (KS_SHA256_LEN bytes) -> index into binaries; its i-th entry is binaries[i]'s */
+	struct ks_map binary_index;
 };
 
-void ks_mutator_free(struct ks_mutator *m)
+void ks_mutator_free(const struct ks_mutator *m)
 {
 	if (m && m->free)
 		m->free(m->ctx);
@@ -330,52 +330,17 @@ static struct job *job_new(void)
 
 /* ---- binaries (under s->lock, or before the threads start) ---- */
 
-static uint64_t binary_hash(const unsigned char *key)
-{
-	uint64_t h = 0;
-
-	memcpy(&h, key, sizeof(h)); /* a SHA-256: any 8 bytes are uniform */
-	return h;
-}
-
-static void binary_slots_grow(struct search *s)
-{
-	size_t n = s->n_binary_slots ? 2 * s->n_binary_slots : 1024;
-
-	free(s->binary_slots);
-	s->binary_slots = ks_calloc(n, sizeof(*s->binary_slots));
-	s->n_binary_slots = n;
-	for (size_t i = 0; i < s->n_binaries; i++) {
-		size_t at = binary_hash(s->binaries[i].key) & (n - 1);
-
-		while (s->binary_slots[at])
-			at = (at + 1) & (n - 1);
-		s->binary_slots[at] = (uint32_t)i + 1;
-	}
-}
-
 /* The entry of key: found (*added 0) or a new one with id 0 and no job (*added 1). */
 static size_t binary_entry(struct search *s, const unsigned char *key, int *added)
 {
-	size_t at;
+	uint64_t *index = ks_map_put(&s->binary_index, key, KS_SHA256_LEN, added);
 
-	if (2 * (s->n_binaries + 1) > s->n_binary_slots)
-		binary_slots_grow(s);
-	at = binary_hash(key) & (s->n_binary_slots - 1);
-	for (; s->binary_slots[at]; at = (at + 1) & (s->n_binary_slots - 1)) {
-		size_t i = s->binary_slots[at] - 1;
-
-		if (!memcmp(s->binaries[i].key, key, KS_SHA256_LEN)) {
-			*added = 0;
-			return i;
-		}
+	if (*added) {
+		KS_ALLOC_GROW(s->binaries, s->n_binaries + 1, s->alloc_binaries);
+		memset(&s->binaries[s->n_binaries], 0, sizeof(s->binaries[0]));
+		*index = s->n_binaries++;
 	}
-	KS_ALLOC_GROW(s->binaries, s->n_binaries + 1, s->alloc_binaries);
-	memset(&s->binaries[s->n_binaries], 0, sizeof(s->binaries[0]));
-	memcpy(s->binaries[s->n_binaries].key, key, KS_SHA256_LEN);
-	s->binary_slots[at] = (uint32_t)s->n_binaries + 1;
-	*added = 1;
-	return s->n_binaries++;
+	return (size_t)*index;
 }
 
 #define BINARY_STATE "search/binary/"
@@ -1331,13 +1296,15 @@ static int remember_binary(struct search *s, struct job *job, uint64_t id, struc
 	char key[sizeof(BINARY_STATE) + KS_SHA256_HEX_LEN];
 	unsigned char value[8];
 	struct binary *b;
+	size_t len;
 
 	pthread_mutex_lock(&s->lock);
 	b = &s->binaries[job->binary];
 	b->id = id;
 	b->job = NULL;
 	snprintf(key, sizeof(key), "%s", BINARY_STATE);
-	ks_hex(b->key, KS_SHA256_LEN, key + strlen(BINARY_STATE));
+	ks_hex(ks_map_key(&s->binary_index, (size_t)job->binary, &len), KS_SHA256_LEN,
+	       key + strlen(BINARY_STATE));
 	pthread_mutex_unlock(&s->lock);
 	for (int i = 0; i < 8; i++)
 		value[i] = (unsigned char)(id >> (56 - 8 * i));
@@ -1913,7 +1880,7 @@ cleanup:
 	free(s.eval_q.items);
 	free(s.fam_cache);
 	free(s.binaries);
-	free(s.binary_slots);
+	ks_map_release(&s.binary_index);
 	pthread_mutex_destroy(&s.lock);
 	pthread_cond_destroy(&s.cond);
 	return ret;

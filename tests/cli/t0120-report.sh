@@ -69,7 +69,8 @@ err_has "no archive in $TMP/nothing"
 run 1 "$KSEARCH" report --archive "$A" --op softmax
 err_has "no archive for operator 'softmax'"
 run 1 "$KSEARCH" report --archive "$A" -o "$TMP/no/such/folder/r.html"
-err_has "-o $TMP/no/such/folder/r.html: No such file or directory"
+err_has "-o $TMP/no/such/folder/r.html: cannot write $TMP/no/such/folder/r.html.tmp."
+err_has "No such file or directory"
 run 1 "$KSEARCH" report --archive "$A" -o "$TMP"
 err_has "is a folder"
 run 2 "$KSEARCH" report gqa

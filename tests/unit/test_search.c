@@ -1446,6 +1446,38 @@ static void test_knob_children_are_new_sources_at_their_parents_params(void **st
  * The default compile processes: 8 per GPU lane, within the CPUs left
  * after one per lane and one for the search, at least 1, at most 256.
  */
+/* The run's mutators are the rows of src/search/mutators.c that take part, in the table's order. */
+static void test_the_mutators_of_a_run_come_from_the_table(void **state)
+{
+	static const struct {
+		const char *search;
+		double knob_share;
+		const char *names;
+	} runs[] = {
+		{ "map-elites", -1, "knob param" }, /* knobs by default beside map-elites */
+		{ "map-elites", 0, "param" },
+		{ "random", -1, "random" }, /* a baseline stays itself unless knobs are asked for */
+		{ "greedy", 0.5, "knob greedy" },
+		{ "none-such", 0, "" },
+	};
+
+	(void)state;
+	for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+		struct ks_mutator_settings settings = { .search = runs[r].search,
+							.knob_share = runs[r].knob_share };
+		const struct ks_mutator **list;
+		char names[128] = "";
+		size_t n;
+
+		ks_mutators_make(&settings, &list, &n);
+		for (size_t i = 0; i < n; i++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? " " : "",
+				 list[i]->name);
+		assert_string_equal(names, runs[r].names);
+		ks_mutators_free(list, n);
+	}
+}
+
 static void test_default_jobs_follow_the_gpus_and_the_cpus(void **state)
 {
 	(void)state;
@@ -2145,6 +2177,7 @@ int main(void)
 		cmocka_unit_test(test_fixed_seed_proposals_are_pinned),
 		cmocka_unit_test(test_a_mutator_is_a_table_and_one_line),
 		cmocka_unit_test(test_knob_children_are_new_sources_at_their_parents_params),
+		cmocka_unit_test(test_the_mutators_of_a_run_come_from_the_table),
 		cmocka_unit_test(test_default_jobs_follow_the_gpus_and_the_cpus),
 		cmocka_unit_test(test_searches_respect_constraints_and_exhaust_the_allowed_space),
 		cmocka_unit_test(test_map_elites_climbs_from_the_bests),

@@ -12,8 +12,9 @@
  * (ks_mutator_host_wake()).  A mutator is then told the result of every
  * proposal it made, in proposal order, once it is in the archive.
  *
- * Adding one is a new file that fills a struct ks_mutator, and one line
- * where the list is assembled (src/cli/evolve.c).  The built-in one is
+ * Adding one is a new file that fills a struct ks_mutator and defines its
+ * ks_mutator_make_<name>(), and its row in the table of
+ * src/search/mutators.c, which `evolve` assembles a run's list from.  The built-in one is
  * mutator_param.c (params of elites, crossover, the random fallback); the
  * LLM's is mutator_llm.c.
  *
@@ -105,8 +106,36 @@ struct ks_mutator {
 	void (*free)(void *ctx);
 };
 
-/* Free a mutator made by its constructor (NULL is fine). */
-void ks_mutator_free(struct ks_mutator *m);
+/* Free a mutator made by its constructor (NULL is fine; a static one has no free and stays). */
+void ks_mutator_free(const struct ks_mutator *m);
+
+struct ks_llm_mutator_config;
+
+/*
+ * What `evolve` was asked for, as the table of mutators reads it
+ * (src/search/mutators.c).  A mutator with settings of its own adds its
+ * fields here and its options to src/cli/evolve.c.
+ */
+struct ks_mutator_settings {
+	const char *search;			 /* --search: "map-elites", "random" or "greedy" */
+	double knob_share;			 /* --knob-share, 0 to 1; < 0: not given */
+	const struct ks_llm_mutator_config *llm; /* an open endpoint to ask (borrowed); NULL: none */
+};
+
+/*
+ * A row of the table: the mutator `name` for a run with settings, or NULL
+ * when it takes no part in it.  Each mutator's file defines its own,
+ * `ks_mutator_make_<name>()`; the table declares it.
+ */
+typedef const struct ks_mutator *ks_mutator_make_fn(const struct ks_mutator_settings *settings);
+
+/*
+ * The mutators of a run with settings, in the table's order, which is the
+ * order the search asks them in: *list (free it, and them, with
+ * ks_mutators_free() before what settings borrowed) and its length *n.
+ */
+void ks_mutators_make(const struct ks_mutator_settings *settings, const struct ks_mutator ***list, size_t *n);
+void ks_mutators_free(const struct ks_mutator **list, size_t n);
 
 /* The built-in mutator (mutator_param.c): stateless, shared. */
 extern const struct ks_mutator ks_mutator_param;
