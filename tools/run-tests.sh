@@ -34,6 +34,13 @@ if ! command -v clang-format >/dev/null 2>&1; then
 	[ "$(id -u)" = 0 ] || sudo=sudo
 	$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends clang-format
 fi
+# and Debian's Open MPI for t0400-dist-mpi (src/dist under mpirun), before the
+# build so that meson's mpi option (auto) finds it; without it t0400 skips
+if ! command -v mpirun >/dev/null 2>&1 || ! pkg-config --exists ompi-c 2>/dev/null; then
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q libopenmpi-dev openmpi-bin
+fi
 bash tools/setup.sh || exec python3 tools/test-summary.py --failed "setup or build (tools/setup.sh)"
 rm -f build/meson-logs/testlog.json
 suites=(--no-suite slow)

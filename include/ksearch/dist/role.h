@@ -1,0 +1,25 @@
+/*
+ * role.h - is this process one rank of several in an MPI job?
+ *
+ * Read from what the launcher puts in the environment (mpirun of Open MPI
+ * or MPICH, srun), without loading MPI: a process that is not one of
+ * several ranks does nothing different at all, and MPI_Init is called
+ * only when size > 1 (docs/design.md, "Many hosts (MPI)").
+ */
+#ifndef KSEARCH_DIST_ROLE_H
+#define KSEARCH_DIST_ROLE_H
+
+struct ks_dist_role {
+	int rank;	      /* 0: the coordinator (archive, search, LLM); > 0: serves rank 0 */
+	int size;	      /* ranks in the job; 1 when not launched by an MPI launcher */
+	const char *launcher; /* "Open MPI", "MPICH (PMI)", "SLURM", or "" (static text) */
+};
+
+/*
+ * Fill *role from env (the process's environment when NULL; a test passes
+ * its own as "NAME=VALUE" strings, NULL-terminated).  A variable that does
+ * not hold a number in range counts as absent: size 1, rank 0.
+ */
+void ks_dist_role_detect(struct ks_dist_role *role, char *const *env);
+
+#endif

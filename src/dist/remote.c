@@ -1,0 +1,550 @@
+/*
+ * remote.c - rank 0's backend: candidates built and timed on the other
+ * ranks (dist.h).  The search's threads queue messages and wait; one pump
+ * thread talks MPI, matches answers to jobs and finds dead ranks.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ksearch/base/frame.h"
+#include "ksearch/base/util.h"
+#include "ksearch/dist/dist.h"
+
+enum stage { BUILDING, HELD, EVALUATING, DONE, FAILED };
+
+/* A candidate handed to a rank; the search's *built while it is held there. */
+struct rjob {
+	uint64_t id;
+	int rank;
+	enum stage stage;
+	int rebuild; /* built again after its rank died: the first build's result stands */
+	const struct ks_family *fam;
+	int64_t params[KS_CANDIDATE_MAX_PARAMS];
+	size_t n_params;
+	int64_t deadline_ms; /* when its rank must have answered */
+	struct ks_result res;
+	char *error;
+};
+
+struct rank_state {
+	int gpus, jobs;
+	int hello, bye, dead;
+	int64_t last_heard;
+	int outstanding; /* jobs sent and not yet done, held builds included */
+};
+
+/* A message to send; a job's contents are read from its rjob when it is sent. */
+struct outgoing {
+	int rank;
+	enum ks_dist_type type;
+	uint64_t job;
+	int evaluate;
+};
+
+struct ks_dist_remote {
+	struct ks_dist_comm *c;
+	struct ks_dist_remote_options opts;
+	struct rank_state *ranks;
+	int size;
+	char model[256];
+	int evaluator, jobs;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t pump;
+	struct rjob **live;
+	size_t n_live, alloc_live;
+	struct outgoing *out;
+	size_t n_out, alloc_out;
+	uint64_t next_id;
+	int stopping;
+	int64_t stop_deadline;
+	int failed; /* MPI itself failed: every call fails with fail_err */
+	struct ks_error fail_err;
+	int n_dead;
+	char dead_why[512];
+	struct ks_backend backend;
+};
+
+/* ---- under lock ---- */
+
+static void queue_out(struct ks_dist_remote *r, int rank, enum ks_dist_type type, uint64_t job, int evaluate)
+{
+	KS_ALLOC_GROW(r->out, r->n_out + 1, r->alloc_out);
+	r->out[r->n_out++] = (struct outgoing){ rank, type, job, evaluate };
+}
+
+static struct rjob *find_job(struct ks_dist_remote *r, uint64_t id)
+{
+	for (size_t i = 0; i < r->n_live; i++)
+		if (r->live[i]->id == id)
+			return r->live[i];
+	return NULL;
+}
+
+static void forget_job(struct ks_dist_remote *r, struct rjob *job)
+{
+	for (size_t i = 0; i < r->n_live; i++)
+		if (r->live[i] == job) {
+			r->live[i] = r->live[--r->n_live];
+			break;
+		}
+	ks_result_release(&job->res);
+	free(job->error);
+	free(job);
+}
+
+/* The live rank with the most room for one more job (its jobs and GPUs), or -1. */
+static int choose_rank(struct ks_dist_remote *r)
+{
+	int best = -1;
+	double best_load = 0;
+
+	for (int i = 1; i < r->size; i++) {
+		double load;
+
+		if (r->ranks[i].dead || !r->ranks[i].gpus)
+			continue;
+		load = (double)r->ranks[i].outstanding / (double)(r->ranks[i].jobs + 2 * r->ranks[i].gpus);
+		if (best < 0 || load < best_load) {
+			best = i;
+			best_load = load;
+		}
+	}
+	return best;
+}
+
+static int64_t job_deadline(const struct ks_dist_remote *r, int evaluate)
+{
+	return ks_now_ms() + r->opts.build_ms + (evaluate ? r->opts.eval_ms : 0) + r->opts.dead_after_ms;
+}
+
+/* Send job to a live rank; a job no rank can take fails. */
+static void dispatch(struct ks_dist_remote *r, struct rjob *job, int evaluate)
+{
+	int rank = choose_rank(r);
+
+	if (rank < 0) {
+		job->stage = FAILED;
+		free(job->error);
+		job->error = ks_asprintf("every other rank has died; the first: %s", r->dead_why);
+		return;
+	}
+	job->rank = rank;
+	job->deadline_ms = job_deadline(r, evaluate);
+	r->ranks[rank].outstanding++;
+	queue_out(r, rank, KS_DIST_JOB, job->id, evaluate);
+}
+
+/* rank is gone: what it held goes to another rank. */
+static void declare_dead(struct ks_dist_remote *r, int rank, const char *why)
+{
+	if (r->ranks[rank].dead)
+		return;
+	r->ranks[rank].dead = 1;
+	r->ranks[rank].outstanding = 0;
+	if (!r->n_dead++)
+		snprintf(r->dead_why, sizeof(r->dead_why), "rank %d: %s", rank, why);
+	for (size_t i = 0; i < r->n_live; i++) {
+		struct rjob *job = r->live[i];
+
+		if (job->rank != rank || job->stage == DONE || job->stage == FAILED)
+			continue;
+		if (job->stage == HELD) {
+			/* its build is lost with the rank: build it again where it will be timed */
+			job->stage = BUILDING;
+			job->rebuild = 1;
+		}
+		dispatch(r, job, job->stage == EVALUATING);
+	}
+	pthread_cond_broadcast(&r->cond);
+}
+
+static void handle(struct ks_dist_remote *r, int from, struct ks_dist_msg *msg)
+{
+	struct rjob *job;
+
+	if (from < 1 || from >= r->size || r->ranks[from].dead)
+		return; /* a rank given up may still talk: nothing it says is used */
+	r->ranks[from].last_heard = ks_now_ms();
+	switch (msg->type) {
+	case KS_DIST_BUILT:
+	case KS_DIST_RESULT:
+	case KS_DIST_FAILED:
+		job = find_job(r, msg->job);
+		if (!job || job->rank != from || (msg->type == KS_DIST_BUILT && job->stage != BUILDING) ||
+		    (msg->type == KS_DIST_RESULT && job->stage != EVALUATING) ||
+		    (job->stage != BUILDING && job->stage != EVALUATING)) {
+			declare_dead(r, from, "it answered a job it was not given");
+			return;
+		}
+		if (msg->type == KS_DIST_FAILED) {
+			job->error = ks_asprintf("rank %d: %s", from, msg->error);
+			job->stage = FAILED;
+		} else if (msg->type == KS_DIST_BUILT && job->rebuild && msg->held) {
+			job->stage = HELD; /* the search has the first build's result already */
+		} else {
+			ks_result_release(&job->res);
+			job->res = msg->result;
+			ks_result_init(&msg->result);
+			job->stage = msg->type == KS_DIST_BUILT && msg->held ? HELD : DONE;
+		}
+		if (job->stage == DONE || job->stage == FAILED)
+			r->ranks[from].outstanding--;
+		pthread_cond_broadcast(&r->cond);
+		break;
+	case KS_DIST_BYE:
+		r->ranks[from].bye = 1;
+		break;
+	default:
+		break; /* alive: heard is all it says */
+	}
+}
+
+/* Give up ranks that went silent with work, or let a job pass its deadline. */
+static void find_dead(struct ks_dist_remote *r)
+{
+	int64_t now = ks_now_ms();
+
+	for (int i = 1; i < r->size; i++)
+		if (!r->ranks[i].dead && r->ranks[i].outstanding &&
+		    now - r->ranks[i].last_heard > r->opts.dead_after_ms) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "it said nothing for %.1f s",
+				 (double)(now - r->ranks[i].last_heard) / 1e3);
+			declare_dead(r, i, why);
+		}
+	for (size_t i = 0; i < r->n_live; i++) {
+		struct rjob *job = r->live[i];
+
+		if ((job->stage == BUILDING || job->stage == EVALUATING) && now > job->deadline_ms &&
+		    !r->ranks[job->rank].dead) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "job %llu passed its deadline",
+				 (unsigned long long)job->id);
+			declare_dead(r, job->rank, why);
+		}
+	}
+}
+
+static void pump_failed(struct ks_dist_remote *r, const struct ks_error *err)
+{
+	if (!r->failed) {
+		r->failed = 1;
+		r->fail_err = *err;
+	}
+	pthread_cond_broadcast(&r->cond);
+}
+
+/* ---- the pump ---- */
+
+static int send_out(struct ks_dist_remote *r, const struct outgoing *o, struct ks_error *err)
+{
+	struct ks_dist_msg msg;
+	struct rjob *job = o->type == KS_DIST_JOB ? find_job(r, o->job) : NULL;
+	int ret;
+
+	if (r->ranks[o->rank].dead || (o->type == KS_DIST_JOB && (!job || job->rank != o->rank)))
+		return 0; /* sent elsewhere since */
+	ks_dist_msg_init(&msg, o->type);
+	msg.job = o->job;
+	msg.evaluate = o->evaluate;
+	msg.deadline_ms = o->type == KS_DIST_EVAL ? r->opts.eval_ms : r->opts.build_ms;
+	if (job) {
+		/* borrowed for the call: the message is encoded before it returns */
+		msg.family = job->fam->name;
+		msg.path = job->fam->cand.path;
+		msg.source = job->fam->cand.source;
+		memcpy(msg.params, job->params, sizeof(job->params));
+		msg.n_params = job->n_params;
+		if (o->evaluate)
+			msg.deadline_ms += r->opts.eval_ms;
+	}
+	ret = ks_dist_comm_send(r->c, o->rank, &msg, err);
+	msg.family = msg.path = msg.source = NULL;
+	ks_dist_msg_release(&msg);
+	return ret;
+}
+
+static void *pump_thread(void *arg)
+{
+	struct ks_dist_remote *r = arg;
+	struct ks_error err;
+
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		struct ks_dist_msg msg;
+		int from, got = 0, rc;
+
+		for (size_t i = 0; i < r->n_out && !r->failed; i++)
+			if (send_out(r, &r->out[i], &err) < 0)
+				pump_failed(r, &err);
+		got = r->n_out > 0;
+		r->n_out = 0;
+		while (!r->failed && (rc = ks_dist_comm_poll(r->c, &from, &msg, &err)) != 0) {
+			got = 1;
+			if (rc > 0)
+				handle(r, from, &msg);
+			else if (from > 0 && from < r->size)
+				declare_dead(r, from, err.msg);
+			else
+				pump_failed(r, &err);
+			ks_dist_msg_release(&msg);
+		}
+		find_dead(r);
+		if (r->stopping) {
+			int waiting = 0;
+
+			for (int i = 1; i < r->size; i++)
+				waiting += !r->ranks[i].dead && !r->ranks[i].bye;
+			if (!waiting || ks_now_ms() > r->stop_deadline)
+				break;
+		}
+		if (!got) {
+			pthread_mutex_unlock(&r->lock);
+			usleep(500);
+			pthread_mutex_lock(&r->lock);
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* ---- the backend ---- */
+
+/* Wait until job leaves stage; -1 with err when it failed or MPI did. */
+static int wait_stage(struct ks_dist_remote *r, struct rjob *job, enum stage stage, struct ks_error *err)
+{
+	while (job->stage == stage && !r->failed)
+		pthread_cond_wait(&r->cond, &r->lock);
+	if (job->stage == FAILED)
+		return ks_fail(err, "%s", job->error);
+	if (r->failed && job->stage == stage) {
+		*err = r->fail_err;
+		return -1;
+	}
+	return 0;
+}
+
+static int remote_build(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
+			struct ks_result *res, struct ks_error *err)
+{
+	struct ks_dist_remote *r = ctx;
+	struct rjob *job = ks_calloc(1, sizeof(*job));
+	int ret = -1;
+
+	*built = NULL;
+	job->fam = fam;
+	job->n_params = fam->cand.n_params;
+	memcpy(job->params, params, job->n_params * sizeof(*params));
+	ks_result_init(&job->res);
+	job->stage = BUILDING;
+	pthread_mutex_lock(&r->lock);
+	job->id = ++r->next_id;
+	KS_ALLOC_GROW(r->live, r->n_live + 1, r->alloc_live);
+	r->live[r->n_live++] = job;
+	dispatch(r, job, 0);
+	if (wait_stage(r, job, BUILDING, err) < 0) {
+		forget_job(r, job);
+		goto cleanup;
+	}
+	ks_result_release(res);
+	*res = job->res;
+	if (job->stage == HELD) {
+		/* the search keeps the build's result; the job waits, held on its rank, for evaluate() */
+		ks_result_init(&job->res);
+		*built = job;
+	} else {
+		ks_result_init(&job->res);
+		forget_job(r, job);
+	}
+	ret = 0;
+cleanup:
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+static int remote_evaluate(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+			   void *built, struct ks_result *res, struct ks_error *err)
+{
+	struct ks_dist_remote *r = ctx;
+	struct rjob *job = built;
+	int ret = -1;
+
+	(void)lane; /* timed on the rank that holds the build, on whichever of its GPUs is free */
+	(void)fam;
+	(void)params;
+	pthread_mutex_lock(&r->lock);
+	if (wait_stage(r, job, BUILDING, err) < 0)
+		goto cleanup;
+	if (job->stage == HELD) {
+		job->stage = EVALUATING;
+		job->deadline_ms = job_deadline(r, 1);
+		queue_out(r, job->rank, KS_DIST_EVAL, job->id, 0);
+	}
+	if (wait_stage(r, job, EVALUATING, err) < 0)
+		goto cleanup;
+	ks_result_release(res);
+	*res = job->res;
+	ks_result_init(&job->res);
+	ret = 0;
+cleanup:
+	forget_job(r, job);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+static void remote_discard(void *ctx, void *built)
+{
+	struct ks_dist_remote *r = ctx;
+	struct rjob *job = built;
+	struct ks_error err;
+
+	pthread_mutex_lock(&r->lock);
+	wait_stage(r, job, BUILDING, &err);
+	if (job->stage == HELD && !r->ranks[job->rank].dead) {
+		queue_out(r, job->rank, KS_DIST_DROP, job->id, 0);
+		r->ranks[job->rank].outstanding--;
+	}
+	forget_job(r, job);
+	pthread_mutex_unlock(&r->lock);
+}
+
+int ks_dist_remote_open(struct ks_dist_remote **out, struct ks_dist_comm *c,
+			const struct ks_dist_remote_options *opts, struct ks_error *err)
+{
+	struct ks_dist_remote *r = ks_calloc(1, sizeof(*r));
+	int64_t deadline;
+	int lanes = 0, missing;
+
+	*out = NULL;
+	r->c = c;
+	r->opts = *opts;
+	if (!r->opts.hello_ms)
+		r->opts.hello_ms = 60000;
+	if (!r->opts.dead_after_ms)
+		r->opts.dead_after_ms = 30000;
+	if (!r->opts.build_ms)
+		r->opts.build_ms = 600000;
+	if (!r->opts.eval_ms)
+		r->opts.eval_ms = 600000;
+	r->size = ks_dist_comm_size(c);
+	r->ranks = ks_calloc((size_t)r->size, sizeof(*r->ranks));
+	if (r->size < 2) {
+		ks_fail(err, "an MPI job of one rank has no other rank to serve it (run it without mpirun)");
+		goto fail;
+	}
+	deadline = ks_now_ms() + r->opts.hello_ms;
+	do {
+		struct ks_dist_msg msg;
+		int from, rc = ks_dist_comm_poll(c, &from, &msg, err);
+
+		if (rc < 0) {
+			ks_dist_msg_release(&msg);
+			goto fail;
+		}
+		if (rc > 0 && msg.type == KS_DIST_HELLO && !r->ranks[from].hello) {
+			if (!r->model[0]) {
+				snprintf(r->model, sizeof(r->model), "%s", msg.model);
+				r->evaluator = msg.evaluator;
+			}
+			if (strcmp(r->model, msg.model) || r->evaluator != msg.evaluator || !msg.gpus) {
+				ks_fail(err,
+					"rank %d has %d GPUs (%s, evaluator %d) but another has %s, "
+					"evaluator %d: "
+					"one search times kernels on one GPU model, and every rank needs a "
+					"GPU",
+					from, msg.gpus, msg.model, msg.evaluator, r->model, r->evaluator);
+				ks_dist_msg_release(&msg);
+				goto fail;
+			}
+			r->ranks[from] = (struct rank_state){
+				.gpus = msg.gpus, .jobs = msg.jobs, .hello = 1, .last_heard = ks_now_ms()
+			};
+			lanes += msg.gpus;
+			r->jobs += msg.jobs;
+		}
+		ks_dist_msg_release(&msg);
+		missing = 0;
+		for (int i = 1; i < r->size; i++)
+			missing += !r->ranks[i].hello;
+		if (missing && rc == 0)
+			usleep(1000);
+	} while (missing && ks_now_ms() < deadline);
+	if (missing) {
+		ks_fail(err, "%d of %d ranks did not say hello within %.0f s", missing, r->size - 1,
+			(double)r->opts.hello_ms / 1e3);
+		goto fail;
+	}
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	r->backend = (struct ks_backend){ .ctx = r,
+					  .lanes = lanes,
+					  .evaluator = r->evaluator,
+					  .build = remote_build,
+					  .evaluate = remote_evaluate,
+					  .discard = remote_discard };
+	pthread_create(&r->pump, NULL, pump_thread, r);
+	*out = r;
+	return 0;
+fail:
+	free(r->ranks);
+	free(r);
+	return -1;
+}
+
+const struct ks_backend *ks_dist_remote_backend(struct ks_dist_remote *r)
+{
+	return &r->backend;
+}
+
+int ks_dist_remote_jobs(const struct ks_dist_remote *r)
+{
+	return r->jobs;
+}
+
+const char *ks_dist_remote_model(const struct ks_dist_remote *r)
+{
+	return r->model;
+}
+
+int ks_dist_remote_dead(struct ks_dist_remote *r, char *why, size_t size)
+{
+	int n;
+
+	pthread_mutex_lock(&r->lock);
+	n = r->n_dead;
+	snprintf(why, size, "%s", r->dead_why);
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+void ks_dist_remote_close(struct ks_dist_remote *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	for (int i = 1; i < r->size; i++)
+		if (!r->ranks[i].dead)
+			queue_out(r, i, KS_DIST_STOP, 0, 0);
+	r->stopping = 1;
+	r->stop_deadline = ks_now_ms() + r->opts.hello_ms;
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->pump, NULL);
+	for (size_t i = 0; i < r->n_live; i++) {
+		ks_result_release(&r->live[i]->res);
+		free(r->live[i]->error);
+		free(r->live[i]);
+	}
+	free(r->live);
+	free(r->out);
+	free(r->ranks);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+	free(r);
+}

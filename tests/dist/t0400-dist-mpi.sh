@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# t0400-dist-mpi: the transport of one search over many ranks (src/dist), on
+# the CPU with `mpirun --oversubscribe -np 3` and a toy backend that lives in
+# the test (tests/dist/test_dist_mpi.c says what each part checks).  Skips
+# (77) when the build has no MPI or mpirun is missing: tools/run-tests.sh
+# installs Debian's Open MPI before the build, so CI runs it.
+set -u
+prog=${KS_DIST_MPI_TEST:-}
+if [ -z "$prog" ] || [ ! -x "$prog" ]; then
+	echo "SKIP: this build has no MPI (install libopenmpi-dev openmpi-bin, then meson setup --reconfigure)"
+	exit 77
+fi
+if ! command -v mpirun >/dev/null 2>&1; then
+	echo "SKIP: no mpirun on PATH (Debian: openmpi-bin)"
+	exit 77
+fi
+# Open MPI refuses root without these; CI's containers run as root
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_vader_single_copy_mechanism=none
+# in the sanitizer build: Open MPI's own leaks are suppressed by library, and
+# its components stay loaded so that their frames can be named
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+supp="$(cd "$(dirname "$0")" && pwd)/lsan-openmpi.supp"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-}${LSAN_OPTIONS:+:}suppressions=$supp:print_suppressions=0:fast_unwind_on_malloc=0"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}fast_unwind_on_malloc=0"
+failed=0
+part() { # NAME EXPECTED-RC CMD...: run one part, check its exit and that it printed no FAIL
+	local name=$1 want=$2 out rc
+	shift 2
+	out=$(timeout 120 "$@" 2>&1)
+	rc=$?
+	echo "--- $name (exit $rc)"
+	echo "$out"
+	if [ "$rc" != "$want" ] || grep -q '^FAIL' <<<"$out" || ! grep -q '^ok' <<<"$out"; then
+		echo "FAILED part: $name"
+		failed=$((failed + 1))
+	fi
+	last_out=$out
+}
+mpi=(mpirun --oversubscribe)
+part roundtrip 0 "${mpi[@]}" -np 3 "$prog" roundtrip
+# Without recovery the launcher ends the whole job when a rank dies (the
+# archive keeps what was committed; the search resumes); with it, rank 0
+# finds the silent rank and gives its jobs to another.
+part kill 0 "${mpi[@]}" --mca orte_enable_recovery 1 -np 3 "$prog" kill
+part search 0 "${mpi[@]}" -np 3 "$prog" search
+part garbage 0 "${mpi[@]}" -np 3 "$prog" garbage
+part one-alone 0 "$prog" one
+alone=$last_out
+part one-mpirun 0 "${mpi[@]}" -np 1 "$prog" one
+if [ "$alone" != "$last_out" ]; then
+	echo "FAILED part: one rank under mpirun printed other output than the program alone"
+	failed=$((failed + 1))
+fi
+[ $failed = 0 ] || { echo "$failed part(s) failed"; exit 1; }
+echo "all parts passed"

@@ -1,0 +1,456 @@
+/*
+ * test_dist_mpi.c - the MPI transport between ranks (src/dist), run by
+ * tests/dist/t0400-dist-mpi.sh under `mpirun --oversubscribe -np 3`.
+ *
+ * Rank 0 drives the remote backend as the search does (build from
+ * several compile threads, then evaluate or discard); ranks 1 and 2 serve
+ * it with a toy backend defined here, never in the product: it "builds"
+ * param v in 20 ms and "times" it in 30 ms with fitness 1.5 v, says which
+ * rank did each, and gives v % 5 == 4 a compile_error.
+ *
+ *   roundtrip  every job's result comes back right, from both ranks, built
+ *              and timed on the same rank
+ *   kill       rank 2 is killed (SIGKILL) in its third build: it is found
+ *              dead and its jobs are done by rank 1
+ *   garbage    rank 2 sends bytes that are not a message: rank 0 says so
+ *   one        no MPI: the same jobs on the toy backend in this process
+ *              (run alone and under `mpirun -np 1`, the output is the same)
+ *   search     ks_search_run() with the remote backend over ranks 1 and 2
+ *              (a toy whose results are functions of family and params,
+ *              twins included) makes the same choices, with the same
+ *              results, as the same search with the toy in-process on as
+ *              many lanes and compile threads
+ *
+ * Prints one line per check ("ok ..." or "FAIL ..."), exits 1 on a failure.
+ */
+#include <mpi.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ksearch/base/frame.h"
+#include "ksearch/base/util.h"
+#include "ksearch/dist/dist.h"
+#include "ksearch/dist/role.h"
+#include "ksearch/search/mutator.h"
+#include "ksearch/search/search.h"
+
+#define N_JOBS 40
+
+static int my_rank;
+static const char *scenario;
+static int failures;
+static int builds;
+
+static void check(int ok, const char *fmt, const char *detail)
+{
+	printf("%s ", ok ? "ok" : "FAIL");
+	printf(fmt, detail);
+	printf("\n");
+	fflush(stdout);
+	failures += !ok;
+}
+
+/* ---- the toy backend ---- */
+
+static int toy_build(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
+		     struct ks_result *res, struct ks_error *err)
+{
+	int64_t v = params[0];
+
+	(void)ctx;
+	(void)fam;
+	(void)err;
+	*built = NULL;
+	usleep(20000);
+	/* its third build, whichever job that is: a rank dies with jobs in flight */
+	if (!strcmp(scenario, "kill") && my_rank == 2 &&
+	    __atomic_add_fetch(&builds, 1, __ATOMIC_SEQ_CST) == 3)
+		raise(SIGKILL);
+	if (v % 5 == 4) {
+		ks_result_fail(res, KS_VERDICT_COMPILE_ERROR, "toy: %lld does not compile (rank %d)",
+			       (long long)v, my_rank);
+		return 0;
+	}
+	res->verdict = KS_VERDICT_OK;
+	res->has |= KS_RESULT_BUILT;
+	snprintf(res->binary, sizeof(res->binary), "%064llx", (unsigned long long)v);
+	*built = ks_calloc(1, sizeof(int));
+	*(int *)*built = my_rank;
+	return 0;
+}
+
+static int toy_evaluate(void *ctx, int lane, const struct ks_family *fam, const int64_t *params, void *built,
+			struct ks_result *res, struct ks_error *err)
+{
+	int built_on = *(int *)built;
+
+	(void)ctx;
+	(void)lane;
+	(void)fam;
+	(void)err;
+	free(built);
+	usleep(30000);
+	res->has |= KS_RESULT_EVALUATED;
+	res->fitness = 1.5 * (double)params[0];
+	ks_result_set_evidence(res, "toy: built on rank %d, timed on rank %d", built_on, my_rank);
+	return 0;
+}
+
+static void toy_discard(void *ctx, void *built)
+{
+	(void)ctx;
+	free(built);
+}
+
+static const struct ks_backend toy = {
+	.lanes = 1, .evaluator = 3, .build = toy_build, .evaluate = toy_evaluate, .discard = toy_discard
+};
+
+/* ---- the search's toy: results are functions of (family, params), as in test_search.c ---- */
+
+static uint64_t search_hash(const struct ks_family *f, const int64_t *params)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (const char *c = f->name; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ull;
+	for (size_t i = 0; i < f->cand.n_params; i++)
+		h = (h ^ (uint64_t)params[i]) * 1099511628211ull;
+	return h;
+}
+
+static int search_build(void *ctx, const struct ks_family *f, const int64_t *params, void **built,
+			struct ks_result *res, struct ks_error *err)
+{
+	uint64_t h = search_hash(f, params);
+
+	(void)ctx;
+	(void)err;
+	*built = NULL;
+	if (h % 11 == 0) {
+		ks_result_fail(res, KS_VERDICT_COMPILE_ERROR, "toy: h %% 11");
+		return 0;
+	}
+	/* family a's B changes nothing in the binary: twins, timed once */
+	res->has |= KS_RESULT_BUILT; /* what the serialiser writes a fingerprint for */
+	snprintf(res->binary, sizeof(res->binary), "%02x%02x%060d", (unsigned)f->name[0], (unsigned)params[0],
+		 0);
+	*built = ks_calloc(1, 1);
+	return 0;
+}
+
+static int search_evaluate(void *ctx, int lane, const struct ks_family *f, const int64_t *params, void *built,
+			   struct ks_result *res, struct ks_error *err)
+{
+	uint64_t h = search_hash(f, params);
+	double fitness = 0.5 + (double)(h % 1000) / 250.0;
+
+	(void)ctx;
+	(void)lane;
+	(void)err;
+	free(built);
+	/* vary the order results come back in; insertion order must not care */
+	usleep((useconds_t)(h % 7) * 1000);
+	if (h % 13 == 0) {
+		ks_result_fail(res, KS_VERDICT_CRASH, "toy: h %% 13");
+		return 0;
+	}
+	res->verdict = KS_VERDICT_OK;
+	res->has = KS_RESULT_BUILT | KS_RESULT_EVALUATED;
+	res->fitness = fitness;
+	res->sol_fraction = fitness / 10;
+	res->descriptors[KS_DESC_OCCUPANCY] = (double)(h % 97) / 97.0;
+	res->descriptors[KS_DESC_REGISTERS] = (double)(16 + (h >> 8) % 200);
+	res->descriptors[KS_DESC_LAUNCHES] = 1.0;
+	return 0;
+}
+
+static const struct ks_backend search_toy = {
+	.lanes = 1, .build = search_build, .evaluate = search_evaluate, .discard = toy_discard
+};
+
+/* Run a search with backend into dir/name; its choices and results, one line each in insertion order. */
+static char *search_choices(const struct ks_op *op, const struct ks_family *fams, size_t n_fams,
+			    const struct ks_backend *backend, int jobs, const char *dir, const char *name)
+{
+	const struct ks_mutator *mutators[] = { &ks_mutator_param };
+	struct ks_search_config cfg = { .seed = 5,
+					.budget = 60,
+					.jobs = jobs,
+					.explore = 0.3,
+					.exploit = 0.5,
+					.recent = 0.2,
+					.climb = 0.5,
+					.mutators = mutators,
+					.n_mutators = 1 };
+	struct ks_archive_options opts = { .flags = KS_ARCHIVE_CREATE | KS_ARCHIVE_NOSYNC,
+					   .grid = op->grid,
+					   .n_grid = op->n_grid };
+	struct ks_search_summary sum = { 0 };
+	struct ks_archive *ar;
+	struct ks_error err;
+	char *log_text = NULL, *line, *save = NULL, root[4200];
+	size_t log_size = 0, len = 0;
+	char *choices = ks_calloc(1, 1);
+
+	snprintf(root, sizeof(root), "%s/%s", dir, name);
+	cfg.log = open_memstream(&log_text, &log_size);
+	if (ks_archive_open(&ar, root, "toy", "toy GPU", &opts, &err) < 0 ||
+	    ks_search_run(ar, op, fams, n_fams, backend, &cfg, &sum, &err) < 0) {
+		printf("FAIL the %s search: %s\n", name, err.msg);
+		failures++;
+	}
+	ks_archive_close(ar);
+	fclose(cfg.log);
+	for (line = strtok_r(log_text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_t *ev = json_loads(line, 0, NULL);
+		char *params, *add;
+
+		if (ev && !strcmp(json_string_value(json_object_get(ev, "event")), "result")) {
+			params = json_dumps(json_object_get(ev, "params"), JSON_COMPACT | JSON_SORT_KEYS);
+			add = ks_asprintf("%lld %s %s %s %s %.6f %s\n",
+					  (long long)json_integer_value(json_object_get(ev, "seq")),
+					  json_string_value(json_object_get(ev, "family")), params,
+					  json_string_value(json_object_get(ev, "mutation")),
+					  json_string_value(json_object_get(ev, "verdict")),
+					  json_number_value(json_object_get(ev, "fitness")),
+					  json_string_value(json_object_get(ev, "outcome")));
+			choices = realloc(choices, len + strlen(add) + 1);
+			memcpy(choices + len, add, strlen(add) + 1);
+			len += strlen(add);
+			free(params);
+			free(add);
+		}
+		json_decref(ev);
+	}
+	free(log_text);
+	line = ks_asprintf("%sduplicates %llu\n", choices, (unsigned long long)sum.duplicates);
+	free(choices);
+	return line;
+}
+
+static void search_over_ranks(struct ks_dist_comm *c, const struct ks_op *op)
+{
+	struct ks_dist_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 10000 };
+	struct ks_family *fams = NULL;
+	struct ks_dist_remote *r = NULL;
+	struct ks_backend local = search_toy;
+	struct ks_error err;
+	char dir[] = "/tmp/ks-dist-XXXXXX", *remote = NULL, *alone = NULL, *cmd;
+	size_t n_fams = 0;
+	int lines = 0;
+
+	if (!mkdtemp(dir) || ks_families_load(op, &fams, &n_fams, &err) < 0 ||
+	    ks_dist_remote_open(&r, c, &opts, &err) < 0) {
+		printf("FAIL setting up the search: %s\n", err.msg);
+		failures++;
+		goto cleanup;
+	}
+	remote = search_choices(op, fams, n_fams, ks_dist_remote_backend(r), ks_dist_remote_jobs(r), dir,
+				"remote");
+	local.lanes = ks_dist_remote_backend(r)->lanes;
+	alone = search_choices(op, fams, n_fams, &local, ks_dist_remote_jobs(r), dir, "alone");
+	for (const char *p = remote; *p; p++)
+		lines += *p == '\n';
+	/* the toy's space is 32 combinations: the search ends exhausted before its budget */
+	check(lines > 30 && !strstr(remote, "duplicates 0\n"),
+	      "the search over ranks ran, twins among its records%s", "");
+	check(!strcmp(remote, alone), "the same choices and results as the search in one process%s", "");
+	if (strcmp(remote, alone))
+		printf("--- over ranks:\n%s--- in one process:\n%s", remote, alone);
+cleanup:
+	ks_dist_remote_close(r);
+	ks_families_free(fams, n_fams);
+	free(remote);
+	free(alone);
+	cmd = ks_asprintf("rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		printf("FAIL removing %s\n", dir);
+	free(cmd);
+}
+
+/* ---- rank 0: drive a backend as the search's threads do ---- */
+
+struct run {
+	const struct ks_backend *backend;
+	const struct ks_family *fam;
+	pthread_mutex_t lock;
+	int next;
+	struct ks_result results[N_JOBS];
+	int failed[N_JOBS];
+};
+
+static void *driver(void *arg)
+{
+	struct run *run = arg;
+
+	for (;;) {
+		int64_t params[KS_CANDIDATE_MAX_PARAMS] = { 0 };
+		void *built = NULL;
+		struct ks_error err;
+		int i;
+
+		pthread_mutex_lock(&run->lock);
+		i = run->next++;
+		pthread_mutex_unlock(&run->lock);
+		if (i >= N_JOBS)
+			return NULL;
+		params[0] = i;
+		if (run->backend->build(run->backend->ctx, run->fam, params, &built, &run->results[i], &err) <
+			    0 ||
+		    (built && run->backend->evaluate(run->backend->ctx, 0, run->fam, params, built,
+						     &run->results[i], &err) < 0)) {
+			printf("job %d failed: %s\n", i, err.msg);
+			run->failed[i] = 1;
+		}
+	}
+}
+
+/* Run the jobs; check every result; the ranks that timed them as a bit set. */
+static unsigned run_jobs(const struct ks_backend *backend, const struct ks_family *fam, int threads)
+{
+	struct run run = { .backend = backend, .fam = fam };
+	pthread_t tids[16];
+	unsigned timed_on = 0;
+	int wrong = 0;
+	char what[256] = "";
+
+	pthread_mutex_init(&run.lock, NULL);
+	for (int i = 0; i < N_JOBS; i++)
+		ks_result_init(&run.results[i]);
+	for (int i = 0; i < threads; i++)
+		pthread_create(&tids[i], NULL, driver, &run);
+	for (int i = 0; i < threads; i++)
+		pthread_join(tids[i], NULL);
+	for (int i = 0; i < N_JOBS; i++) {
+		const struct ks_result *res = &run.results[i];
+		int built_on = -1, timed = -1;
+
+		if (i % 5 == 4) {
+			wrong += run.failed[i] || res->verdict != KS_VERDICT_COMPILE_ERROR;
+		} else if (run.failed[i] || res->verdict != KS_VERDICT_OK || res->fitness != 1.5 * i ||
+			   sscanf(res->evidence, "toy: built on rank %d, timed on rank %d", &built_on,
+				  &timed) != 2 ||
+			   built_on != timed) {
+			if (!wrong)
+				snprintf(what, sizeof(what), "job %d: verdict %s fitness %g evidence '%s'", i,
+					 ks_verdict_name(res->verdict), res->fitness, res->evidence);
+			wrong++;
+		} else {
+			timed_on |= 1u << timed;
+		}
+		ks_result_release(&run.results[i]);
+	}
+	check(!wrong, "every result is right, built and timed on one rank%s", what);
+	pthread_mutex_destroy(&run.lock);
+	return timed_on;
+}
+
+static int load_family(struct ks_op *op, struct ks_family *fam)
+{
+	struct ks_error err;
+
+	if (ks_op_find("rmsnorm", op, &err) < 0 ||
+	    ks_candidate_load(op->seed_paths[0], &fam->cand, &err) < 0 ||
+	    ks_candidate_bind(&fam->cand, op, &err) < 0) {
+		printf("FAIL loading rmsnorm's first seed: %s\n", err.msg);
+		return -1;
+	}
+	fam->name = "toy";
+	return 0;
+}
+
+static int rank0(struct ks_dist_comm *c, const struct ks_family *fam)
+{
+	struct ks_dist_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 2000 };
+	struct ks_dist_remote *r;
+	struct ks_error err;
+	char why[512];
+	unsigned ranks;
+	int dead;
+
+	if (ks_dist_remote_open(&r, c, &opts, &err) < 0) {
+		int stop_rank = 1;
+		struct ks_dist_msg stop;
+
+		check(strstr(err.msg, "rank 2 sent a malformed message: not a ksearch message") != NULL,
+		      "rank 0 rejects the malformed message: %s", err.msg);
+		/* rank 1 still serves: tell it to stop so that the job ends */
+		ks_dist_msg_init(&stop, KS_DIST_STOP);
+		ks_dist_comm_send(c, stop_rank, &stop, &err);
+		return 0;
+	}
+	check(!strcmp(scenario, "roundtrip") || !strcmp(scenario, "kill"), "the remote backend opened (%s)",
+	      ks_dist_remote_model(r));
+	check(ks_dist_remote_backend(r)->lanes == 2, "two lanes, one per serving rank%s", "");
+	ranks = run_jobs(ks_dist_remote_backend(r), fam, ks_dist_remote_jobs(r) + 2);
+	dead = ks_dist_remote_dead(r, why, sizeof(why));
+	if (!strcmp(scenario, "roundtrip")) {
+		check(ranks == 6, "ranks 1 and 2 both timed jobs%s", "");
+		check(dead == 0, "no rank died%s", why);
+	} else {
+		check(ranks & 2, "rank 1 timed jobs%s", "");
+		check(dead == 1 && !strncmp(why, "rank 2: ", 8), "rank 2 was found dead: %s", why);
+	}
+	ks_dist_remote_close(r);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ks_dist_role role;
+	struct ks_dist_comm *c = NULL;
+	struct ks_family fam = { 0 };
+	struct ks_op op;
+	struct ks_error err;
+	int initialised = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	scenario = argc > 1 ? argv[1] : "roundtrip";
+	if (!strcmp(scenario, "search")) {
+		if (ks_op_load("tests/dist/fixtures/toy", &op, &err) < 0) {
+			printf("FAIL loading the toy operator: %s\n", err.msg);
+			return 1;
+		}
+	} else if (load_family(&op, &fam) < 0) {
+		return 1;
+	}
+	ks_dist_role_detect(&role, NULL);
+	if (role.size == 1) {
+		/* what every ksearch run outside an MPI job does: no MPI at all */
+		MPI_Initialized(&initialised);
+		check(!initialised, "one rank: MPI not initialised%s", "");
+		run_jobs(&toy, &fam, 4);
+		goto done;
+	}
+	if (ks_dist_comm_open(&c, &argc, &argv, &err) < 0) {
+		printf("FAIL %s\n", err.msg);
+		return 1;
+	}
+	my_rank = ks_dist_comm_rank(c);
+	if (my_rank == 0 && !strcmp(scenario, "search")) {
+		search_over_ranks(c, &op);
+	} else if (!strcmp(scenario, "search")) {
+		if (ks_dist_serve(c, &op, &search_toy, 2, "toy GPU", &err) < 0) {
+			printf("FAIL rank %d: %s\n", my_rank, err.msg);
+			failures++;
+		}
+	} else if (my_rank == 0) {
+		rank0(c, &fam);
+	} else if (!strcmp(scenario, "garbage") && my_rank == 2) {
+		ks_dist_comm_send_bytes(c, 0, "KSF1 hello", 10, &err);
+	} else if (ks_dist_serve(c, &op, &toy, 2, "toy GPU", &err) < 0) {
+		printf("FAIL rank %d: %s\n", my_rank, err.msg);
+		failures++;
+	}
+	ks_dist_comm_close(c, ks_now_ms() + 5000);
+done:
+	ks_candidate_release(&fam.cand);
+	ks_op_release(&op);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,143 @@
+/*
+ * test_dist_message.c - the ranks' messages (dist/message.h) and the rank
+ * detection (dist/role.h): no MPI needed, so they run in every build and
+ * under the sanitizers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ksearch/dist/message.h"
+#include "ksearch/dist/role.h"
+
+static void decode_fails(const char *bytes, const char *expect)
+{
+	struct ks_dist_msg msg;
+	struct ks_error err;
+
+	ks_error_clear(&err);
+	assert_int_equal(ks_dist_msg_decode(bytes, strlen(bytes), &msg, &err), -1);
+	if (!strstr(err.msg, expect))
+		fail_msg("'%s': expected an error with '%s', got '%s'", bytes, expect, err.msg);
+	ks_dist_msg_release(&msg);
+}
+
+static void test_job_round_trip(void **state)
+{
+	struct ks_dist_msg in, out;
+	struct ks_error err;
+	char *bytes;
+	size_t len;
+
+	(void)state;
+	ks_dist_msg_init(&in, KS_DIST_JOB);
+	in.job = 7;
+	in.family = strdup("llm-3");
+	in.path = strdup("llm-3.cu");
+	in.source = strdup("__global__ void k() {}\n/* \"quoted\" */");
+	in.params[0] = -4;
+	in.params[1] = 1LL << 40;
+	in.n_params = 2;
+	in.deadline_ms = 60000;
+	in.evaluate = 1;
+	ks_dist_msg_encode(&in, &bytes, &len);
+	assert_int_equal(ks_dist_msg_decode(bytes, len, &out, &err), 0);
+	assert_int_equal(out.type, KS_DIST_JOB);
+	assert_int_equal(out.job, 7);
+	assert_string_equal(out.family, "llm-3");
+	assert_string_equal(out.source, in.source);
+	assert_int_equal(out.n_params, 2);
+	assert_int_equal(out.params[1], 1LL << 40);
+	assert_int_equal(out.deadline_ms, 60000);
+	assert_true(out.evaluate);
+	free(bytes);
+	ks_dist_msg_release(&in);
+	ks_dist_msg_release(&out);
+}
+
+static void test_result_round_trip(void **state)
+{
+	struct ks_dist_msg in, out;
+	struct ks_error err;
+	char *bytes;
+	size_t len;
+
+	(void)state;
+	ks_dist_msg_init(&in, KS_DIST_BUILT);
+	in.job = 9;
+	in.held = 1;
+	ks_result_fail(&in.result, KS_VERDICT_COMPILE_ERROR, "line 3: expected ';'");
+	ks_dist_msg_encode(&in, &bytes, &len);
+	assert_int_equal(ks_dist_msg_decode(bytes, len, &out, &err), 0);
+	assert_int_equal(out.type, KS_DIST_BUILT);
+	assert_true(out.held);
+	assert_int_equal(out.result.verdict, KS_VERDICT_COMPILE_ERROR);
+	assert_string_equal(out.result.evidence, "line 3: expected ';'");
+	free(bytes);
+	ks_dist_msg_release(&in);
+	ks_dist_msg_release(&out);
+}
+
+static void test_malformed(void **state)
+{
+	(void)state;
+	decode_fails("", "not a ksearch message");
+	decode_fails("KSF1{}", "not a ksearch message");
+	decode_fails("KSD1{\"type\":", "does not parse at byte");
+	decode_fails("KSD1[1]", "a message is a list, expected an object");
+	decode_fails("KSD1{\"type\":\"launch\"}", "unknown type 'launch'");
+	decode_fails("KSD1{\"type\":\"eval\",\"deadline_ms\":5}", "'eval' message without 'job'");
+	decode_fails("KSD1{\"type\":\"drop\",\"job\":0}", "'job' is 0, expected 1 to");
+	decode_fails("KSD1{\"type\":\"result\",\"job\":2,\"result\":[]}",
+		     "'result' is a list, expected an object");
+	decode_fails("KSD1{\"type\":\"job\",\"job\":1,\"family\":\"f\",\"path\":\"p\",\"source\":\"s\","
+		     "\"deadline_ms\":9,\"evaluate\":false,\"params\":[1,\"2\"]}",
+		     "param 1 is a string, expected an integer");
+	decode_fails("KSD1{\"type\":\"job\",\"job\":1,\"family\":\"f\",\"path\":\"p\",\"source\":\"s\","
+		     "\"deadline_ms\":9,\"evaluate\":false,\"params\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+		     "0,0,0,0,"
+		     "0,0,0,0,0,0,0,0,0,0]}",
+		     "has 33 params, at most 32");
+	decode_fails("KSD1{\"type\":\"failed\",\"job\":1,\"error\":\"a\\u0000b\"}",
+		     "is not allowed without JSON_ALLOW_NUL");
+}
+
+static void test_role(void **state)
+{
+	char *none[] = { "PATH=/bin", NULL };
+	char *ompi[] = { "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=3", NULL };
+	char *one[] = { "OMPI_COMM_WORLD_SIZE=1", "OMPI_COMM_WORLD_RANK=0", NULL };
+	char *bad[] = { "PMI_SIZE=2", "PMI_RANK=2", NULL };
+	char *slurm[] = { "SLURM_NTASKS=8", "SLURM_PROCID=0", "SLURM_STEP_NUM_TASKS=2", NULL };
+	struct ks_dist_role role;
+
+	(void)state;
+	ks_dist_role_detect(&role, none);
+	assert_int_equal(role.size, 1);
+	ks_dist_role_detect(&role, ompi);
+	assert_int_equal(role.size, 4);
+	assert_int_equal(role.rank, 3);
+	assert_string_equal(role.launcher, "Open MPI");
+	ks_dist_role_detect(&role, one);
+	assert_int_equal(role.size, 1);
+	ks_dist_role_detect(&role, bad); /* a rank outside the size: not an MPI job */
+	assert_int_equal(role.size, 1);
+	ks_dist_role_detect(&role, slurm); /* the step's two tasks, not the allocation's eight */
+	assert_int_equal(role.size, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_job_round_trip),
+		cmocka_unit_test(test_result_round_trip),
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_role),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
