@@ -34,7 +34,7 @@ if ! command -v clang-format >/dev/null 2>&1; then
 	[ "$(id -u)" = 0 ] || sudo=sudo
 	$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends clang-format
 fi
-# and Debian's Open MPI for t0400-dist-mpi (src/dist under mpirun), before the
+# and Debian's Open MPI for t0400-cluster-mpi (src/cluster under mpirun), before the
 # build so that meson's mpi option (auto) finds it; without it t0400 skips
 if ! command -v mpirun >/dev/null 2>&1 || ! pkg-config --exists ompi-c 2>/dev/null; then
 	sudo=""

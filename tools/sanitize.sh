@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sanitize.sh - build ksearch with AddressSanitizer (and LeakSanitizer) and
 # UndefinedBehaviorSanitizer into build-san/ and run the unit tests, the
-# CLI tests and t0400-dist-mpi (suite dist) there; any report fails the
+# CLI tests and t0400-cluster-mpi (suite cluster) there; any report fails the
 # test that caused it, from whichever process (tools/sanitize-wrap.sh).
 # Ends with "N passed, N failed, N skipped" unless --no-summary
 # (tools/run-tests.sh --sanitize counts both suites in one line).  Extra
@@ -36,7 +36,7 @@ export ASAN_OPTIONS="halt_on_error=1:exitcode=99:detect_leaks=1:detect_stack_use
 export UBSAN_OPTIONS="halt_on_error=1:exitcode=99:print_stacktrace=1:report_error_type=1"
 # meson names the log after the wrapper; it is moved to testlog.json
 rm -f build-san/meson-logs/testlog.json build-san/meson-logs/testlog-sanitize-wrap.sh.json
-meson test -C build-san --print-errorlogs --num-processes "$(nproc)" --suite unit --suite cli --suite dist \
+meson test -C build-san --print-errorlogs --num-processes "$(nproc)" --suite unit --suite cli --suite cluster \
 	--no-suite slow --wrapper "$PWD/tools/sanitize-wrap.sh" "$@"
 mv build-san/meson-logs/testlog-sanitize-wrap.sh.json build-san/meson-logs/testlog.json 2>/dev/null || { echo "sanitize.sh: meson test ran no test" >&2; exit 2; }
 if [ $summary = 1 ]; then

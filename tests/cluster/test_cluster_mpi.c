@@ -1,6 +1,6 @@
 /*
- * test_dist_mpi.c - the MPI transport between ranks (src/dist), run by
- * tests/dist/t0400-dist-mpi.sh under `mpirun --oversubscribe -np 3`.
+ * test_cluster_mpi.c - the MPI transport between ranks (src/cluster), run by
+ * tests/cluster/t0400-cluster-mpi.sh under `mpirun --oversubscribe -np 3`.
  *
  * Rank 0 drives the remote backend as the search does (build from
  * several compile threads, then evaluate or discard); ranks 1 and 2 serve
@@ -34,8 +34,8 @@
 
 #include "ksearch/base/frame.h"
 #include "ksearch/base/util.h"
-#include "ksearch/dist/dist.h"
-#include "ksearch/dist/role.h"
+#include "ksearch/cluster/cluster.h"
+#include "ksearch/cluster/role.h"
 #include "ksearch/search/mutator.h"
 #include "ksearch/search/search.h"
 
@@ -234,27 +234,27 @@ static char *search_choices(const struct ks_op *op, const struct ks_family *fams
 	return line;
 }
 
-static void search_over_ranks(struct ks_dist_comm *c, const struct ks_op *op)
+static void search_over_ranks(struct ks_cluster_comm *c, const struct ks_op *op)
 {
-	struct ks_dist_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 10000 };
+	struct ks_cluster_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 10000 };
 	struct ks_family *fams = NULL;
-	struct ks_dist_remote *r = NULL;
+	struct ks_cluster_remote *r = NULL;
 	struct ks_backend local = search_toy;
 	struct ks_error err;
-	char dir[] = "/tmp/ks-dist-XXXXXX", *remote = NULL, *alone = NULL, *cmd;
+	char dir[] = "/tmp/ks-cluster-XXXXXX", *remote = NULL, *alone = NULL, *cmd;
 	size_t n_fams = 0;
 	int lines = 0;
 
 	if (!mkdtemp(dir) || ks_families_load(op, &fams, &n_fams, &err) < 0 ||
-	    ks_dist_remote_open(&r, c, &opts, &err) < 0) {
+	    ks_cluster_remote_open(&r, c, &opts, &err) < 0) {
 		printf("FAIL setting up the search: %s\n", err.msg);
 		failures++;
 		goto cleanup;
 	}
-	remote = search_choices(op, fams, n_fams, ks_dist_remote_backend(r), ks_dist_remote_jobs(r), dir,
-				"remote");
-	local.lanes = ks_dist_remote_backend(r)->lanes;
-	alone = search_choices(op, fams, n_fams, &local, ks_dist_remote_jobs(r), dir, "alone");
+	remote = search_choices(op, fams, n_fams, ks_cluster_remote_backend(r), ks_cluster_remote_jobs(r),
+				dir, "remote");
+	local.lanes = ks_cluster_remote_backend(r)->lanes;
+	alone = search_choices(op, fams, n_fams, &local, ks_cluster_remote_jobs(r), dir, "alone");
 	for (const char *p = remote; *p; p++)
 		lines += *p == '\n';
 	/* the toy's space is 32 combinations: the search ends exhausted before its budget */
@@ -264,7 +264,7 @@ static void search_over_ranks(struct ks_dist_comm *c, const struct ks_op *op)
 	if (strcmp(remote, alone))
 		printf("--- over ranks:\n%s--- in one process:\n%s", remote, alone);
 cleanup:
-	ks_dist_remote_close(r);
+	ks_cluster_remote_close(r);
 	ks_families_free(fams, n_fams);
 	free(remote);
 	free(alone);
@@ -365,31 +365,31 @@ static int load_family(struct ks_op *op, struct ks_family *fam)
 	return 0;
 }
 
-static int rank0(struct ks_dist_comm *c, const struct ks_family *fam)
+static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 {
-	struct ks_dist_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 2000 };
-	struct ks_dist_remote *r;
+	struct ks_cluster_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 2000 };
+	struct ks_cluster_remote *r;
 	struct ks_error err;
 	char why[512];
 	unsigned ranks;
 	int dead;
 
-	if (ks_dist_remote_open(&r, c, &opts, &err) < 0) {
+	if (ks_cluster_remote_open(&r, c, &opts, &err) < 0) {
 		int stop_rank = 1;
-		struct ks_dist_msg stop;
+		struct ks_cluster_msg stop;
 
 		check(strstr(err.msg, "rank 2 sent a malformed message: not a ksearch message") != NULL,
 		      "rank 0 rejects the malformed message: %s", err.msg);
 		/* rank 1 still serves: tell it to stop so that the job ends */
-		ks_dist_msg_init(&stop, KS_DIST_STOP);
-		ks_dist_comm_send(c, stop_rank, &stop, &err);
+		ks_cluster_msg_init(&stop, KS_CLUSTER_STOP);
+		ks_cluster_comm_send(c, stop_rank, &stop, &err);
 		return 0;
 	}
 	check(!strcmp(scenario, "roundtrip") || !strcmp(scenario, "kill"), "the remote backend opened (%s)",
-	      ks_dist_remote_model(r));
-	check(ks_dist_remote_backend(r)->lanes == 2, "two lanes, one per serving rank%s", "");
-	ranks = run_jobs(ks_dist_remote_backend(r), fam, ks_dist_remote_jobs(r) + 2);
-	dead = ks_dist_remote_dead(r, why, sizeof(why));
+	      ks_cluster_remote_model(r));
+	check(ks_cluster_remote_backend(r)->lanes == 2, "two lanes, one per serving rank%s", "");
+	ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
+	dead = ks_cluster_remote_dead(r, why, sizeof(why));
 	if (!strcmp(scenario, "roundtrip")) {
 		check(ranks == 6, "ranks 1 and 2 both timed jobs%s", "");
 		check(dead == 0, "no rank died%s", why);
@@ -397,14 +397,14 @@ static int rank0(struct ks_dist_comm *c, const struct ks_family *fam)
 		check(ranks & 2, "rank 1 timed jobs%s", "");
 		check(dead == 1 && !strncmp(why, "rank 2: ", 8), "rank 2 was found dead: %s", why);
 	}
-	ks_dist_remote_close(r);
+	ks_cluster_remote_close(r);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct ks_dist_role role;
-	struct ks_dist_comm *c = NULL;
+	struct ks_cluster_role role;
+	struct ks_cluster_comm *c = NULL;
 	struct ks_family fam = { 0 };
 	struct ks_op op;
 	struct ks_error err;
@@ -413,14 +413,14 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	scenario = argc > 1 ? argv[1] : "roundtrip";
 	if (!strcmp(scenario, "search")) {
-		if (ks_op_load("tests/dist/fixtures/toy", &op, &err) < 0) {
+		if (ks_op_load("tests/cluster/fixtures/toy", &op, &err) < 0) {
 			printf("FAIL loading the toy operator: %s\n", err.msg);
 			return 1;
 		}
 	} else if (load_family(&op, &fam) < 0) {
 		return 1;
 	}
-	ks_dist_role_detect(&role, NULL);
+	ks_cluster_role_detect(&role, NULL);
 	if (role.size == 1) {
 		/* what every ksearch run outside an MPI job does: no MPI at all */
 		MPI_Initialized(&initialised);
@@ -428,27 +428,27 @@ int main(int argc, char **argv)
 		run_jobs(&toy, &fam, 4);
 		goto done;
 	}
-	if (ks_dist_comm_open(&c, &argc, &argv, &err) < 0) {
+	if (ks_cluster_comm_open(&c, &argc, &argv, &err) < 0) {
 		printf("FAIL %s\n", err.msg);
 		return 1;
 	}
-	my_rank = ks_dist_comm_rank(c);
+	my_rank = ks_cluster_comm_rank(c);
 	if (my_rank == 0 && !strcmp(scenario, "search")) {
 		search_over_ranks(c, &op);
 	} else if (!strcmp(scenario, "search")) {
-		if (ks_dist_serve(c, &op, &search_toy, 2, "toy GPU", &err) < 0) {
+		if (ks_cluster_serve(c, &op, &search_toy, 2, "toy GPU", &err) < 0) {
 			printf("FAIL rank %d: %s\n", my_rank, err.msg);
 			failures++;
 		}
 	} else if (my_rank == 0) {
 		rank0(c, &fam);
 	} else if (!strcmp(scenario, "garbage") && my_rank == 2) {
-		ks_dist_comm_send_bytes(c, 0, "KSF1 hello", 10, &err);
-	} else if (ks_dist_serve(c, &op, &toy, 2, "toy GPU", &err) < 0) {
+		ks_cluster_comm_send_bytes(c, 0, "KSF1 hello", 10, &err);
+	} else if (ks_cluster_serve(c, &op, &toy, 2, "toy GPU", &err) < 0) {
 		printf("FAIL rank %d: %s\n", my_rank, err.msg);
 		failures++;
 	}
-	ks_dist_comm_close(c, ks_now_ms() + 5000);
+	ks_cluster_comm_close(c, ks_now_ms() + 5000);
 done:
 	ks_candidate_release(&fam.cand);
 	ks_op_release(&op);

@@ -1,7 +1,7 @@
 /*
  * role.c - the rank and the size of an MPI job, from its launcher's environment.
  */
-#include "ksearch/dist/role.h"
+#include "ksearch/cluster/role.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,7 +35,7 @@ static long env_number(char *const *env, const char *name, long lo, long hi)
 	return v;
 }
 
-void ks_dist_role_detect(struct ks_dist_role *role, char *const *env)
+void ks_cluster_role_detect(struct ks_cluster_role *role, char *const *env)
 {
 	/* the launchers' names for (size, rank), the most specific first */
 	static const struct {
@@ -49,16 +49,16 @@ void ks_dist_role_detect(struct ks_dist_role *role, char *const *env)
 
 	if (!env)
 		env = environ;
-	*role = (struct ks_dist_role){ .rank = 0, .size = 1, .launcher = "" };
+	*role = (struct ks_cluster_role){ .rank = 0, .size = 1, .launcher = "" };
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		long size = env_number(env, vars[i].size, 1, 1 << 20);
 		long rank = size > 0 ? env_number(env, vars[i].rank, 0, size - 1) : -1;
 
 		if (size < 1 || rank < 0)
 			continue;
-		*role = (struct ks_dist_role){ .rank = (int)rank,
-					       .size = (int)size,
-					       .launcher = vars[i].launcher };
+		*role = (struct ks_cluster_role){ .rank = (int)rank,
+						  .size = (int)size,
+						  .launcher = vars[i].launcher };
 		return;
 	}
 }

@@ -1,73 +1,75 @@
 /*
- * dist.h - one search over the ranks of an MPI job (docs/design.md, "Many
+ * cluster.h - one search over the ranks of an MPI job (docs/design.md, "Many
  * hosts (MPI)").  Built only with -Dmpi=enabled (or auto, when Open MPI or
  * MPICH is found through pkg-config); nothing here is reached unless
  * role.h says the process is one of several ranks.
  *
  * Rank 0 runs the search as on one host; its backend is a remote one
- * (ks_dist_remote): build() hands the candidate (family name, path,
+ * (ks_cluster_remote): build() hands the candidate (family name, path,
  * source, params) to a rank with room, which compiles it on its own cores
  * and answers the build's result, keeping an ok build; the search
  * dedups twins by the result's fingerprint as ever; evaluate() asks that
  * rank to time it on one of its GPUs, and gets the final result back.  A
  * candidate is built and timed on the same rank: no cubin crosses the
- * network.  Every other rank runs ks_dist_serve() over its local backend
+ * network.  Every other rank runs ks_cluster_serve() over its local backend
  * (the real one: ks_gpu_build and ks_gpu_evaluate in its compile
  * processes and GPU workers).
  *
  * Threads: in each process one thread calls MPI (MPI_THREAD_SERIALIZED
  * is all that is asked of the library): on rank 0 a pump thread of the
- * remote backend, on the others ks_dist_serve()'s caller.  The search's
+ * remote backend, on the others ks_cluster_serve()'s caller.  The search's
  * compile and lane threads only queue messages and wait for answers.
  */
-#ifndef KSEARCH_DIST_H
-#define KSEARCH_DIST_H
+#ifndef KSEARCH_CLUSTER_H
+#define KSEARCH_CLUSTER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "ksearch/base/error.h"
-#include "ksearch/dist/message.h"
+#include "ksearch/cluster/message.h"
 #include "ksearch/evaluate/backend.h"
 #include "ksearch/op/op.h"
 
 /* ---- the transport: MPI_COMM_WORLD, one tag, messages of message.h ---- */
 
-struct ks_dist_comm;
+struct ks_cluster_comm;
 
 /*
  * MPI_Init_thread (SERIALIZED) with errors returned, not fatal; *out is
- * the caller's, closed with ks_dist_comm_close().  Call only when role.h
+ * the caller's, closed with ks_cluster_comm_close().  Call only when role.h
  * found more than one rank.
  */
-int ks_dist_comm_open(struct ks_dist_comm **out, int *argc, char ***argv, struct ks_error *err);
-int ks_dist_comm_rank(const struct ks_dist_comm *c);
-int ks_dist_comm_size(const struct ks_dist_comm *c);
-/* Queue msg (copied) for rank; MPI sends it in the background (ks_dist_comm_poll() moves it on). */
-int ks_dist_comm_send(struct ks_dist_comm *c, int rank, const struct ks_dist_msg *msg, struct ks_error *err);
+int ks_cluster_comm_open(struct ks_cluster_comm **out, int *argc, char ***argv, struct ks_error *err);
+int ks_cluster_comm_rank(const struct ks_cluster_comm *c);
+int ks_cluster_comm_size(const struct ks_cluster_comm *c);
+/* Queue msg (copied) for rank; MPI sends it in the background (ks_cluster_comm_poll() moves it on). */
+int ks_cluster_comm_send(struct ks_cluster_comm *c, int rank, const struct ks_cluster_msg *msg,
+			 struct ks_error *err);
 /* The same with bytes that need not be a message (tests send malformed ones). */
-int ks_dist_comm_send_bytes(struct ks_dist_comm *c, int rank, const void *bytes, size_t len,
-			    struct ks_error *err);
+int ks_cluster_comm_send_bytes(struct ks_cluster_comm *c, int rank, const void *bytes, size_t len,
+			       struct ks_error *err);
 /*
  * Take one message if one has arrived: 1 with *from and *msg (release
  * it), 0 when none has, -1 with *from when what arrived was not a
  * well-formed message (err says what was wrong, naming the rank; it is
  * consumed) or MPI failed (*from -1).
  */
-int ks_dist_comm_poll(struct ks_dist_comm *c, int *from, struct ks_dist_msg *msg, struct ks_error *err);
+int ks_cluster_comm_poll(struct ks_cluster_comm *c, int *from, struct ks_cluster_msg *msg,
+			 struct ks_error *err);
 /* Wait up to deadline_ms (monotonic, ks_now_ms()) for queued sends, then MPI_Finalize; frees c. */
-void ks_dist_comm_close(struct ks_dist_comm *c, int64_t deadline_ms);
+void ks_cluster_comm_close(struct ks_cluster_comm *c, int64_t deadline_ms);
 
 /* ---- rank 0: the search's backend, whose lanes are the other ranks' GPUs ---- */
 
-struct ks_dist_remote_options {
+struct ks_cluster_remote_options {
 	int64_t hello_ms;      /* wait this long for every rank's hello (0: 60 s) */
 	int64_t dead_after_ms; /* a rank with work that says nothing this long is dead (0: 30 s) */
 	int64_t build_ms;      /* a job's deadline on its rank, to build (0: 10 min) */
 	int64_t eval_ms;       /* and to time (0: 10 min) */
 };
 
-struct ks_dist_remote;
+struct ks_cluster_remote;
 
 /*
  * Wait for every other rank's hello, check that all run one GPU model and
@@ -75,22 +77,22 @@ struct ks_dist_remote;
  * the pump thread.  The backend's lanes are the ranks' GPUs, all of them;
  * a candidate is timed on the rank that built it, whichever lane asks.
  */
-int ks_dist_remote_open(struct ks_dist_remote **out, struct ks_dist_comm *c,
-			const struct ks_dist_remote_options *opts, struct ks_error *err);
-/* The backend to hand ks_search_run(); valid until ks_dist_remote_close(). */
-const struct ks_backend *ks_dist_remote_backend(struct ks_dist_remote *r);
+int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_comm *c,
+			   const struct ks_cluster_remote_options *opts, struct ks_error *err);
+/* The backend to hand ks_search_run(); valid until ks_cluster_remote_close(). */
+const struct ks_backend *ks_cluster_remote_backend(struct ks_cluster_remote *r);
 /* The compile threads the search should run: every rank's jobs and two per GPU, so that each stays fed. */
-int ks_dist_remote_jobs(const struct ks_dist_remote *r);
+int ks_cluster_remote_jobs(const struct ks_cluster_remote *r);
 /* The ranks' GPU model. */
-const char *ks_dist_remote_model(const struct ks_dist_remote *r);
+const char *ks_cluster_remote_model(const struct ks_cluster_remote *r);
 /* Ranks found dead (silent, or sending what is not a message) so far; why the first was. */
-int ks_dist_remote_dead(struct ks_dist_remote *r, char *why, size_t size);
+int ks_cluster_remote_dead(struct ks_cluster_remote *r, char *why, size_t size);
 /*
  * Tell every live rank to stop (each finishes and answers what it holds),
  * wait for their byes up to the hello deadline, and free r.  The comm
  * stays open.
  */
-void ks_dist_remote_close(struct ks_dist_remote *r);
+void ks_cluster_remote_close(struct ks_cluster_remote *r);
 
 /* ---- ranks > 0 ---- */
 
@@ -103,7 +105,7 @@ void ks_dist_remote_close(struct ks_dist_remote *r);
  * ones compile.  Returns 0 after stop, every job in flight answered; -1
  * when ksearch itself failed (err).
  */
-int ks_dist_serve(struct ks_dist_comm *c, const struct ks_op *op, const struct ks_backend *local, int jobs,
-		  const char *model, struct ks_error *err);
+int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const struct ks_backend *local,
+		     int jobs, const char *model, struct ks_error *err);
 
 #endif

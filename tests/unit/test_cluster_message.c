@@ -1,6 +1,6 @@
 /*
- * test_dist_message.c - the ranks' messages (dist/message.h) and the rank
- * detection (dist/role.h): no MPI needed, so they run in every build and
+ * test_cluster_message.c - the ranks' messages (cluster/message.h) and the rank
+ * detection (cluster/role.h): no MPI needed, so they run in every build and
  * under the sanitizers.
  */
 #include <setjmp.h>
@@ -12,30 +12,30 @@
 
 #include <cmocka.h>
 
-#include "ksearch/dist/message.h"
-#include "ksearch/dist/role.h"
+#include "ksearch/cluster/message.h"
+#include "ksearch/cluster/role.h"
 
 static void decode_fails(const char *bytes, const char *expect)
 {
-	struct ks_dist_msg msg;
+	struct ks_cluster_msg msg;
 	struct ks_error err;
 
 	ks_error_clear(&err);
-	assert_int_equal(ks_dist_msg_decode(bytes, strlen(bytes), &msg, &err), -1);
+	assert_int_equal(ks_cluster_msg_decode(bytes, strlen(bytes), &msg, &err), -1);
 	if (!strstr(err.msg, expect))
 		fail_msg("'%s': expected an error with '%s', got '%s'", bytes, expect, err.msg);
-	ks_dist_msg_release(&msg);
+	ks_cluster_msg_release(&msg);
 }
 
 static void test_job_round_trip(void **state)
 {
-	struct ks_dist_msg in, out;
+	struct ks_cluster_msg in, out;
 	struct ks_error err;
 	char *bytes;
 	size_t len;
 
 	(void)state;
-	ks_dist_msg_init(&in, KS_DIST_JOB);
+	ks_cluster_msg_init(&in, KS_CLUSTER_JOB);
 	in.job = 7;
 	in.family = strdup("llm-3");
 	in.path = strdup("llm-3.cu");
@@ -45,9 +45,9 @@ static void test_job_round_trip(void **state)
 	in.n_params = 2;
 	in.deadline_ms = 60000;
 	in.evaluate = 1;
-	ks_dist_msg_encode(&in, &bytes, &len);
-	assert_int_equal(ks_dist_msg_decode(bytes, len, &out, &err), 0);
-	assert_int_equal(out.type, KS_DIST_JOB);
+	ks_cluster_msg_encode(&in, &bytes, &len);
+	assert_int_equal(ks_cluster_msg_decode(bytes, len, &out, &err), 0);
+	assert_int_equal(out.type, KS_CLUSTER_JOB);
 	assert_int_equal(out.job, 7);
 	assert_string_equal(out.family, "llm-3");
 	assert_string_equal(out.source, in.source);
@@ -56,31 +56,31 @@ static void test_job_round_trip(void **state)
 	assert_int_equal(out.deadline_ms, 60000);
 	assert_true(out.evaluate);
 	free(bytes);
-	ks_dist_msg_release(&in);
-	ks_dist_msg_release(&out);
+	ks_cluster_msg_release(&in);
+	ks_cluster_msg_release(&out);
 }
 
 static void test_result_round_trip(void **state)
 {
-	struct ks_dist_msg in, out;
+	struct ks_cluster_msg in, out;
 	struct ks_error err;
 	char *bytes;
 	size_t len;
 
 	(void)state;
-	ks_dist_msg_init(&in, KS_DIST_BUILT);
+	ks_cluster_msg_init(&in, KS_CLUSTER_BUILT);
 	in.job = 9;
 	in.held = 1;
 	ks_result_fail(&in.result, KS_VERDICT_COMPILE_ERROR, "line 3: expected ';'");
-	ks_dist_msg_encode(&in, &bytes, &len);
-	assert_int_equal(ks_dist_msg_decode(bytes, len, &out, &err), 0);
-	assert_int_equal(out.type, KS_DIST_BUILT);
+	ks_cluster_msg_encode(&in, &bytes, &len);
+	assert_int_equal(ks_cluster_msg_decode(bytes, len, &out, &err), 0);
+	assert_int_equal(out.type, KS_CLUSTER_BUILT);
 	assert_true(out.held);
 	assert_int_equal(out.result.verdict, KS_VERDICT_COMPILE_ERROR);
 	assert_string_equal(out.result.evidence, "line 3: expected ';'");
 	free(bytes);
-	ks_dist_msg_release(&in);
-	ks_dist_msg_release(&out);
+	ks_cluster_msg_release(&in);
+	ks_cluster_msg_release(&out);
 }
 
 static void test_malformed(void **state)
@@ -114,20 +114,20 @@ static void test_role(void **state)
 	char *one[] = { "OMPI_COMM_WORLD_SIZE=1", "OMPI_COMM_WORLD_RANK=0", NULL };
 	char *bad[] = { "PMI_SIZE=2", "PMI_RANK=2", NULL };
 	char *slurm[] = { "SLURM_NTASKS=8", "SLURM_PROCID=0", "SLURM_STEP_NUM_TASKS=2", NULL };
-	struct ks_dist_role role;
+	struct ks_cluster_role role;
 
 	(void)state;
-	ks_dist_role_detect(&role, none);
+	ks_cluster_role_detect(&role, none);
 	assert_int_equal(role.size, 1);
-	ks_dist_role_detect(&role, ompi);
+	ks_cluster_role_detect(&role, ompi);
 	assert_int_equal(role.size, 4);
 	assert_int_equal(role.rank, 3);
 	assert_string_equal(role.launcher, "Open MPI");
-	ks_dist_role_detect(&role, one);
+	ks_cluster_role_detect(&role, one);
 	assert_int_equal(role.size, 1);
-	ks_dist_role_detect(&role, bad); /* a rank outside the size: not an MPI job */
+	ks_cluster_role_detect(&role, bad); /* a rank outside the size: not an MPI job */
 	assert_int_equal(role.size, 1);
-	ks_dist_role_detect(&role, slurm); /* the step's two tasks, not the allocation's eight */
+	ks_cluster_role_detect(&role, slurm); /* the step's two tasks, not the allocation's eight */
 	assert_int_equal(role.size, 2);
 }
 

@@ -1,7 +1,7 @@
 /*
  * message.c - the ranks' messages as bytes and back (message.h).
  */
-#include "ksearch/dist/message.h"
+#include "ksearch/cluster/message.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -13,26 +13,26 @@
 #define MAGIC "KSD1"
 #define MAGIC_LEN 4
 
-static const char *const type_names[KS_DIST_TYPE_COUNT] = {
-	[KS_DIST_HELLO] = "hello",   [KS_DIST_JOB] = "job",	[KS_DIST_BUILT] = "built",
-	[KS_DIST_EVAL] = "eval",     [KS_DIST_DROP] = "drop",	[KS_DIST_RESULT] = "result",
-	[KS_DIST_FAILED] = "failed", [KS_DIST_ALIVE] = "alive", [KS_DIST_STOP] = "stop",
-	[KS_DIST_BYE] = "bye",
+static const char *const type_names[KS_CLUSTER_TYPE_COUNT] = {
+	[KS_CLUSTER_HELLO] = "hello",	[KS_CLUSTER_JOB] = "job",     [KS_CLUSTER_BUILT] = "built",
+	[KS_CLUSTER_EVAL] = "eval",	[KS_CLUSTER_DROP] = "drop",   [KS_CLUSTER_RESULT] = "result",
+	[KS_CLUSTER_FAILED] = "failed", [KS_CLUSTER_ALIVE] = "alive", [KS_CLUSTER_STOP] = "stop",
+	[KS_CLUSTER_BYE] = "bye",
 };
 
-const char *ks_dist_type_name(enum ks_dist_type type)
+const char *ks_cluster_type_name(enum ks_cluster_type type)
 {
-	return (unsigned)type < KS_DIST_TYPE_COUNT ? type_names[type] : "?";
+	return (unsigned)type < KS_CLUSTER_TYPE_COUNT ? type_names[type] : "?";
 }
 
-void ks_dist_msg_init(struct ks_dist_msg *msg, enum ks_dist_type type)
+void ks_cluster_msg_init(struct ks_cluster_msg *msg, enum ks_cluster_type type)
 {
 	memset(msg, 0, sizeof(*msg));
 	msg->type = type;
 	ks_result_init(&msg->result);
 }
 
-void ks_dist_msg_release(struct ks_dist_msg *msg)
+void ks_cluster_msg_release(struct ks_cluster_msg *msg)
 {
 	free(msg->family);
 	free(msg->path);
@@ -40,25 +40,25 @@ void ks_dist_msg_release(struct ks_dist_msg *msg)
 	free(msg->error);
 	free(msg->model);
 	ks_result_release(&msg->result);
-	ks_dist_msg_init(msg, msg->type);
+	ks_cluster_msg_init(msg, msg->type);
 }
 
-void ks_dist_msg_encode(const struct ks_dist_msg *msg, char **buf, size_t *len)
+void ks_cluster_msg_encode(const struct ks_cluster_msg *msg, char **buf, size_t *len)
 {
 	json_t *obj = json_object();
 	json_t *params;
 	char *text;
 	size_t n;
 
-	json_object_set_new(obj, "type", json_string(ks_dist_type_name(msg->type)));
+	json_object_set_new(obj, "type", json_string(ks_cluster_type_name(msg->type)));
 	switch (msg->type) {
-	case KS_DIST_HELLO:
+	case KS_CLUSTER_HELLO:
 		json_object_set_new(obj, "gpus", json_integer(msg->gpus));
 		json_object_set_new(obj, "jobs", json_integer(msg->jobs));
 		json_object_set_new(obj, "evaluator", json_integer(msg->evaluator));
 		json_object_set_new(obj, "model", ks_json_text(msg->model));
 		break;
-	case KS_DIST_JOB:
+	case KS_CLUSTER_JOB:
 		json_object_set_new(obj, "job", json_integer((json_int_t)msg->job));
 		json_object_set_new(obj, "family", ks_json_text(msg->family));
 		json_object_set_new(obj, "path", ks_json_text(msg->path));
@@ -70,21 +70,21 @@ void ks_dist_msg_encode(const struct ks_dist_msg *msg, char **buf, size_t *len)
 		json_object_set_new(obj, "deadline_ms", json_integer(msg->deadline_ms));
 		json_object_set_new(obj, "evaluate", json_boolean(msg->evaluate));
 		break;
-	case KS_DIST_BUILT:
-	case KS_DIST_RESULT:
+	case KS_CLUSTER_BUILT:
+	case KS_CLUSTER_RESULT:
 		json_object_set_new(obj, "job", json_integer((json_int_t)msg->job));
-		if (msg->type == KS_DIST_BUILT)
+		if (msg->type == KS_CLUSTER_BUILT)
 			json_object_set_new(obj, "held", json_boolean(msg->held));
 		json_object_set_new(obj, "result", ks_result_to_json(&msg->result));
 		break;
-	case KS_DIST_EVAL:
+	case KS_CLUSTER_EVAL:
 		json_object_set_new(obj, "job", json_integer((json_int_t)msg->job));
 		json_object_set_new(obj, "deadline_ms", json_integer(msg->deadline_ms));
 		break;
-	case KS_DIST_DROP:
+	case KS_CLUSTER_DROP:
 		json_object_set_new(obj, "job", json_integer((json_int_t)msg->job));
 		break;
-	case KS_DIST_FAILED:
+	case KS_CLUSTER_FAILED:
 		json_object_set_new(obj, "job", json_integer((json_int_t)msg->job));
 		json_object_set_new(obj, "error", ks_json_text(msg->error));
 		break;
@@ -150,7 +150,7 @@ static int get_bool(const json_t *obj, const char *type, const char *key, int *o
 	return 0;
 }
 
-static int get_job(const json_t *obj, const char *type, struct ks_dist_msg *msg, struct ks_error *err)
+static int get_job(const json_t *obj, const char *type, struct ks_cluster_msg *msg, struct ks_error *err)
 {
 	int64_t job;
 
@@ -160,7 +160,7 @@ static int get_job(const json_t *obj, const char *type, struct ks_dist_msg *msg,
 	return 0;
 }
 
-static int get_result(const json_t *obj, const char *type, struct ks_dist_msg *msg, struct ks_error *err)
+static int get_result(const json_t *obj, const char *type, struct ks_cluster_msg *msg, struct ks_error *err)
 {
 	const json_t *v = json_object_get(obj, "result");
 
@@ -174,13 +174,14 @@ static int get_result(const json_t *obj, const char *type, struct ks_dist_msg *m
 	return 0;
 }
 
-static int decode_fields(const json_t *obj, const char *type, struct ks_dist_msg *msg, struct ks_error *err)
+static int decode_fields(const json_t *obj, const char *type, struct ks_cluster_msg *msg,
+			 struct ks_error *err)
 {
 	const json_t *params;
 	int64_t v;
 
 	switch (msg->type) {
-	case KS_DIST_HELLO:
+	case KS_CLUSTER_HELLO:
 		if (get_int(obj, type, "gpus", 0, 1024, &v, err) < 0)
 			return -1;
 		msg->gpus = (int)v;
@@ -191,7 +192,7 @@ static int decode_fields(const json_t *obj, const char *type, struct ks_dist_msg
 			return -1;
 		msg->evaluator = (int)v;
 		return get_str(obj, type, "model", 256, &msg->model, err);
-	case KS_DIST_JOB:
+	case KS_CLUSTER_JOB:
 		if (get_job(obj, type, msg, err) < 0 ||
 		    get_str(obj, type, "family", 4096, &msg->family, err) < 0 ||
 		    get_str(obj, type, "path", 4096, &msg->path, err) < 0 ||
@@ -216,21 +217,21 @@ static int decode_fields(const json_t *obj, const char *type, struct ks_dist_msg
 		}
 		msg->n_params = json_array_size(params);
 		return 0;
-	case KS_DIST_BUILT:
+	case KS_CLUSTER_BUILT:
 		if (get_job(obj, type, msg, err) < 0 || get_bool(obj, type, "held", &msg->held, err) < 0)
 			return -1;
 		return get_result(obj, type, msg, err);
-	case KS_DIST_RESULT:
+	case KS_CLUSTER_RESULT:
 		if (get_job(obj, type, msg, err) < 0)
 			return -1;
 		return get_result(obj, type, msg, err);
-	case KS_DIST_EVAL:
+	case KS_CLUSTER_EVAL:
 		if (get_job(obj, type, msg, err) < 0)
 			return -1;
 		return get_int(obj, type, "deadline_ms", 1, INT32_MAX, &msg->deadline_ms, err);
-	case KS_DIST_DROP:
+	case KS_CLUSTER_DROP:
 		return get_job(obj, type, msg, err);
-	case KS_DIST_FAILED:
+	case KS_CLUSTER_FAILED:
 		if (get_job(obj, type, msg, err) < 0)
 			return -1;
 		return get_str(obj, type, "error", 1 << 20, &msg->error, err);
@@ -239,16 +240,16 @@ static int decode_fields(const json_t *obj, const char *type, struct ks_dist_msg
 	}
 }
 
-int ks_dist_msg_decode(const char *buf, size_t len, struct ks_dist_msg *msg, struct ks_error *err)
+int ks_cluster_msg_decode(const char *buf, size_t len, struct ks_cluster_msg *msg, struct ks_error *err)
 {
 	json_t *obj = NULL;
 	json_error_t jerr;
 	const json_t *type;
 	int ret = -1;
 
-	ks_dist_msg_init(msg, KS_DIST_TYPE_COUNT);
-	if (len > KS_DIST_MAX_MESSAGE) {
-		ks_fail(err, "a message of %zu bytes, at most %u", len, KS_DIST_MAX_MESSAGE);
+	ks_cluster_msg_init(msg, KS_CLUSTER_TYPE_COUNT);
+	if (len > KS_CLUSTER_MAX_MESSAGE) {
+		ks_fail(err, "a message of %zu bytes, at most %u", len, KS_CLUSTER_MAX_MESSAGE);
 		goto cleanup;
 	}
 	if (len < MAGIC_LEN || memcmp(buf, MAGIC, MAGIC_LEN)) {
@@ -270,10 +271,10 @@ int ks_dist_msg_decode(const char *buf, size_t len, struct ks_dist_msg *msg, str
 			type ? ks_json_type_word(type) : "missing");
 		goto cleanup;
 	}
-	for (int t = 0; t < KS_DIST_TYPE_COUNT; t++)
+	for (int t = 0; t < KS_CLUSTER_TYPE_COUNT; t++)
 		if (!strcmp(json_string_value(type), type_names[t]))
-			msg->type = (enum ks_dist_type)t;
-	if (msg->type == KS_DIST_TYPE_COUNT) {
+			msg->type = (enum ks_cluster_type)t;
+	if (msg->type == KS_CLUSTER_TYPE_COUNT) {
 		ks_fail(err, "a message of unknown type '%.64s'", json_string_value(type));
 		goto cleanup;
 	}

@@ -22,11 +22,11 @@
  * (a job handed back from a dead rank, which had already been built).
  * The result is ks_result's own JSON (result.h), read back with
  * ks_result_from_json(): one serialiser.  Sizes are bounded before
- * anything is allocated (KS_DIST_MAX_MESSAGE, the params, the source), and
+ * anything is allocated (KS_CLUSTER_MAX_MESSAGE, the params, the source), and
  * anything malformed is an error naming what was wrong, never a crash.
  */
-#ifndef KSEARCH_DIST_MESSAGE_H
-#define KSEARCH_DIST_MESSAGE_H
+#ifndef KSEARCH_CLUSTER_MESSAGE_H
+#define KSEARCH_CLUSTER_MESSAGE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,31 +36,31 @@
 #include "ksearch/op/candidate.h"
 
 /* The largest message read: a frame's JSON limit (frame.h). */
-#define KS_DIST_MAX_MESSAGE (64u << 20)
+#define KS_CLUSTER_MAX_MESSAGE (64u << 20)
 
-enum ks_dist_type {
-	KS_DIST_HELLO,
-	KS_DIST_JOB,
-	KS_DIST_BUILT,
-	KS_DIST_EVAL,
-	KS_DIST_DROP,
-	KS_DIST_RESULT,
-	KS_DIST_FAILED,
-	KS_DIST_ALIVE,
-	KS_DIST_STOP,
-	KS_DIST_BYE,
-	KS_DIST_TYPE_COUNT
+enum ks_cluster_type {
+	KS_CLUSTER_HELLO,
+	KS_CLUSTER_JOB,
+	KS_CLUSTER_BUILT,
+	KS_CLUSTER_EVAL,
+	KS_CLUSTER_DROP,
+	KS_CLUSTER_RESULT,
+	KS_CLUSTER_FAILED,
+	KS_CLUSTER_ALIVE,
+	KS_CLUSTER_STOP,
+	KS_CLUSTER_BYE,
+	KS_CLUSTER_TYPE_COUNT
 };
 
-const char *ks_dist_type_name(enum ks_dist_type type);
+const char *ks_cluster_type_name(enum ks_cluster_type type);
 
 /*
  * One message, decoded.  Which fields mean something depends on type
  * (the table above); the rest are zero.  Strings and the result are the
- * struct's own: ks_dist_msg_release() frees them.
+ * struct's own: ks_cluster_msg_release() frees them.
  */
-struct ks_dist_msg {
-	enum ks_dist_type type;
+struct ks_cluster_msg {
+	enum ks_cluster_type type;
 	uint64_t job;
 	/* job */
 	char *family, *path, *source;
@@ -70,7 +70,7 @@ struct ks_dist_msg {
 	int evaluate;
 	/* built, result */
 	int held;
-	struct ks_result result; /* initialised by ks_dist_msg_init() */
+	struct ks_result result; /* initialised by ks_cluster_msg_init() */
 	/* failed */
 	char *error;
 	/* hello */
@@ -78,11 +78,11 @@ struct ks_dist_msg {
 	char *model;
 };
 
-void ks_dist_msg_init(struct ks_dist_msg *msg, enum ks_dist_type type);
-void ks_dist_msg_release(struct ks_dist_msg *msg);
+void ks_cluster_msg_init(struct ks_cluster_msg *msg, enum ks_cluster_type type);
+void ks_cluster_msg_release(struct ks_cluster_msg *msg);
 
 /* msg as bytes to send: *buf is the caller's (free), *len its length. */
-void ks_dist_msg_encode(const struct ks_dist_msg *msg, char **buf, size_t *len);
+void ks_cluster_msg_encode(const struct ks_cluster_msg *msg, char **buf, size_t *len);
 
 /*
  * Read len bytes (borrowed) into *msg (initialised here; release it
@@ -90,6 +90,6 @@ void ks_dist_msg_encode(const struct ks_dist_msg *msg, char **buf, size_t *len);
  * err saying what was wrong: the magic, the JSON (with its position), a
  * field missing or of the wrong kind, a bound passed.
  */
-int ks_dist_msg_decode(const char *buf, size_t len, struct ks_dist_msg *msg, struct ks_error *err);
+int ks_cluster_msg_decode(const char *buf, size_t len, struct ks_cluster_msg *msg, struct ks_error *err);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * serve.c - a rank > 0: build and time rank 0's candidates with this
- * host's backend (dist.h).  Compile threads and one thread per lane take
+ * host's backend (cluster.h).  Compile threads and one thread per lane take
  * work from queues; the caller's thread alone talks MPI.
  */
 #include <pthread.h>
@@ -10,7 +10,7 @@
 
 #include "ksearch/base/frame.h"
 #include "ksearch/base/util.h"
-#include "ksearch/dist/dist.h"
+#include "ksearch/cluster/cluster.h"
 
 #define ALIVE_EVERY_MS 1000
 
@@ -35,7 +35,7 @@ struct sfamily {
 };
 
 struct server {
-	struct ks_dist_comm *c;
+	struct ks_cluster_comm *c;
 	const struct ks_op *op;
 	const struct ks_backend *local;
 
@@ -102,21 +102,21 @@ static void job_free(struct sjob *job)
 }
 
 /* Under lock: queue msg for rank 0. */
-static void answer(struct server *s, const struct ks_dist_msg *msg)
+static void answer(struct server *s, const struct ks_cluster_msg *msg)
 {
 	KS_ALLOC_GROW(s->out, s->n_out + 1, s->alloc_out);
 	KS_ALLOC_GROW(s->out_len, s->n_out + 1, s->alloc_out_len);
-	ks_dist_msg_encode(msg, &s->out[s->n_out], &s->out_len[s->n_out]);
+	ks_cluster_msg_encode(msg, &s->out[s->n_out], &s->out_len[s->n_out]);
 	s->n_out++;
 }
 
 /* Under lock: job is answered with res (type built or result) or err (failed). */
-static void answer_job(struct server *s, const struct sjob *job, enum ks_dist_type type, int held,
+static void answer_job(struct server *s, const struct sjob *job, enum ks_cluster_type type, int held,
 		       const struct ks_error *err)
 {
-	struct ks_dist_msg msg;
+	struct ks_cluster_msg msg;
 
-	ks_dist_msg_init(&msg, err ? KS_DIST_FAILED : type);
+	ks_cluster_msg_init(&msg, err ? KS_CLUSTER_FAILED : type);
 	msg.job = job->id;
 	msg.held = held;
 	if (err)
@@ -126,7 +126,7 @@ static void answer_job(struct server *s, const struct sjob *job, enum ks_dist_ty
 	answer(s, &msg);
 	if (!err)
 		ks_result_init(&msg.result);
-	ks_dist_msg_release(&msg);
+	ks_cluster_msg_release(&msg);
 }
 
 static void *compile_thread(void *arg)
@@ -149,16 +149,16 @@ static void *compile_thread(void *arg)
 		rc = s->local->build(s->local->ctx, job->fam, job->params, &job->built, &job->res, &err);
 		pthread_mutex_lock(&s->lock);
 		if (rc < 0) {
-			answer_job(s, job, KS_DIST_FAILED, 0, &err);
+			answer_job(s, job, KS_CLUSTER_FAILED, 0, &err);
 			s->in_flight--;
 			job_free(job);
 		} else if (job->built && job->evaluate) {
 			push(&s->eval_q, job);
 		} else if (job->built) {
-			answer_job(s, job, KS_DIST_BUILT, 1, NULL);
+			answer_job(s, job, KS_CLUSTER_BUILT, 1, NULL);
 			push(&s->held, job);
 		} else {
-			answer_job(s, job, job->evaluate ? KS_DIST_RESULT : KS_DIST_BUILT, 0, NULL);
+			answer_job(s, job, job->evaluate ? KS_CLUSTER_RESULT : KS_CLUSTER_BUILT, 0, NULL);
 			s->in_flight--;
 			job_free(job);
 		}
@@ -195,7 +195,7 @@ static void *lane_thread(void *arg)
 					&job->res, &err);
 		job->built = NULL;
 		pthread_mutex_lock(&s->lock);
-		answer_job(s, job, KS_DIST_RESULT, 0, rc < 0 ? &err : NULL);
+		answer_job(s, job, KS_CLUSTER_RESULT, 0, rc < 0 ? &err : NULL);
 		s->in_flight--;
 		job_free(job);
 		pthread_cond_broadcast(&s->cond);
@@ -204,7 +204,7 @@ static void *lane_thread(void *arg)
 }
 
 /* The family rank 0 calls name with this source, parsed the first time it is seen. */
-static struct sfamily *family(struct server *s, const struct ks_dist_msg *msg)
+static struct sfamily *family(struct server *s, const struct ks_cluster_msg *msg)
 {
 	struct sfamily *f;
 	struct ks_error err;
@@ -230,13 +230,13 @@ static struct sfamily *family(struct server *s, const struct ks_dist_msg *msg)
 }
 
 /* Under lock: what rank 0 said.  -1 when it said what the protocol has no place for. */
-static int handle(struct server *s, struct ks_dist_msg *msg, int *stopping, struct ks_error *err)
+static int handle(struct server *s, struct ks_cluster_msg *msg, int *stopping, struct ks_error *err)
 {
 	struct sjob *job;
 	struct sfamily *f;
 
 	switch (msg->type) {
-	case KS_DIST_JOB:
+	case KS_CLUSTER_JOB:
 		f = family(s, msg);
 		job = ks_calloc(1, sizeof(*job));
 		job->id = msg->job;
@@ -247,7 +247,7 @@ static int handle(struct server *s, struct ks_dist_msg *msg, int *stopping, stru
 			ks_result_fail(&job->res, KS_VERDICT_CONTRACT_ERROR, "%s",
 				       f->error ? f->error
 						: "rank 0 sent a job with the wrong number of params");
-			answer_job(s, job, job->evaluate ? KS_DIST_RESULT : KS_DIST_BUILT, 0, NULL);
+			answer_job(s, job, job->evaluate ? KS_CLUSTER_RESULT : KS_CLUSTER_BUILT, 0, NULL);
 			job_free(job);
 			return 0;
 		}
@@ -255,14 +255,14 @@ static int handle(struct server *s, struct ks_dist_msg *msg, int *stopping, stru
 		s->in_flight++;
 		push(&s->build_q, job);
 		break;
-	case KS_DIST_EVAL:
+	case KS_CLUSTER_EVAL:
 		job = take(&s->held, msg->job);
 		if (!job)
 			return ks_fail(err, "rank 0 asked to time job %llu, which this rank does not hold",
 				       (unsigned long long)msg->job);
 		push(&s->eval_q, job);
 		break;
-	case KS_DIST_DROP:
+	case KS_CLUSTER_DROP:
 		job = take(&s->held, msg->job);
 		if (!job)
 			return ks_fail(err, "rank 0 dropped job %llu, which this rank does not hold",
@@ -272,22 +272,22 @@ static int handle(struct server *s, struct ks_dist_msg *msg, int *stopping, stru
 		s->in_flight--;
 		job_free(job);
 		break;
-	case KS_DIST_STOP:
+	case KS_CLUSTER_STOP:
 		*stopping = 1;
 		break;
 	default:
 		return ks_fail(err, "rank 0 sent a '%s' message, which only other ranks send",
-			       ks_dist_type_name(msg->type));
+			       ks_cluster_type_name(msg->type));
 	}
 	pthread_cond_broadcast(&s->cond);
 	return 0;
 }
 
-static void say(struct server *s, enum ks_dist_type type, int gpus, int jobs, const char *model)
+static void say(struct server *s, enum ks_cluster_type type, int gpus, int jobs, const char *model)
 {
-	struct ks_dist_msg msg;
+	struct ks_cluster_msg msg;
 
-	ks_dist_msg_init(&msg, type);
+	ks_cluster_msg_init(&msg, type);
 	msg.gpus = gpus;
 	msg.jobs = jobs;
 	msg.evaluator = s->local->evaluator;
@@ -295,7 +295,7 @@ static void say(struct server *s, enum ks_dist_type type, int gpus, int jobs, co
 	pthread_mutex_lock(&s->lock);
 	answer(s, &msg);
 	pthread_mutex_unlock(&s->lock);
-	ks_dist_msg_release(&msg);
+	ks_cluster_msg_release(&msg);
 }
 
 /* Send what the threads answered; -1 when MPI failed. */
@@ -305,7 +305,7 @@ static int flush(struct server *s, struct ks_error *err)
 
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n_out; i++) {
-		if (!ret && ks_dist_comm_send_bytes(s->c, 0, s->out[i], s->out_len[i], err) < 0)
+		if (!ret && ks_cluster_comm_send_bytes(s->c, 0, s->out[i], s->out_len[i], err) < 0)
 			ret = -1;
 		free(s->out[i]);
 	}
@@ -314,8 +314,8 @@ static int flush(struct server *s, struct ks_error *err)
 	return ret;
 }
 
-int ks_dist_serve(struct ks_dist_comm *c, const struct ks_op *op, const struct ks_backend *local, int jobs,
-		  const char *model, struct ks_error *err)
+int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const struct ks_backend *local,
+		     int jobs, const char *model, struct ks_error *err)
 {
 	struct server s = { .c = c, .op = op, .local = local };
 	pthread_t *compilers = ks_calloc((size_t)jobs, sizeof(*compilers));
@@ -331,16 +331,16 @@ int ks_dist_serve(struct ks_dist_comm *c, const struct ks_op *op, const struct k
 		lanes[i] = (struct lane){ .s = &s, .index = i };
 		pthread_create(&lanes[i].thread, NULL, lane_thread, &lanes[i]);
 	}
-	say(&s, KS_DIST_HELLO, local->lanes, jobs, model);
+	say(&s, KS_CLUSTER_HELLO, local->lanes, jobs, model);
 	for (;;) {
-		struct ks_dist_msg msg;
+		struct ks_cluster_msg msg;
 		int from, rc, idle;
 
 		if (flush(&s, err) < 0)
 			goto cleanup;
-		rc = ks_dist_comm_poll(c, &from, &msg, err);
+		rc = ks_cluster_comm_poll(c, &from, &msg, err);
 		if (rc < 0) {
-			ks_dist_msg_release(&msg);
+			ks_cluster_msg_release(&msg);
 			goto cleanup;
 		}
 		if (rc > 0) {
@@ -349,13 +349,13 @@ int ks_dist_serve(struct ks_dist_comm *c, const struct ks_op *op, const struct k
 				       : ks_fail(err, "rank %d sent this rank a message: only rank 0 may",
 						 from);
 			pthread_mutex_unlock(&s.lock);
-			ks_dist_msg_release(&msg);
+			ks_cluster_msg_release(&msg);
 			if (rc < 0)
 				goto cleanup;
 			continue;
 		}
 		if (ks_now_ms() - last_alive >= ALIVE_EVERY_MS) {
-			say(&s, KS_DIST_ALIVE, 0, 0, NULL);
+			say(&s, KS_CLUSTER_ALIVE, 0, 0, NULL);
 			last_alive = ks_now_ms();
 		}
 		pthread_mutex_lock(&s.lock);
@@ -377,7 +377,7 @@ int ks_dist_serve(struct ks_dist_comm *c, const struct ks_op *op, const struct k
 		if (idle)
 			usleep(500);
 	}
-	say(&s, KS_DIST_BYE, 0, 0, NULL);
+	say(&s, KS_CLUSTER_BYE, 0, 0, NULL);
 	ret = flush(&s, err);
 cleanup:
 	pthread_mutex_lock(&s.lock);

@@ -1,6 +1,6 @@
 /*
  * remote.c - rank 0's backend: candidates built and timed on the other
- * ranks (dist.h).  The search's threads queue messages and wait; one pump
+ * ranks (cluster.h).  The search's threads queue messages and wait; one pump
  * thread talks MPI, matches answers to jobs and finds dead ranks.
  */
 #include <pthread.h>
@@ -11,7 +11,7 @@
 
 #include "ksearch/base/frame.h"
 #include "ksearch/base/util.h"
-#include "ksearch/dist/dist.h"
+#include "ksearch/cluster/cluster.h"
 
 enum stage { BUILDING, HELD, EVALUATING, DONE, FAILED };
 
@@ -39,14 +39,14 @@ struct rank_state {
 /* A message to send; a job's contents are read from its rjob when it is sent. */
 struct outgoing {
 	int rank;
-	enum ks_dist_type type;
+	enum ks_cluster_type type;
 	uint64_t job;
 	int evaluate;
 };
 
-struct ks_dist_remote {
-	struct ks_dist_comm *c;
-	struct ks_dist_remote_options opts;
+struct ks_cluster_remote {
+	struct ks_cluster_comm *c;
+	struct ks_cluster_remote_options opts;
 	struct rank_state *ranks;
 	int size;
 	char model[256];
@@ -71,13 +71,14 @@ struct ks_dist_remote {
 
 /* ---- under lock ---- */
 
-static void queue_out(struct ks_dist_remote *r, int rank, enum ks_dist_type type, uint64_t job, int evaluate)
+static void queue_out(struct ks_cluster_remote *r, int rank, enum ks_cluster_type type, uint64_t job,
+		      int evaluate)
 {
 	KS_ALLOC_GROW(r->out, r->n_out + 1, r->alloc_out);
 	r->out[r->n_out++] = (struct outgoing){ rank, type, job, evaluate };
 }
 
-static struct rjob *find_job(struct ks_dist_remote *r, uint64_t id)
+static struct rjob *find_job(struct ks_cluster_remote *r, uint64_t id)
 {
 	for (size_t i = 0; i < r->n_live; i++)
 		if (r->live[i]->id == id)
@@ -85,7 +86,7 @@ static struct rjob *find_job(struct ks_dist_remote *r, uint64_t id)
 	return NULL;
 }
 
-static void forget_job(struct ks_dist_remote *r, struct rjob *job)
+static void forget_job(struct ks_cluster_remote *r, struct rjob *job)
 {
 	for (size_t i = 0; i < r->n_live; i++)
 		if (r->live[i] == job) {
@@ -98,7 +99,7 @@ static void forget_job(struct ks_dist_remote *r, struct rjob *job)
 }
 
 /* The live rank with the most room for one more job (its jobs and GPUs), or -1. */
-static int choose_rank(struct ks_dist_remote *r)
+static int choose_rank(struct ks_cluster_remote *r)
 {
 	int best = -1;
 	double best_load = 0;
@@ -117,13 +118,13 @@ static int choose_rank(struct ks_dist_remote *r)
 	return best;
 }
 
-static int64_t job_deadline(const struct ks_dist_remote *r, int evaluate)
+static int64_t job_deadline(const struct ks_cluster_remote *r, int evaluate)
 {
 	return ks_now_ms() + r->opts.build_ms + (evaluate ? r->opts.eval_ms : 0) + r->opts.dead_after_ms;
 }
 
 /* Send job to a live rank; a job no rank can take fails. */
-static void dispatch(struct ks_dist_remote *r, struct rjob *job, int evaluate)
+static void dispatch(struct ks_cluster_remote *r, struct rjob *job, int evaluate)
 {
 	int rank = choose_rank(r);
 
@@ -136,11 +137,11 @@ static void dispatch(struct ks_dist_remote *r, struct rjob *job, int evaluate)
 	job->rank = rank;
 	job->deadline_ms = job_deadline(r, evaluate);
 	r->ranks[rank].outstanding++;
-	queue_out(r, rank, KS_DIST_JOB, job->id, evaluate);
+	queue_out(r, rank, KS_CLUSTER_JOB, job->id, evaluate);
 }
 
 /* rank is gone: what it held goes to another rank. */
-static void declare_dead(struct ks_dist_remote *r, int rank, const char *why)
+static void declare_dead(struct ks_cluster_remote *r, int rank, const char *why)
 {
 	if (r->ranks[rank].dead)
 		return;
@@ -163,7 +164,7 @@ static void declare_dead(struct ks_dist_remote *r, int rank, const char *why)
 	pthread_cond_broadcast(&r->cond);
 }
 
-static void handle(struct ks_dist_remote *r, int from, struct ks_dist_msg *msg)
+static void handle(struct ks_cluster_remote *r, int from, struct ks_cluster_msg *msg)
 {
 	struct rjob *job;
 
@@ -171,32 +172,32 @@ static void handle(struct ks_dist_remote *r, int from, struct ks_dist_msg *msg)
 		return; /* a rank given up may still talk: nothing it says is used */
 	r->ranks[from].last_heard = ks_now_ms();
 	switch (msg->type) {
-	case KS_DIST_BUILT:
-	case KS_DIST_RESULT:
-	case KS_DIST_FAILED:
+	case KS_CLUSTER_BUILT:
+	case KS_CLUSTER_RESULT:
+	case KS_CLUSTER_FAILED:
 		job = find_job(r, msg->job);
-		if (!job || job->rank != from || (msg->type == KS_DIST_BUILT && job->stage != BUILDING) ||
-		    (msg->type == KS_DIST_RESULT && job->stage != EVALUATING) ||
+		if (!job || job->rank != from || (msg->type == KS_CLUSTER_BUILT && job->stage != BUILDING) ||
+		    (msg->type == KS_CLUSTER_RESULT && job->stage != EVALUATING) ||
 		    (job->stage != BUILDING && job->stage != EVALUATING)) {
 			declare_dead(r, from, "it answered a job it was not given");
 			return;
 		}
-		if (msg->type == KS_DIST_FAILED) {
+		if (msg->type == KS_CLUSTER_FAILED) {
 			job->error = ks_asprintf("rank %d: %s", from, msg->error);
 			job->stage = FAILED;
-		} else if (msg->type == KS_DIST_BUILT && job->rebuild && msg->held) {
+		} else if (msg->type == KS_CLUSTER_BUILT && job->rebuild && msg->held) {
 			job->stage = HELD; /* the search has the first build's result already */
 		} else {
 			ks_result_release(&job->res);
 			job->res = msg->result;
 			ks_result_init(&msg->result);
-			job->stage = msg->type == KS_DIST_BUILT && msg->held ? HELD : DONE;
+			job->stage = msg->type == KS_CLUSTER_BUILT && msg->held ? HELD : DONE;
 		}
 		if (job->stage == DONE || job->stage == FAILED)
 			r->ranks[from].outstanding--;
 		pthread_cond_broadcast(&r->cond);
 		break;
-	case KS_DIST_BYE:
+	case KS_CLUSTER_BYE:
 		r->ranks[from].bye = 1;
 		break;
 	default:
@@ -205,7 +206,7 @@ static void handle(struct ks_dist_remote *r, int from, struct ks_dist_msg *msg)
 }
 
 /* Give up ranks that went silent with work, or let a job pass its deadline. */
-static void find_dead(struct ks_dist_remote *r)
+static void find_dead(struct ks_cluster_remote *r)
 {
 	int64_t now = ks_now_ms();
 
@@ -232,7 +233,7 @@ static void find_dead(struct ks_dist_remote *r)
 	}
 }
 
-static void pump_failed(struct ks_dist_remote *r, const struct ks_error *err)
+static void pump_failed(struct ks_cluster_remote *r, const struct ks_error *err)
 {
 	if (!r->failed) {
 		r->failed = 1;
@@ -243,18 +244,18 @@ static void pump_failed(struct ks_dist_remote *r, const struct ks_error *err)
 
 /* ---- the pump ---- */
 
-static int send_out(struct ks_dist_remote *r, const struct outgoing *o, struct ks_error *err)
+static int send_out(struct ks_cluster_remote *r, const struct outgoing *o, struct ks_error *err)
 {
-	struct ks_dist_msg msg;
-	struct rjob *job = o->type == KS_DIST_JOB ? find_job(r, o->job) : NULL;
+	struct ks_cluster_msg msg;
+	struct rjob *job = o->type == KS_CLUSTER_JOB ? find_job(r, o->job) : NULL;
 	int ret;
 
-	if (r->ranks[o->rank].dead || (o->type == KS_DIST_JOB && (!job || job->rank != o->rank)))
+	if (r->ranks[o->rank].dead || (o->type == KS_CLUSTER_JOB && (!job || job->rank != o->rank)))
 		return 0; /* sent elsewhere since */
-	ks_dist_msg_init(&msg, o->type);
+	ks_cluster_msg_init(&msg, o->type);
 	msg.job = o->job;
 	msg.evaluate = o->evaluate;
-	msg.deadline_ms = o->type == KS_DIST_EVAL ? r->opts.eval_ms : r->opts.build_ms;
+	msg.deadline_ms = o->type == KS_CLUSTER_EVAL ? r->opts.eval_ms : r->opts.build_ms;
 	if (job) {
 		/* borrowed for the call: the message is encoded before it returns */
 		msg.family = job->fam->name;
@@ -265,20 +266,20 @@ static int send_out(struct ks_dist_remote *r, const struct outgoing *o, struct k
 		if (o->evaluate)
 			msg.deadline_ms += r->opts.eval_ms;
 	}
-	ret = ks_dist_comm_send(r->c, o->rank, &msg, err);
+	ret = ks_cluster_comm_send(r->c, o->rank, &msg, err);
 	msg.family = msg.path = msg.source = NULL;
-	ks_dist_msg_release(&msg);
+	ks_cluster_msg_release(&msg);
 	return ret;
 }
 
 static void *pump_thread(void *arg)
 {
-	struct ks_dist_remote *r = arg;
+	struct ks_cluster_remote *r = arg;
 	struct ks_error err;
 
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
-		struct ks_dist_msg msg;
+		struct ks_cluster_msg msg;
 		int from, got = 0, rc;
 
 		for (size_t i = 0; i < r->n_out && !r->failed; i++)
@@ -286,7 +287,7 @@ static void *pump_thread(void *arg)
 				pump_failed(r, &err);
 		got = r->n_out > 0;
 		r->n_out = 0;
-		while (!r->failed && (rc = ks_dist_comm_poll(r->c, &from, &msg, &err)) != 0) {
+		while (!r->failed && (rc = ks_cluster_comm_poll(r->c, &from, &msg, &err)) != 0) {
 			got = 1;
 			if (rc > 0)
 				handle(r, from, &msg);
@@ -294,7 +295,7 @@ static void *pump_thread(void *arg)
 				declare_dead(r, from, err.msg);
 			else
 				pump_failed(r, &err);
-			ks_dist_msg_release(&msg);
+			ks_cluster_msg_release(&msg);
 		}
 		find_dead(r);
 		if (r->stopping) {
@@ -318,7 +319,7 @@ static void *pump_thread(void *arg)
 /* ---- the backend ---- */
 
 /* Wait until job leaves stage; -1 with err when it failed or MPI did. */
-static int wait_stage(struct ks_dist_remote *r, struct rjob *job, enum stage stage, struct ks_error *err)
+static int wait_stage(struct ks_cluster_remote *r, struct rjob *job, enum stage stage, struct ks_error *err)
 {
 	while (job->stage == stage && !r->failed)
 		pthread_cond_wait(&r->cond, &r->lock);
@@ -334,7 +335,7 @@ static int wait_stage(struct ks_dist_remote *r, struct rjob *job, enum stage sta
 static int remote_build(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
 			struct ks_result *res, struct ks_error *err)
 {
-	struct ks_dist_remote *r = ctx;
+	struct ks_cluster_remote *r = ctx;
 	struct rjob *job = ks_calloc(1, sizeof(*job));
 	int ret = -1;
 
@@ -372,7 +373,7 @@ cleanup:
 static int remote_evaluate(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 			   void *built, struct ks_result *res, struct ks_error *err)
 {
-	struct ks_dist_remote *r = ctx;
+	struct ks_cluster_remote *r = ctx;
 	struct rjob *job = built;
 	int ret = -1;
 
@@ -385,7 +386,7 @@ static int remote_evaluate(void *ctx, int lane, const struct ks_family *fam, con
 	if (job->stage == HELD) {
 		job->stage = EVALUATING;
 		job->deadline_ms = job_deadline(r, 1);
-		queue_out(r, job->rank, KS_DIST_EVAL, job->id, 0);
+		queue_out(r, job->rank, KS_CLUSTER_EVAL, job->id, 0);
 	}
 	if (wait_stage(r, job, EVALUATING, err) < 0)
 		goto cleanup;
@@ -401,24 +402,24 @@ cleanup:
 
 static void remote_discard(void *ctx, void *built)
 {
-	struct ks_dist_remote *r = ctx;
+	struct ks_cluster_remote *r = ctx;
 	struct rjob *job = built;
 	struct ks_error err;
 
 	pthread_mutex_lock(&r->lock);
 	wait_stage(r, job, BUILDING, &err);
 	if (job->stage == HELD && !r->ranks[job->rank].dead) {
-		queue_out(r, job->rank, KS_DIST_DROP, job->id, 0);
+		queue_out(r, job->rank, KS_CLUSTER_DROP, job->id, 0);
 		r->ranks[job->rank].outstanding--;
 	}
 	forget_job(r, job);
 	pthread_mutex_unlock(&r->lock);
 }
 
-int ks_dist_remote_open(struct ks_dist_remote **out, struct ks_dist_comm *c,
-			const struct ks_dist_remote_options *opts, struct ks_error *err)
+int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_comm *c,
+			   const struct ks_cluster_remote_options *opts, struct ks_error *err)
 {
-	struct ks_dist_remote *r = ks_calloc(1, sizeof(*r));
+	struct ks_cluster_remote *r = ks_calloc(1, sizeof(*r));
 	int64_t deadline;
 	int lanes = 0, missing;
 
@@ -433,7 +434,7 @@ int ks_dist_remote_open(struct ks_dist_remote **out, struct ks_dist_comm *c,
 		r->opts.build_ms = 600000;
 	if (!r->opts.eval_ms)
 		r->opts.eval_ms = 600000;
-	r->size = ks_dist_comm_size(c);
+	r->size = ks_cluster_comm_size(c);
 	r->ranks = ks_calloc((size_t)r->size, sizeof(*r->ranks));
 	if (r->size < 2) {
 		ks_fail(err, "an MPI job of one rank has no other rank to serve it (run it without mpirun)");
@@ -441,14 +442,14 @@ int ks_dist_remote_open(struct ks_dist_remote **out, struct ks_dist_comm *c,
 	}
 	deadline = ks_now_ms() + r->opts.hello_ms;
 	do {
-		struct ks_dist_msg msg;
-		int from, rc = ks_dist_comm_poll(c, &from, &msg, err);
+		struct ks_cluster_msg msg;
+		int from, rc = ks_cluster_comm_poll(c, &from, &msg, err);
 
 		if (rc < 0) {
-			ks_dist_msg_release(&msg);
+			ks_cluster_msg_release(&msg);
 			goto fail;
 		}
-		if (rc > 0 && msg.type == KS_DIST_HELLO && !r->ranks[from].hello) {
+		if (rc > 0 && msg.type == KS_CLUSTER_HELLO && !r->ranks[from].hello) {
 			if (!r->model[0]) {
 				snprintf(r->model, sizeof(r->model), "%s", msg.model);
 				r->evaluator = msg.evaluator;
@@ -460,7 +461,7 @@ int ks_dist_remote_open(struct ks_dist_remote **out, struct ks_dist_comm *c,
 					"one search times kernels on one GPU model, and every rank needs a "
 					"GPU",
 					from, msg.gpus, msg.model, msg.evaluator, r->model, r->evaluator);
-				ks_dist_msg_release(&msg);
+				ks_cluster_msg_release(&msg);
 				goto fail;
 			}
 			r->ranks[from] = (struct rank_state){
@@ -469,7 +470,7 @@ int ks_dist_remote_open(struct ks_dist_remote **out, struct ks_dist_comm *c,
 			lanes += msg.gpus;
 			r->jobs += msg.jobs;
 		}
-		ks_dist_msg_release(&msg);
+		ks_cluster_msg_release(&msg);
 		missing = 0;
 		for (int i = 1; i < r->size; i++)
 			missing += !r->ranks[i].hello;
@@ -498,22 +499,22 @@ fail:
 	return -1;
 }
 
-const struct ks_backend *ks_dist_remote_backend(struct ks_dist_remote *r)
+const struct ks_backend *ks_cluster_remote_backend(struct ks_cluster_remote *r)
 {
 	return &r->backend;
 }
 
-int ks_dist_remote_jobs(const struct ks_dist_remote *r)
+int ks_cluster_remote_jobs(const struct ks_cluster_remote *r)
 {
 	return r->jobs;
 }
 
-const char *ks_dist_remote_model(const struct ks_dist_remote *r)
+const char *ks_cluster_remote_model(const struct ks_cluster_remote *r)
 {
 	return r->model;
 }
 
-int ks_dist_remote_dead(struct ks_dist_remote *r, char *why, size_t size)
+int ks_cluster_remote_dead(struct ks_cluster_remote *r, char *why, size_t size)
 {
 	int n;
 
@@ -524,14 +525,14 @@ int ks_dist_remote_dead(struct ks_dist_remote *r, char *why, size_t size)
 	return n;
 }
 
-void ks_dist_remote_close(struct ks_dist_remote *r)
+void ks_cluster_remote_close(struct ks_cluster_remote *r)
 {
 	if (!r)
 		return;
 	pthread_mutex_lock(&r->lock);
 	for (int i = 1; i < r->size; i++)
 		if (!r->ranks[i].dead)
-			queue_out(r, i, KS_DIST_STOP, 0, 0);
+			queue_out(r, i, KS_CLUSTER_STOP, 0, 0);
 	r->stopping = 1;
 	r->stop_deadline = ks_now_ms() + r->opts.hello_ms;
 	pthread_mutex_unlock(&r->lock);

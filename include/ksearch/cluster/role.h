@@ -6,10 +6,10 @@
  * several ranks does nothing different at all, and MPI_Init is called
  * only when size > 1 (docs/design.md, "Many hosts (MPI)").
  */
-#ifndef KSEARCH_DIST_ROLE_H
-#define KSEARCH_DIST_ROLE_H
+#ifndef KSEARCH_CLUSTER_ROLE_H
+#define KSEARCH_CLUSTER_ROLE_H
 
-struct ks_dist_role {
+struct ks_cluster_role {
 	int rank;	      /* 0: the coordinator (archive, search, LLM); > 0: serves rank 0 */
 	int size;	      /* ranks in the job; 1 when not launched by an MPI launcher */
 	const char *launcher; /* "Open MPI", "MPICH (PMI)", "SLURM", or "" (static text) */
@@ -20,6 +20,6 @@ struct ks_dist_role {
  * its own as "NAME=VALUE" strings, NULL-terminated).  A variable that does
  * not hold a number in range counts as absent: size 1, rank 0.
  */
-void ks_dist_role_detect(struct ks_dist_role *role, char *const *env);
+void ks_cluster_role_detect(struct ks_cluster_role *role, char *const *env);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * comm.c - messages between ranks over MPI (dist.h).  One thread per
+ * comm.c - messages between ranks over MPI (cluster.h).  One thread per
  * process calls these, so MPI_THREAD_SERIALIZED is enough.
  */
 #include <mpi.h>
@@ -9,7 +9,7 @@
 
 #include "ksearch/base/frame.h"
 #include "ksearch/base/util.h"
-#include "ksearch/dist/dist.h"
+#include "ksearch/cluster/cluster.h"
 
 #define TAG 27 /* the number: any fixed tag would do */
 
@@ -18,7 +18,7 @@ struct pending_send {
 	char *bytes;
 };
 
-struct ks_dist_comm {
+struct ks_cluster_comm {
 	int rank, size;
 	struct pending_send *sends;
 	size_t n_sends, alloc_sends;
@@ -34,9 +34,9 @@ static int mpi_fail(struct ks_error *err, int rc, const char *what)
 	return ks_fail(err, "MPI: %s: %s", what, text);
 }
 
-int ks_dist_comm_open(struct ks_dist_comm **out, int *argc, char ***argv, struct ks_error *err)
+int ks_cluster_comm_open(struct ks_cluster_comm **out, int *argc, char ***argv, struct ks_error *err)
 {
-	struct ks_dist_comm *c;
+	struct ks_cluster_comm *c;
 	int provided = 0, rc;
 
 	*out = NULL;
@@ -58,18 +58,18 @@ int ks_dist_comm_open(struct ks_dist_comm **out, int *argc, char ***argv, struct
 	return 0;
 }
 
-int ks_dist_comm_rank(const struct ks_dist_comm *c)
+int ks_cluster_comm_rank(const struct ks_cluster_comm *c)
 {
 	return c->rank;
 }
 
-int ks_dist_comm_size(const struct ks_dist_comm *c)
+int ks_cluster_comm_size(const struct ks_cluster_comm *c)
 {
 	return c->size;
 }
 
 /* Free the buffers of the sends MPI is done with. */
-static void reap_sends(struct ks_dist_comm *c)
+static void reap_sends(struct ks_cluster_comm *c)
 {
 	size_t kept = 0;
 
@@ -85,15 +85,15 @@ static void reap_sends(struct ks_dist_comm *c)
 	c->n_sends = kept;
 }
 
-int ks_dist_comm_send_bytes(struct ks_dist_comm *c, int rank, const void *bytes, size_t len,
-			    struct ks_error *err)
+int ks_cluster_comm_send_bytes(struct ks_cluster_comm *c, int rank, const void *bytes, size_t len,
+			       struct ks_error *err)
 {
 	struct pending_send s;
 	int rc;
 
-	if (len > KS_DIST_MAX_MESSAGE)
+	if (len > KS_CLUSTER_MAX_MESSAGE)
 		return ks_fail(err, "a message of %zu bytes for rank %d, at most %u", len, rank,
-			       KS_DIST_MAX_MESSAGE);
+			       KS_CLUSTER_MAX_MESSAGE);
 	s.bytes = ks_malloc(len ? len : 1);
 	memcpy(s.bytes, bytes, len);
 	rc = MPI_Isend(s.bytes, (int)len, MPI_BYTE, rank, TAG, MPI_COMM_WORLD, &s.req);
@@ -107,26 +107,28 @@ int ks_dist_comm_send_bytes(struct ks_dist_comm *c, int rank, const void *bytes,
 	return 0;
 }
 
-int ks_dist_comm_send(struct ks_dist_comm *c, int rank, const struct ks_dist_msg *msg, struct ks_error *err)
+int ks_cluster_comm_send(struct ks_cluster_comm *c, int rank, const struct ks_cluster_msg *msg,
+			 struct ks_error *err)
 {
 	char *bytes;
 	size_t len;
 	int ret;
 
-	ks_dist_msg_encode(msg, &bytes, &len);
-	ret = ks_dist_comm_send_bytes(c, rank, bytes, len, err);
+	ks_cluster_msg_encode(msg, &bytes, &len);
+	ret = ks_cluster_comm_send_bytes(c, rank, bytes, len, err);
 	free(bytes);
 	return ret;
 }
 
-int ks_dist_comm_poll(struct ks_dist_comm *c, int *from, struct ks_dist_msg *msg, struct ks_error *err)
+int ks_cluster_comm_poll(struct ks_cluster_comm *c, int *from, struct ks_cluster_msg *msg,
+			 struct ks_error *err)
 {
 	MPI_Status st;
 	char *bytes = NULL;
 	int flag = 0, count = 0, rc, ret = -1;
 
 	*from = -1;
-	ks_dist_msg_init(msg, KS_DIST_TYPE_COUNT);
+	ks_cluster_msg_init(msg, KS_CLUSTER_TYPE_COUNT);
 	reap_sends(c);
 	rc = MPI_Iprobe(MPI_ANY_SOURCE, TAG, MPI_COMM_WORLD, &flag, &st);
 	if (rc != MPI_SUCCESS)
@@ -137,12 +139,12 @@ int ks_dist_comm_poll(struct ks_dist_comm *c, int *from, struct ks_dist_msg *msg
 	MPI_Get_count(&st, MPI_BYTE, &count);
 	/* the size is known before anything is allocated: a confused rank cannot make this one allocate much
 	 */
-	if (count < 0 || (size_t)count > KS_DIST_MAX_MESSAGE) {
+	if (count < 0 || (size_t)count > KS_CLUSTER_MAX_MESSAGE) {
 		char one;
 
 		MPI_Recv(&one, 0, MPI_BYTE, st.MPI_SOURCE, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		return ks_fail(err, "rank %d sent a message of %d bytes, at most %u", *from, count,
-			       KS_DIST_MAX_MESSAGE);
+			       KS_CLUSTER_MAX_MESSAGE);
 	}
 	bytes = ks_malloc((size_t)count + 1);
 	rc = MPI_Recv(bytes, count, MPI_BYTE, st.MPI_SOURCE, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -150,7 +152,7 @@ int ks_dist_comm_poll(struct ks_dist_comm *c, int *from, struct ks_dist_msg *msg
 		mpi_fail(err, rc, "receiving a message");
 		goto cleanup;
 	}
-	if (ks_dist_msg_decode(bytes, (size_t)count, msg, err) < 0) {
+	if (ks_cluster_msg_decode(bytes, (size_t)count, msg, err) < 0) {
 		ks_error_prefix(err, "rank %d sent a malformed message", *from);
 		goto cleanup;
 	}
@@ -160,7 +162,7 @@ cleanup:
 	return ret;
 }
 
-void ks_dist_comm_close(struct ks_dist_comm *c, int64_t deadline_ms)
+void ks_cluster_comm_close(struct ks_cluster_comm *c, int64_t deadline_ms)
 {
 	if (!c)
 		return;

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# t0400-dist-mpi: the transport of one search over many ranks (src/dist), on
+# t0400-cluster-mpi: the transport of one search over many ranks (src/cluster), on
 # the CPU with `mpirun --oversubscribe -np 3` and a toy backend that lives in
-# the test (tests/dist/test_dist_mpi.c says what each part checks).  Skips
+# the test (tests/cluster/test_cluster_mpi.c says what each part checks).  Skips
 # (77) when the build has no MPI or mpirun is missing: tools/run-tests.sh
 # installs Debian's Open MPI before the build, so CI runs it.
 set -u
-prog=${KS_DIST_MPI_TEST:-}
+prog=${KS_CLUSTER_MPI_TEST:-}
 if [ -z "$prog" ] || [ ! -x "$prog" ]; then
 	echo "SKIP: this build has no MPI (install libopenmpi-dev openmpi-bin, then meson setup --reconfigure)"
 	exit 77
