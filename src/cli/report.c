@@ -159,11 +159,18 @@ int cmd_report(int argc, char **argv)
 	}
 	if (write_page(report, output, &bytes) < 0)
 		goto cleanup;
-	if (bytes >= 0)
-		printf("wrote %s (%.0f KB): %s on %s, %llu candidates, best %.3f (#%llu)\n", output,
-		       bytes / 1024.0, report->op, report->gpu,
-		       (unsigned long long)report->metrics.candidates, report->metrics.best_fitness,
-		       (unsigned long long)report->metrics.best_id);
+	if (bytes >= 0) {
+		const struct ks_archive_metrics *m = &report->metrics;
+		char kept[64] = "";
+
+		/* a sample of a search (an export of its elites): ids count what the search evaluated */
+		if (m->next_id > m->candidates + 1)
+			snprintf(kept, sizeof(kept), " kept of %llu evaluated",
+				 (unsigned long long)m->next_id - 1);
+		printf("wrote %s (%.0f KB): %s on %s, %llu candidates%s, best %.3f (#%llu)\n", output,
+		       bytes / 1024.0, report->op, report->gpu, (unsigned long long)m->candidates, kept,
+		       m->best_fitness, (unsigned long long)m->best_id);
+	}
 	ret = KS_EXIT_OK;
 cleanup:
 	ks_report_free(report);

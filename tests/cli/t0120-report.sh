@@ -134,6 +134,8 @@ run 0 "$KSEARCH" archive import docs/example/gqa-h200.json --archive "$TMP/examp
 run 0 "$KSEARCH" report --archive "$TMP/example" -o "$TMP/example.html"
 marks_inside "$TMP/example.html"
 last=$(python3 -c 'import json, sys; print(max(c["id"] for c in json.load(open(sys.argv[1]))["candidates"]))' docs/example/gqa-h200.json)
+# and the terminal line too: the records kept, of the candidates the search evaluated
+out_has "gqa on NVIDIA H200, 256 candidates kept of $last evaluated, best "
 [ "$(headline "$TMP/example.html")" = "$last" ] ||
 	fail "the example's headline counts $(headline "$TMP/example.html") candidates, its ids reach $last"
 grep -qF "this archive keeps 256 of them" "$TMP/example.html" || fail "the example's headline does not say it keeps 256"
