@@ -322,20 +322,36 @@ static char *grid_text(const struct ks_grid_axis *axes, size_t n)
 int ks_archive_cell_of(const struct ks_archive *ar, const json_t *descriptors, uint64_t *cell, char *why,
 		       size_t why_size)
 {
+	double values[KS_DESC_COUNT] = { 0 };
+	unsigned has = 0;
+
+	for (int d = 0; d < KS_DESC_COUNT; d++) {
+		const json_t *value = json_object_get(descriptors, ks_descriptor_name((enum ks_descriptor)d));
+
+		if (json_is_number(value)) {
+			values[d] = json_number_value(value);
+			has |= 1u << d;
+		}
+	}
+	return ks_archive_cell_of_values(ar, values, has, cell, why, why_size);
+}
+
+int ks_archive_cell_of_values(const struct ks_archive *ar, const double *descriptors, unsigned has,
+			      uint64_t *cell, char *why, size_t why_size)
+{
 	uint64_t index = 0;
 
 	for (size_t i = 0; i < ar->n_axes; i++) {
 		const struct ks_grid_axis *axis = &ar->axes[i];
 		const char *name = ks_descriptor_name(axis->descriptor);
-		const json_t *value = json_object_get(descriptors, name);
 		size_t bins = axis->n_edges - 1, bin;
 		double v;
 
-		if (!json_is_number(value)) {
+		if (!(has & (1u << axis->descriptor))) {
 			snprintf(why, why_size, "descriptor %s is missing", name);
 			return 1;
 		}
-		v = json_number_value(value);
+		v = descriptors[axis->descriptor];
 		for (bin = 0; bin < bins; bin++)
 			if (v >= axis->edges[bin] && v < axis->edges[bin + 1])
 				break;

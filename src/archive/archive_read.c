@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/archive/record.h"
 #include "ksearch/base/json.h"
 #include "ksearch/base/util.h"
 
@@ -316,6 +317,91 @@ int ks_archive_foreach(struct ks_archive *ar, const struct ks_archive_query *que
 	}
 	ks_archive_txn_end(ar, w.txn);
 	return ret;
+}
+
+/* The same, typed (record.h) */
+
+/* The record's JSON into rec, the parse failure naming the record. */
+static int parse_into(json_t *record, struct ks_record *rec, struct ks_error *err)
+{
+	int ret = 0;
+
+	if (record)
+		ret = ks_record_parse(record, rec, err);
+	json_decref(record);
+	return ret;
+}
+
+int ks_archive_get_record(struct ks_archive *ar, uint64_t id, struct ks_record *rec, char **source,
+			  struct ks_error *err)
+{
+	json_t *record;
+
+	ks_record_release(rec);
+	if (ks_archive_get(ar, id, &record, source, err) < 0)
+		return -1;
+	if (parse_into(record, rec, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	if (source) {
+		free(*source);
+		*source = NULL;
+	}
+	return -1;
+}
+
+int ks_archive_best_record(struct ks_archive *ar, struct ks_record *rec, char **source, struct ks_error *err)
+{
+	json_t *record;
+
+	ks_record_release(rec);
+	if (ks_archive_best(ar, &record, source, err) < 0)
+		return -1;
+	if (parse_into(record, rec, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	if (source) {
+		free(*source);
+		*source = NULL;
+	}
+	return -1;
+}
+
+struct typed_walk {
+	int (*fn)(const struct ks_record *rec, void *ctx, struct ks_error *err);
+	void *ctx;
+	struct ks_record rec;
+	struct ks_error *err;
+	int failed;
+};
+
+static int typed_visit(const json_t *record, void *ctx)
+{
+	struct typed_walk *t = ctx;
+	int ret;
+
+	if (ks_record_parse(record, &t->rec, t->err) < 0) {
+		t->failed = 1;
+		return 1;
+	}
+	ret = t->fn(&t->rec, t->ctx, t->err);
+	t->failed = ret < 0;
+	return ret;
+}
+
+int ks_archive_foreach_record(struct ks_archive *ar, const struct ks_archive_query *query,
+			      int (*fn)(const struct ks_record *rec, void *ctx, struct ks_error *err),
+			      void *ctx, struct ks_error *err)
+{
+	struct typed_walk t = { fn, ctx, { 0 }, err, 0 };
+	int ret;
+
+	ks_record_init(&t.rec);
+	ret = ks_archive_foreach(ar, query, typed_visit, &t, err);
+	ks_record_release(&t.rec);
+	return ret < 0 || t.failed ? -1 : 0;
 }
 
 /* The grid and the metrics */

@@ -135,9 +135,23 @@ int ks_archive_id_option(const struct ks_option *opt, const char *arg, struct ks
 	return 0;
 }
 
-int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record, char **source)
+/* Says there is no candidate id in ar. */
+static void no_such_id(const char *cmd, struct ks_archive *ar, uint64_t id)
 {
 	struct ks_archive_metrics m;
+	struct ks_error err;
+
+	if (ks_archive_metrics(ar, &m, &err) == 0 && m.candidates)
+		ks_cli_error(cmd, "no candidate #%llu in %s (its ids go from 1 to %llu)",
+			     (unsigned long long)id, ks_archive_path(ar),
+			     (unsigned long long)(m.next_id - 1));
+	else
+		ks_cli_error(cmd, "no candidate #%llu in %s (it is empty)", (unsigned long long)id,
+			     ks_archive_path(ar));
+}
+
+int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record, char **source)
+{
 	struct ks_error err;
 
 	if (ks_archive_get(ar, id, record, source, &err) < 0) {
@@ -146,13 +160,22 @@ int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json
 	}
 	if (*record)
 		return 0;
-	if (ks_archive_metrics(ar, &m, &err) == 0 && m.candidates)
-		ks_cli_error(cmd, "no candidate #%llu in %s (its ids go from 1 to %llu)",
-			     (unsigned long long)id, ks_archive_path(ar),
-			     (unsigned long long)(m.next_id - 1));
-	else
-		ks_cli_error(cmd, "no candidate #%llu in %s (it is empty)", (unsigned long long)id,
-			     ks_archive_path(ar));
+	no_such_id(cmd, ar, id);
+	return -1;
+}
+
+int ks_archive_cli_get_record(const char *cmd, struct ks_archive *ar, uint64_t id, struct ks_record *rec,
+			      char **source)
+{
+	struct ks_error err;
+
+	if (ks_archive_get_record(ar, id, rec, source, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		return -1;
+	}
+	if (rec->id)
+		return 0;
+	no_such_id(cmd, ar, id);
 	return -1;
 }
 
@@ -315,32 +338,41 @@ static void format_cell(struct ks_archive *ar, uint64_t cell, struct ks_strbuf *
 		ks_strbuf_addf(sb, "%s%zu", i ? "," : "", coords[i]);
 }
 
-static void format_parents(const json_t *record, struct ks_strbuf *sb)
+static void format_parents(const struct ks_record *rec, struct ks_strbuf *sb)
 {
-	size_t i;
-	json_t *p;
-
-	json_array_foreach(json_object_get(record, "parents"), i, p)
-		ks_strbuf_addf(sb, "%s%lld", i ? "," : "", (long long)json_integer_value(p));
+	for (size_t i = 0; i < rec->n_parents; i++)
+		ks_strbuf_addf(sb, "%s%llu", i ? "," : "", (unsigned long long)rec->parents[i]);
 	if (!sb->len)
 		ks_strbuf_adds(sb, "-");
 }
 
-static int ls_row(const json_t *record, void *ctx_)
+/* A text field as the tables show it: "-" for none. */
+static const char *or_dash(const char *text)
+{
+	return *text ? text : "-";
+}
+
+/* ls --json: each record as stored. */
+static int ls_json_row(const json_t *record, void *ctx_)
+{
+	struct ls_ctx *ctx = ctx_;
+
+	ks_cli_json_printing();
+	fputs(ctx->shown ? ",\n  " : "[\n  ", stdout);
+	json_dumpf(record, stdout, KS_ARCHIVE_RECORD_JSON);
+	ctx->shown++;
+	return ferror(stdout) != 0;
+}
+
+static int ls_row(const struct ks_record *rec, void *ctx_, struct ks_error *err)
 {
 	struct ls_ctx *ctx = ctx_;
 	struct ks_strbuf cell, parents, params;
-	const char *verdict = ks_record_str(record, "verdict", "?");
+	const char *verdict = ks_verdict_name(rec->result.verdict);
 	uint64_t c;
 	char why[128], fitness[32], sol[16];
 
-	if (ctx->json) {
-		ks_cli_json_printing();
-		fputs(ctx->shown ? ",\n  " : "[\n  ", stdout);
-		json_dumpf(record, stdout, KS_ARCHIVE_RECORD_JSON);
-		ctx->shown++;
-		return ferror(stdout) != 0;
-	}
+	(void)err;
 	if (!ctx->shown)
 		printf("%8s  %-14s %8s %6s  %-9s %-9s %-9s %-14s %s\n", "id", "verdict", "fitness", "sol",
 		       "cell", "mutation", "parents", "family", "params");
@@ -348,29 +380,29 @@ static int ls_row(const json_t *record, void *ctx_)
 	ks_strbuf_init(&cell);
 	ks_strbuf_init(&parents);
 	ks_strbuf_init(&params);
-	if (strcmp(verdict, "ok")) {
+	if (!ks_record_ok(rec)) {
 		ks_strbuf_adds(&cell, "-");
 		snprintf(fitness, sizeof(fitness), "-");
 		snprintf(sol, sizeof(sol), "-");
 	} else {
-		if (ks_archive_cell_of(ctx->ar, json_object_get(record, "descriptors"), &c, why, sizeof(why)))
+		if (ks_archive_cell_of_values(ctx->ar, rec->result.descriptors, rec->has_descriptor, &c, why,
+					      sizeof(why)))
 			ks_strbuf_adds(&cell, "outside");
 		else {
 			format_cell(ctx->ar, c, &cell);
-			if (is_elite(ctx, c, ks_record_id(record)))
+			if (is_elite(ctx, c, rec->id))
 				ks_strbuf_adds(&cell, " *");
 		}
-		snprintf(fitness, sizeof(fitness), "%.3f", ks_record_num(record, "fitness"));
-		if (json_is_number(json_object_get(record, "sol_fraction")))
-			snprintf(sol, sizeof(sol), "%.1f%%", 100 * ks_record_num(record, "sol_fraction"));
+		snprintf(fitness, sizeof(fitness), "%.3f", rec->result.fitness);
+		if (rec->has & KS_RECORD_SOL_FRACTION)
+			snprintf(sol, sizeof(sol), "%.1f%%", 100 * rec->result.sol_fraction);
 		else
 			snprintf(sol, sizeof(sol), "-");
 	}
-	format_parents(record, &parents);
-	ks_archive_format_params(json_object_get(record, "params"), &params);
-	printf("%8llu  %-14s %8s %6s  %-9s %-9s %-9s %-14s %s\n", (unsigned long long)ks_record_id(record),
-	       verdict, fitness, sol, cell.buf, ks_record_str(record, "mutation", "-"), parents.buf,
-	       ks_record_str(record, "family", "-"), params.buf);
+	format_parents(rec, &parents);
+	ks_archive_format_params(rec->params, &params);
+	printf("%8llu  %-14s %8s %6s  %-9s %-9s %-9s %-14s %s\n", (unsigned long long)rec->id, verdict,
+	       fitness, sol, cell.buf, or_dash(rec->mutation), parents.buf, or_dash(rec->family), params.buf);
 	ks_strbuf_release(&cell);
 	ks_strbuf_release(&parents);
 	ks_strbuf_release(&params);
@@ -416,7 +448,8 @@ static int archive_ls(int argc, char **argv)
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
-	if (ks_archive_foreach(ctx.ar, &query, ls_row, &ctx, &err) < 0) {
+	if ((ctx.json ? ks_archive_foreach(ctx.ar, &query, ls_json_row, &ctx, &err)
+		      : ks_archive_foreach_record(ctx.ar, &query, ls_row, &ctx, &err)) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
@@ -451,36 +484,32 @@ static const struct ks_help show_help = {
 	.exit_codes = NULL,
 };
 
-static void show_parents(struct ks_archive *ar, const json_t *record)
+static void show_parents(struct ks_archive *ar, const struct ks_record *rec)
 {
-	size_t i;
-	json_t *p;
+	struct ks_record parent;
 
-	if (!json_array_size(json_object_get(record, "parents")))
+	if (!rec->n_parents)
 		return;
+	ks_record_init(&parent);
 	printf("%-12s", "parents");
-	json_array_foreach(json_object_get(record, "parents"), i, p)
-	{
-		json_t *parent = NULL;
+	for (size_t i = 0; i < rec->n_parents; i++) {
 		struct ks_error err;
-		uint64_t id = (uint64_t)json_integer_value(p);
+		uint64_t id = rec->parents[i];
 
 		printf("%s#%llu", i ? ", " : "", (unsigned long long)id);
-		if (ks_archive_get(ar, id, &parent, NULL, &err) < 0 || !parent) {
+		if (ks_archive_get_record(ar, id, &parent, NULL, &err) < 0 || !parent.id)
 			printf(" (not in this archive)");
-		} else if (!strcmp(ks_record_str(parent, "verdict", ""), "ok")) {
-			printf(" (fitness %.3f)", ks_record_num(parent, "fitness"));
-		} else {
-			printf(" (%s)", ks_record_str(parent, "verdict", "?"));
-		}
-		json_decref(parent);
+		else if (ks_record_ok(&parent))
+			printf(" (fitness %.3f)", parent.result.fitness);
+		else
+			printf(" (%s)", ks_verdict_name(parent.result.verdict));
 	}
+	ks_record_release(&parent);
 	printf("\n");
 }
 
-static void show_cell(struct ks_archive *ar, const json_t *record)
+static void show_cell(struct ks_archive *ar, const struct ks_record *rec)
 {
-	const json_t *descriptors = json_object_get(record, "descriptors");
 	struct ks_archive_elite *elites = NULL;
 	size_t n_axes, n_elites = 0, coords[KS_DESC_COUNT];
 	const struct ks_grid_axis *axes = ks_archive_grid(ar, &n_axes);
@@ -488,17 +517,18 @@ static void show_cell(struct ks_archive *ar, const json_t *record)
 	uint64_t cell;
 	char why[256];
 
-	if (json_object_size(descriptors)) {
-		struct ks_strbuf sb;
-
-		ks_strbuf_init(&sb);
-		ks_archive_format_params(descriptors, &sb);
-		printf("%-12s%s\n", "descriptors", sb.buf);
-		ks_strbuf_release(&sb);
+	if (rec->has_descriptor) {
+		printf("%-12s", "descriptors");
+		for (int d = 0, n = 0; d < KS_DESC_COUNT; d++)
+			if (rec->has_descriptor & (1u << d))
+				printf("%s%s=%g", n++ ? " " : "", ks_descriptor_name((enum ks_descriptor)d),
+				       rec->result.descriptors[d]);
+		printf("\n");
 	}
-	if (strcmp(ks_record_str(record, "verdict", ""), "ok"))
+	if (!ks_record_ok(rec))
 		return;
-	if (ks_archive_cell_of(ar, descriptors, &cell, why, sizeof(why))) {
+	if (ks_archive_cell_of_values(ar, rec->result.descriptors, rec->has_descriptor, &cell, why,
+				      sizeof(why))) {
 		printf("%-12soutside the grid: %s\n", "cell", why);
 		return;
 	}
@@ -511,7 +541,7 @@ static void show_cell(struct ks_archive *ar, const json_t *record)
 		for (size_t i = 0; i < n_elites; i++) {
 			if (elites[i].cell != cell)
 				continue;
-			if (elites[i].id == ks_record_id(record))
+			if (elites[i].id == rec->id)
 				printf("  (the cell's elite)");
 			else
 				printf("  (elite: #%llu, fitness %.3f)", (unsigned long long)elites[i].id,
@@ -522,75 +552,73 @@ static void show_cell(struct ks_archive *ar, const json_t *record)
 	printf("\n");
 }
 
+static const char *or_unknown(const char *text)
+{
+	return *text ? text : "?";
+}
+
 /*
  * Each workload's time on the length splits it was timed on (evaluator 3):
  * the median is theirs, and the spread says how much the kernel's time
  * depends on how the lengths fall.
  */
-static void show_splits(const json_t *workloads)
+static void show_splits(const struct ks_result *res)
 {
-	size_t i, k;
-	json_t *w, *split;
 	int header = 0;
 
-	json_array_foreach(workloads, i, w)
-	{
-		const json_t *splits = json_object_get(w, "splits");
-		double lo = INFINITY, hi = 0, median = ks_record_num(w, "median_us");
+	for (size_t i = 0; i < res->n_workloads; i++) {
+		const struct ks_result_workload *w = &res->workloads[i];
+		double lo = INFINITY, hi = 0, median = w->median_us;
 
-		if (!json_array_size(splits))
+		if (!w->n_splits)
 			continue;
 		if (!header++)
 			printf("\nlength splits (the median above is theirs; spread: (slowest - fastest) / "
 			       "median)\n");
-		printf("%-16s", ks_record_str(w, "id", "?"));
-		json_array_foreach(splits, k, split)
-		{
-			double us = ks_record_num(split, "median_us");
+		printf("%-16s", or_unknown(w->id));
+		for (size_t k = 0; k < w->n_splits; k++) {
+			double us = w->splits[k].median_us;
 
 			lo = us < lo ? us : lo;
 			hi = us > hi ? us : hi;
-			printf(" %s %.2f us%s", ks_record_str(split, "kind", "?"), us,
-			       k + 1 < json_array_size(splits) ? "," : "");
+			printf(" %s %.2f us%s", or_unknown(w->splits[k].kind), us,
+			       k + 1 < w->n_splits ? "," : "");
 		}
 		printf("  (spread %.0f%%)\n", median > 0 ? 100 * (hi - lo) / median : 0.0);
 	}
 }
 
-static void show_workloads(const json_t *record)
+static void show_workloads(const struct ks_record *rec)
 {
-	const json_t *list = json_object_get(record, "workloads");
-	size_t i;
-	json_t *w;
+	const struct ks_result *res = &rec->result;
 
-	if (!json_array_size(list))
+	if (!res->n_workloads)
 		return;
 	printf("\n%-16s %10s %10s %10s %5s %10s %8s %9s %6s\n", "workload", "median_us", "p10_us", "p90_us",
 	       "reps", "ref_us", "speedup", "floor_us", "sol");
-	json_array_foreach(list, i, w)
-	{
-		printf("%-16s %10.2f %10.2f %10.2f %5lld %10.2f %7.2fx %9.2f %5.1f%%\n",
-		       ks_record_str(w, "id", "?"), ks_record_num(w, "median_us"), ks_record_num(w, "p10_us"),
-		       ks_record_num(w, "p90_us"), (long long)json_integer_value(json_object_get(w, "reps")),
-		       ks_record_num(w, "ref_median_us"), ks_record_num(w, "speedup"),
-		       ks_record_num(w, "floor_us"), 100 * ks_record_num(w, "sol_fraction"));
+	for (size_t i = 0; i < res->n_workloads; i++) {
+		const struct ks_result_workload *w = &res->workloads[i];
+
+		printf("%-16s %10.2f %10.2f %10.2f %5lld %10.2f %7.2fx %9.2f %5.1f%%\n", or_unknown(w->id),
+		       w->median_us, w->p10_us, w->p90_us, (long long)w->reps, w->ref_median_us, w->speedup,
+		       w->floor_us, 100 * w->sol_fraction);
 	}
-	show_splits(list);
+	show_splits(res);
 }
 
 /* The profiler's counters, or how to get them. */
-static void show_profile(const json_t *record)
+static void show_profile(const struct ks_record *rec)
 {
-	const json_t *profile = json_object_get(record, "profile");
+	const json_t *profile = rec->profile;
 	char *text;
 
-	if (strcmp(ks_record_str(record, "verdict", ""), "ok"))
+	if (!ks_record_ok(rec))
 		return;
-	if (!json_is_object(profile)) {
+	if (!profile) {
 		printf("\n%-12snot yet (`ksearch profile --op %s --id %llu`); until then dram_fraction holds "
 		       "the "
 		       "speed-of-light fraction and achieved_occupancy the theoretical occupancy\n",
-		       "profile", ks_record_str(record, "op", "?"), (unsigned long long)ks_record_id(record));
+		       "profile", or_unknown(rec->op), (unsigned long long)rec->id);
 		return;
 	}
 	text = ks_profile_text(profile, "  ");
@@ -604,29 +632,29 @@ static void show_profile(const json_t *record)
 }
 
 /* The sanitizer's check, or how to make it. */
-static void show_sanitizer(const json_t *record)
+static void show_sanitizer(const struct ks_record *rec)
 {
-	const json_t *check = json_object_get(record, "sanitizer");
+	const json_t *check = rec->sanitizer;
 	char *text;
 
-	if (strcmp(ks_record_str(record, "verdict", ""), "ok"))
+	if (!ks_record_ok(rec))
 		return;
-	if (!json_is_object(check)) {
+	if (!check) {
 		printf("%-12snot checked (`ksearch sanitize --op %s --id %llu`)\n", "sanitizer",
-		       ks_record_str(record, "op", "?"), (unsigned long long)ks_record_id(record));
+		       or_unknown(rec->op), (unsigned long long)rec->id);
 		return;
 	}
 	text = ks_sanitize_text(check);
 	printf("%-12s%s, %s%s\n", "sanitizer", text ? text : "?", ks_record_str(check, "checked", "-"),
-	       ks_record_sanitizer_failed(record) ? "; demoted: no elite, no best" : "");
+	       rec->sanitizer_failed ? "; demoted: no elite, no best" : "");
 	free(text);
 }
 
-static void show_text(const json_t *record, const char *source, int with_source)
+static void show_text(const struct ks_record *rec, const char *source, int with_source)
 {
-	const char *evidence = ks_record_str(record, "evidence", NULL);
+	const char *evidence = rec->result.evidence;
 
-	if (evidence && *evidence) {
+	if (*evidence) {
 		printf("\nevidence:\n");
 		for (const char *line = evidence; *line;) {
 			const char *nl = strchr(line, '\n');
@@ -637,58 +665,55 @@ static void show_text(const json_t *record, const char *source, int with_source)
 		}
 	}
 	if (with_source)
-		printf("\nsource (sha256 %s):\n%s%s", ks_record_str(record, "source_hash", "?"), source,
+		printf("\nsource (sha256 %s):\n%s%s", or_unknown(rec->source_hash), source,
 		       *source && source[strlen(source) - 1] != '\n' ? "\n" : "");
 }
 
-static void show_record(struct ks_archive *ar, const json_t *record, const char *source, int with_source)
+static void show_record(struct ks_archive *ar, const struct ks_record *rec, const char *source,
+			int with_source)
 {
-	const json_t *llm = json_object_get(record, "llm");
-	const json_t *timing = json_object_get(record, "timing");
-	const char *verdict = ks_record_str(record, "verdict", "?");
+	const struct ks_result *res = &rec->result;
 	struct ks_strbuf sb;
 
-	printf("candidate #%llu  %s", (unsigned long long)ks_record_id(record), verdict);
-	if (!strcmp(verdict, "ok")) {
-		printf("  fitness %.3f", ks_record_num(record, "fitness"));
-		if (json_is_number(json_object_get(record, "sol_fraction")))
-			printf("  speed of light %.1f%%", 100 * ks_record_num(record, "sol_fraction"));
+	printf("candidate #%llu  %s", (unsigned long long)rec->id, ks_verdict_name(res->verdict));
+	if (ks_record_ok(rec)) {
+		printf("  fitness %.3f", res->fitness);
+		if (rec->has & KS_RECORD_SOL_FRACTION)
+			printf("  speed of light %.1f%%", 100 * res->sol_fraction);
 	}
-	printf("\n%-12s%s on %s%s%s%s\n", "operator", ks_record_str(record, "op", "?"),
-	       ks_record_str(record, "gpu", "?"), json_object_get(record, "arch") ? " (" : "",
-	       ks_record_str(record, "arch", ""), json_object_get(record, "arch") ? ")" : "");
-	printf("%-12s%s%s%s%s\n", "family", ks_record_str(record, "family", "-"),
-	       json_object_get(record, "path") ? "  (" : "", ks_record_str(record, "path", ""),
-	       json_object_get(record, "path") ? ")" : "");
+	printf("\n%-12s%s on %s%s%s%s\n", "operator", or_unknown(rec->op), or_unknown(rec->gpu),
+	       *res->arch ? " (" : "", res->arch, *res->arch ? ")" : "");
+	printf("%-12s%s%s%s%s\n", "family", *rec->family ? rec->family : "-", *rec->path ? "  (" : "",
+	       rec->path, *rec->path ? ")" : "");
 	ks_strbuf_init(&sb);
-	ks_archive_format_params(json_object_get(record, "params"), &sb);
+	ks_archive_format_params(rec->params, &sb);
 	printf("%-12s%s\n", "params", sb.len ? sb.buf : "(none)");
 	ks_strbuf_release(&sb);
-	printf("%-12s%s\n", "mutation", ks_record_str(record, "mutation", "-"));
-	if (json_is_integer(json_object_get(record, "duplicate_of")))
-		printf("%-12s#%lld: the same binary (cubin, launch plan, scratch), so its result; not run "
+	printf("%-12s%s\n", "mutation", *rec->mutation ? rec->mutation : "-");
+	if (rec->duplicate_of)
+		printf("%-12s#%llu: the same binary (cubin, launch plan, scratch), so its result; not run "
 		       "again\n",
-		       "duplicate", (long long)json_integer_value(json_object_get(record, "duplicate_of")));
+		       "duplicate", (unsigned long long)rec->duplicate_of);
 
-	show_parents(ar, record);
-	if (json_is_integer(json_object_get(record, "prompt_id")))
-		printf("%-12s%lld\n", "prompt",
-		       (long long)json_integer_value(json_object_get(record, "prompt_id")));
-	if (json_is_object(llm))
+	show_parents(ar, rec);
+	if (rec->has & KS_RECORD_PROMPT_ID)
+		printf("%-12s%llu\n", "prompt", (unsigned long long)rec->prompt_id);
+	if (rec->llm)
 		printf("%-12s%lld prompt + %lld completion tokens, $%.4f\n", "llm",
-		       (long long)json_integer_value(json_object_get(llm, "prompt_tokens")),
-		       (long long)json_integer_value(json_object_get(llm, "completion_tokens")),
-		       ks_record_num(llm, "cost_usd"));
-	show_cell(ar, record);
-	if (json_is_object(timing))
-		printf("%-12scompile %.2f s, verify %.2f s, time %.2f s\n", "timing",
-		       ks_record_num(timing, "compile_s"), ks_record_num(timing, "verify_s"),
-		       ks_record_num(timing, "time_s"));
-	printf("%-12s%s\n", "created", ks_record_str(record, "created", "-"));
-	show_workloads(record);
-	show_profile(record);
-	show_sanitizer(record);
-	show_text(record, source, with_source);
+		       (long long)json_integer_value(json_object_get(rec->llm, "prompt_tokens")),
+		       (long long)json_integer_value(json_object_get(rec->llm, "completion_tokens")),
+		       ks_record_num(rec->llm, "cost_usd"));
+	show_cell(ar, rec);
+	/* the serialiser writes "timing" when any of them was measured */
+	if (res->timing.compile_s || res->timing.verify_s || res->timing.time_s || res->timing.wall_s ||
+	    res->timing.eval_s)
+		printf("%-12scompile %.2f s, verify %.2f s, time %.2f s\n", "timing", res->timing.compile_s,
+		       res->timing.verify_s, res->timing.time_s);
+	printf("%-12s%s\n", "created", *rec->created ? rec->created : "-");
+	show_workloads(rec);
+	show_profile(rec);
+	show_sanitizer(rec);
+	show_text(rec, source, with_source);
 }
 
 /*
@@ -777,7 +802,16 @@ static int archive_show(int argc, char **argv)
 				    json_real(ks_archive_dispatch_fitness(bests)));
 		ks_cli_json_print(record, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	} else {
-		show_record(ar, record, source, !no_source);
+		struct ks_record rec;
+		struct ks_error err;
+
+		ks_record_init(&rec);
+		if (ks_record_parse(record, &rec, &err) < 0) {
+			ks_cli_error(cmd, "%s", err.msg);
+			goto cleanup;
+		}
+		show_record(ar, &rec, source, !no_source);
+		ks_record_release(&rec);
 		print_workload_bests_of(bests, id);
 	}
 	ret = KS_EXIT_OK;

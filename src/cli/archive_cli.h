@@ -87,6 +87,9 @@ int ks_archive_id_option(const struct ks_option *opt, const char *arg, struct ks
 
 /* Get a record (and its source); prints "no candidate #N ..." when absent. */
 int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json_t **record, char **source);
+/* The same, typed (for everything but what prints the record as stored). */
+int ks_archive_cli_get_record(const char *cmd, struct ks_archive *ar, uint64_t id, struct ks_record *rec,
+			      char **source);
 
 /*
  * A verified candidate to run again (archive_pick.c): record id, or the
@@ -96,7 +99,7 @@ int ks_archive_cli_get(const char *cmd, struct ks_archive *ar, uint64_t id, json
  * KS_EXIT_FAILED, or returns 0.
  */
 int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct ks_archive_pick *pick,
-				 uint64_t id, int best, json_t **record, char **source, char **op_key,
+				 uint64_t id, int best, struct ks_record *rec, char **source, char **op_key,
 				 char **gpu);
 /*
  * The candidate a command runs again (`profile`, `sanitize`): --id ID or
@@ -115,7 +118,7 @@ struct ks_archive_target_args {
 	const char *workload;		  /* --workload, or NULL */
 };
 struct ks_archive_target {
-	json_t *record; /* NULL for a FILE */
+	struct ks_record record; /* id 0 for a FILE */
 	uint64_t id;
 	char *source, *op_key, *gpu; /* gpu: the archive's GPU model, NULL for a FILE */
 	const char *const *params;   /* "NAME=VALUE" */
@@ -132,7 +135,7 @@ int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct k
 void ks_archive_cli_target_release(struct ks_archive_target *t);
 
 /* "NAME=VALUE" for each param of a record, *n of them; free with ks_archive_cli_params_free(). */
-char **ks_archive_cli_record_params(const json_t *record, size_t *n);
+char **ks_archive_cli_record_params(const struct ks_record *rec, size_t *n);
 void ks_archive_cli_params_free(char **params, size_t n);
 
 /* "SPLITS=8 WARPS=4" from a record's params. */

@@ -17,16 +17,11 @@
 /* The line-by-line diff is exact up to this many cells; beyond, the middle is replaced whole. */
 #define MAX_DIFF_CELLS ((size_t)4 << 20)
 
-static int is_ok(const json_t *record)
-{
-	return !strcmp(ks_record_str(record, "verdict", ""), "ok");
-}
-
 /* "SPLITS 1 -> 8, WARPS 4 -> 8" (changed, added, removed params of b against a). */
-static void param_changes(const json_t *a, const json_t *b, struct ks_strbuf *sb)
+static void param_changes(const struct ks_record *a, const struct ks_record *b, struct ks_strbuf *sb)
 {
-	const json_t *pa = json_object_get(a, "params"), *pb = json_object_get(b, "params");
-	const char *fa = ks_record_str(a, "family", ""), *fb = ks_record_str(b, "family", "");
+	const json_t *pa = a->params, *pb = b->params;
+	const char *fa = a->family, *fb = b->family;
 	const char *key;
 	json_t *v;
 	size_t start = sb->len;
@@ -50,27 +45,27 @@ static void param_changes(const json_t *a, const json_t *b, struct ks_strbuf *sb
 	}
 	json_object_foreach((json_t *)pa, key, v) if (!json_object_get(pb, key))
 		ks_strbuf_addf(sb, "%s%s removed", sb->len > start ? ", " : "", key);
-	if (strcmp(ks_record_str(a, "source_hash", ""), ks_record_str(b, "source_hash", "")))
+	if (strcmp(a->source_hash, b->source_hash))
 		ks_strbuf_addf(sb, "%ssource changed", sb->len > start ? ", " : "");
 }
 
-static void format_fitness(const json_t *record, struct ks_strbuf *sb)
+static void format_fitness(const struct ks_record *rec, struct ks_strbuf *sb)
 {
-	if (is_ok(record))
-		ks_strbuf_addf(sb, "%.3f", ks_record_num(record, "fitness"));
+	if (ks_record_ok(rec))
+		ks_strbuf_addf(sb, "%.3f", rec->result.fitness);
 	else
-		ks_strbuf_adds(sb, ks_record_str(record, "verdict", "?"));
+		ks_strbuf_adds(sb, ks_verdict_name(rec->result.verdict));
 }
 
 /* "+0.120 (x1.08)" from a to b, when both are ok. */
-static void fitness_change(const json_t *a, const json_t *b, struct ks_strbuf *sb)
+static void fitness_change(const struct ks_record *a, const struct ks_record *b, struct ks_strbuf *sb)
 {
 	double fa, fb;
 
-	if (!a || !is_ok(a) || !is_ok(b))
+	if (!a || !ks_record_ok(a) || !ks_record_ok(b))
 		return;
-	fa = ks_record_num(a, "fitness");
-	fb = ks_record_num(b, "fitness");
+	fa = a->result.fitness;
+	fb = b->result.fitness;
 	ks_strbuf_addf(sb, "%+.3f", fb - fa);
 	if (fa > 0)
 		ks_strbuf_addf(sb, " (x%.2f)", fb / fa);
@@ -88,33 +83,31 @@ static const struct ks_help lineage_help = {
 	.exit_codes = NULL,
 };
 
-static void print_step(const json_t *parent, const json_t *record)
+static void print_step(const struct ks_record *parent, const struct ks_record *rec)
 {
 	struct ks_strbuf fit, change, params, others;
-	const json_t *parents = json_object_get(record, "parents");
-	size_t i;
-	json_t *p;
 
 	ks_strbuf_init(&fit);
 	ks_strbuf_init(&change);
 	ks_strbuf_init(&params);
 	ks_strbuf_init(&others);
-	format_fitness(record, &fit);
-	fitness_change(parent, record, &change);
+	format_fitness(rec, &fit);
+	fitness_change(parent, rec, &change);
 	if (parent)
-		param_changes(parent, record, &params);
+		param_changes(parent, rec, &params);
 	else
-		ks_archive_format_params(json_object_get(record, "params"), &params);
-	json_array_foreach(parents, i, p) if (i) ks_strbuf_addf(
-		&others, "%s#%lld", others.len ? ", " : " (also from ", (long long)json_integer_value(p));
+		ks_archive_format_params(rec->params, &params);
+	for (size_t i = 1; i < rec->n_parents; i++)
+		ks_strbuf_addf(&others, "%s#%llu", others.len ? ", " : " (also from ",
+			       (unsigned long long)rec->parents[i]);
 	if (others.len)
 		ks_strbuf_adds(&others, ")");
-	printf("  #%-8llu %-10s %-14s %-18s %s%s%s%s\n", (unsigned long long)ks_record_id(record),
-	       ks_record_str(record, "mutation", "-"), fit.buf,
+	printf("  #%-8llu %-10s %-14s %-18s %s%s%s%s\n", (unsigned long long)rec->id,
+	       *rec->mutation ? rec->mutation : "-", fit.buf,
 	       change.len ? change.buf
 	       : parent	  ? ""
 			  : "(root)",
-	       parent ? "" : ks_record_str(record, "family", ""), parent ? "" : "  ", params.buf, others.buf);
+	       parent ? "" : rec->family, parent ? "" : "  ", params.buf, others.buf);
 	ks_strbuf_release(&fit);
 	ks_strbuf_release(&change);
 	ks_strbuf_release(&params);
@@ -127,7 +120,7 @@ int ks_archive_cmd_lineage(int argc, char **argv)
 	struct ks_option opts[] = { KS_ARCHIVE_COMMON_OPTS(&pick), KS_OPT_END };
 	const char *cmd = "archive lineage";
 	struct ks_archive *ar = NULL;
-	json_t **chain = NULL;
+	struct ks_record *chain = NULL;
 	size_t n = 0, alloc = 0;
 	uint64_t id, missing = 0;
 	const char **pos;
@@ -148,30 +141,30 @@ int ks_archive_cmd_lineage(int argc, char **argv)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
 	KS_ALLOC_GROW(chain, 1, alloc);
-	if (ks_archive_cli_get(cmd, ar, id, &chain[0], NULL) < 0)
-		goto cleanup;
+	ks_record_init(&chain[0]);
 	n = 1;
+	if (ks_archive_cli_get_record(cmd, ar, id, &chain[0], NULL) < 0)
+		goto cleanup;
 	while (n < MAX_LINEAGE) {
-		const json_t *parents = json_object_get(chain[n - 1], "parents");
-		uint64_t parent = json_array_size(parents)
-					  ? (uint64_t)json_integer_value(json_array_get(parents, 0))
-					  : 0;
+		const struct ks_record *last = &chain[n - 1];
+		uint64_t parent = last->n_parents ? last->parents[0] : 0;
 		struct ks_error err;
-		json_t *record;
 
 		/* ids only grow, so a parent has a smaller id; anything else is a loop in damaged data */
-		if (!parent || parent >= ks_record_id(chain[n - 1]))
+		if (!parent || parent >= last->id)
 			break;
-		if (ks_archive_get(ar, parent, &record, NULL, &err) < 0) {
+		KS_ALLOC_GROW(chain, n + 1, alloc);
+		ks_record_init(&chain[n]);
+		n++;
+		if (ks_archive_get_record(ar, parent, &chain[n - 1], NULL, &err) < 0) {
 			ks_cli_error(cmd, "%s", err.msg);
 			goto cleanup;
 		}
-		if (!record) {
+		if (!chain[n - 1].id) {
 			missing = parent;
+			n--;
 			break;
 		}
-		KS_ALLOC_GROW(chain, n + 1, alloc);
-		chain[n++] = record;
 	}
 	printf("lineage of #%llu, oldest first (%zu step%s):\n", (unsigned long long)id, n,
 	       n == 1 ? "" : "s");
@@ -179,11 +172,11 @@ int ks_archive_cmd_lineage(int argc, char **argv)
 	if (missing)
 		printf("  #%-8llu (not in this archive)\n", (unsigned long long)missing);
 	for (size_t i = n; i-- > 0;)
-		print_step(i + 1 < n ? chain[i + 1] : NULL, chain[i]);
+		print_step(i + 1 < n ? &chain[i + 1] : NULL, &chain[i]);
 	ret = KS_EXIT_OK;
 cleanup:
 	for (size_t i = 0; i < n; i++)
-		json_decref(chain[i]);
+		ks_record_release(&chain[i]);
 	free(chain);
 	free(pos);
 	ks_archive_close(ar);
@@ -371,48 +364,42 @@ static const struct ks_help diff_help = {
 	.exit_codes = NULL,
 };
 
-static void diff_descriptors(const json_t *a, const json_t *b)
+static void diff_descriptors(const struct ks_record *a, const struct ks_record *b)
 {
-	const json_t *da = json_object_get(a, "descriptors"), *db = json_object_get(b, "descriptors");
 	struct ks_strbuf sb;
-	const char *key;
-	json_t *v;
 
 	ks_strbuf_init(&sb);
-	json_object_foreach((json_t *)db, key, v)
-	{
-		json_t *old = json_object_get(da, key);
+	for (int d = 0; d < KS_DESC_COUNT; d++) {
+		unsigned bit = 1u << d;
+		double old = a->result.descriptors[d], v = b->result.descriptors[d];
 
-		if (old && json_equal(old, v))
+		if (!(b->has_descriptor & bit) || ((a->has_descriptor & bit) && old == v))
 			continue;
-		ks_strbuf_addf(&sb, "%s%s ", sb.len ? ", " : "", key);
-		if (old)
-			ks_archive_format_value(old, &sb);
+		ks_strbuf_addf(&sb, "%s%s ", sb.len ? ", " : "", ks_descriptor_name((enum ks_descriptor)d));
+		if (a->has_descriptor & bit)
+			ks_strbuf_addf(&sb, "%g", old);
 		else
 			ks_strbuf_adds(&sb, "-");
-		ks_strbuf_adds(&sb, " -> ");
-		ks_archive_format_value(v, &sb);
+		ks_strbuf_addf(&sb, " -> %g", v);
 	}
 	printf("%-13s%s\n", "descriptors", sb.len ? sb.buf : "(same)");
 	ks_strbuf_release(&sb);
 }
 
-static void diff_workloads(const json_t *a, const json_t *b)
+static void diff_workloads(const struct ks_record *a, const struct ks_record *b)
 {
-	const json_t *wa = json_object_get(a, "workloads"), *wb = json_object_get(b, "workloads");
-	size_t i, k;
-	json_t *w, *o;
+	const struct ks_result *ra = &a->result, *rb = &b->result;
 
-	if (!json_array_size(wb))
+	if (!rb->n_workloads)
 		return;
 	printf("%-13s%-16s %10s %10s %9s\n", "workloads", "(median_us)", "A", "B", "change");
-	json_array_foreach(wb, i, w)
-	{
-		const char *id = ks_record_str(w, "id", "?");
-		double tb = ks_record_num(w, "median_us"), ta = -1;
+	for (size_t i = 0; i < rb->n_workloads; i++) {
+		const char *id = *rb->workloads[i].id ? rb->workloads[i].id : "?";
+		double tb = rb->workloads[i].median_us, ta = -1;
 
-		json_array_foreach(wa, k, o) if (!strcmp(ks_record_str(o, "id", ""), id)) ta =
-			ks_record_num(o, "median_us");
+		for (size_t k = 0; k < ra->n_workloads; k++)
+			if (!strcmp(ra->workloads[k].id, id))
+				ta = ra->workloads[k].median_us;
 		if (ta > 0)
 			printf("%-13s%-16s %10.2f %10.2f %+8.1f%%\n", "", id, ta, tb, 100 * (tb - ta) / ta);
 		else
@@ -420,24 +407,22 @@ static void diff_workloads(const json_t *a, const json_t *b)
 	}
 }
 
-static void diff_records(const json_t *a, const json_t *b)
+static void diff_records(const struct ks_record *a, const struct ks_record *b)
 {
 	struct ks_strbuf sb;
 
 	ks_strbuf_init(&sb);
-	printf("%-13s%s -> %s\n", "verdict", ks_record_str(a, "verdict", "?"),
-	       ks_record_str(b, "verdict", "?"));
+	printf("%-13s%s -> %s\n", "verdict", ks_verdict_name(a->result.verdict),
+	       ks_verdict_name(b->result.verdict));
 	format_fitness(a, &sb);
 	ks_strbuf_adds(&sb, " -> ");
 	format_fitness(b, &sb);
 	ks_strbuf_adds(&sb, "  ");
 	fitness_change(a, b, &sb);
 	printf("%-13s%s\n", "fitness", sb.buf);
-	if (json_is_number(json_object_get(a, "sol_fraction")) &&
-	    json_is_number(json_object_get(b, "sol_fraction")))
-		printf("%-13s%.1f%% -> %.1f%%  (%+.1f points)\n", "sol",
-		       100 * ks_record_num(a, "sol_fraction"), 100 * ks_record_num(b, "sol_fraction"),
-		       100 * (ks_record_num(b, "sol_fraction") - ks_record_num(a, "sol_fraction")));
+	if ((a->has & KS_RECORD_SOL_FRACTION) && (b->has & KS_RECORD_SOL_FRACTION))
+		printf("%-13s%.1f%% -> %.1f%%  (%+.1f points)\n", "sol", 100 * a->result.sol_fraction,
+		       100 * b->result.sol_fraction, 100 * (b->result.sol_fraction - a->result.sol_fraction));
 	sb.len = 0;
 	sb.buf[0] = '\0';
 	param_changes(a, b, &sb);
@@ -459,13 +444,15 @@ int ks_archive_cmd_diff(int argc, char **argv)
 	};
 	const char *cmd = "archive diff";
 	struct ks_archive *ar = NULL;
-	json_t *a = NULL, *b = NULL;
+	struct ks_record a, b;
 	char *sa = NULL, *sb = NULL, *na = NULL, *nb = NULL;
 	uint64_t ida, idb;
 	const char **pos;
 	size_t n_pos;
 	int rc, color, ret = KS_EXIT_USAGE;
 
+	ks_record_init(&a);
+	ks_record_init(&b);
 	rc = ks_opts_parse(cmd, opts, &diff_help, argc, argv, &pos, &n_pos);
 	if (rc)
 		return rc == 1 ? KS_EXIT_OK : KS_EXIT_USAGE;
@@ -480,22 +467,23 @@ int ks_archive_cmd_diff(int argc, char **argv)
 	if (ret)
 		goto cleanup;
 	ret = KS_EXIT_FAILED;
-	if (ks_archive_cli_get(cmd, ar, ida, &a, &sa) < 0 || ks_archive_cli_get(cmd, ar, idb, &b, &sb) < 0)
+	if (ks_archive_cli_get_record(cmd, ar, ida, &a, &sa) < 0 ||
+	    ks_archive_cli_get_record(cmd, ar, idb, &b, &sb) < 0)
 		goto cleanup;
 	printf("A = #%llu, B = #%llu\n", (unsigned long long)ida, (unsigned long long)idb);
-	diff_records(a, b);
-	na = ks_asprintf("#%llu %s", (unsigned long long)ida, ks_record_str(a, "path", ""));
-	nb = ks_asprintf("#%llu %s", (unsigned long long)idb, ks_record_str(b, "path", ""));
+	diff_records(&a, &b);
+	na = ks_asprintf("#%llu %s", (unsigned long long)ida, a.path);
+	nb = ks_asprintf("#%llu %s", (unsigned long long)idb, b.path);
 	if (!strcmp(sa, sb))
-		printf("%-13s(same text, sha256 %s)\n", "source", ks_record_str(a, "source_hash", "?"));
+		printf("%-13s(same text, sha256 %s)\n", "source", *a.source_hash ? a.source_hash : "?");
 	else {
 		printf("%-13s(unified diff, A -> B)\n", "source");
 		unified_diff(sa, sb, na, nb, color);
 	}
 	ret = KS_EXIT_OK;
 cleanup:
-	json_decref(a);
-	json_decref(b);
+	ks_record_release(&a);
+	ks_record_release(&b);
 	free(sa);
 	free(sb);
 	free(na);

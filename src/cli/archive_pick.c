@@ -7,7 +7,7 @@
 #include "archive_cli.h"
 
 int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct ks_archive_pick *pick,
-				 uint64_t id, int best, json_t **record, char **source, char **op_key,
+				 uint64_t id, int best, struct ks_record *rec, char **source, char **op_key,
 				 char **gpu)
 {
 	struct ks_archive *ar = NULL;
@@ -17,21 +17,20 @@ int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct
 	if (ks_archive_cli_open(cmd, pick, &ar))
 		return KS_EXIT_FAILED;
 	if (best) {
-		if (ks_archive_best(ar, record, source, &err) < 0) {
+		if (ks_archive_best_record(ar, rec, source, &err) < 0) {
 			ks_cli_error(cmd, "%s", err.msg);
 			goto cleanup;
 		}
-		if (!*record) {
+		if (!rec->id) {
 			ks_cli_error(cmd, "%s holds no verified candidate yet", ks_archive_path(ar));
 			goto cleanup;
 		}
-	} else if (ks_archive_cli_get(cmd, ar, id, record, source) < 0) {
+	} else if (ks_archive_cli_get_record(cmd, ar, id, rec, source) < 0) {
 		goto cleanup;
 	}
-	if (strcmp(ks_record_str(*record, "verdict", ""), "ok")) {
+	if (!ks_record_ok(rec)) {
 		ks_cli_error(cmd, "candidate #%llu is %s: only verified candidates are %s",
-			     (unsigned long long)ks_record_id(*record),
-			     ks_record_str(*record, "verdict", "?"), verb);
+			     (unsigned long long)rec->id, ks_verdict_name(rec->result.verdict), verb);
 		goto cleanup;
 	}
 	*op_key = ks_strdup(ks_archive_op(ar));
@@ -42,9 +41,9 @@ cleanup:
 	return ret;
 }
 
-char **ks_archive_cli_record_params(const json_t *record, size_t *n)
+char **ks_archive_cli_record_params(const struct ks_record *rec, size_t *n)
 {
-	const json_t *params = json_object_get(record, "params"), *v;
+	const json_t *params = rec->params, *v;
 	char **out = ks_calloc(json_object_size(params) + 1, sizeof(*out));
 	const char *name;
 
@@ -68,6 +67,7 @@ int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct k
 	int ret;
 
 	memset(t, 0, sizeof(*t));
+	ks_record_init(&t->record);
 	if (!a->pick->op)
 		return ks_cli_usage(cmd, "--op NAME is required (see `ksearch ops`)");
 	if ((a->id_given || a->best) + (a->n_files > 0) != 1 || a->n_files > 1 || (a->id_given && a->best))
@@ -80,13 +80,13 @@ int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct k
 		if ((ret = ks_archive_cli_pick_verified(cmd, verb, a->pick, a->id, a->best, &t->record,
 							&t->source, &t->op_key, &t->gpu)))
 			return ret;
-		t->id = ks_record_id(t->record);
-		t->record_params = ks_archive_cli_record_params(t->record, &t->n_record_params);
+		t->id = t->record.id;
+		t->record_params = ks_archive_cli_record_params(&t->record, &t->n_record_params);
 		t->params = (const char *const *)t->record_params;
 		t->n_params = t->n_record_params;
-		t->path = ks_record_str(t->record, "path", "candidate.cu");
+		t->path = *t->record.path ? t->record.path : "candidate.cu";
 		snprintf(t->what, sizeof(t->what), "#%llu (%s)", (unsigned long long)t->id,
-			 ks_record_str(t->record, "family", "?"));
+			 *t->record.family ? t->record.family : "?");
 	} else {
 		size_t len;
 
@@ -112,11 +112,12 @@ int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct k
 
 void ks_archive_cli_target_release(struct ks_archive_target *t)
 {
-	json_decref(t->record);
+	ks_record_release(&t->record);
 	ks_archive_cli_params_free(t->record_params, t->n_record_params);
 	free(t->source);
 	free(t->op_key);
 	free(t->gpu);
 	ks_op_release(&t->op);
 	memset(t, 0, sizeof(*t));
+	ks_record_init(&t->record);
 }

@@ -246,7 +246,7 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 {
 	struct ks_archive_metrics m;
 	struct ks_error err;
-	json_t *best = NULL;
+	struct ks_record best;
 
 	printf("\nstopped (%s) after %llu evaluations in %.0f s", sum->stop_reason ? sum->stop_reason : "?",
 	       (unsigned long long)sum->evaluated, sum->wall_s);
@@ -298,29 +298,26 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		printf("archive: %llu candidates, %llu/%llu cells filled (%.0f%%), QD-score %.2f\n",
 		       (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
 		       (unsigned long long)m.cells, 100.0 * m.coverage, m.qd_score);
-	if (ks_archive_best(ar, &best, NULL, &err) == 0 && best) {
-		json_t *w;
-		size_t i;
-		char *params = json_dumps(json_object_get(best, "params"), JSON_COMPACT);
+	ks_record_init(&best);
+	if (ks_archive_best_record(ar, &best, NULL, &err) == 0 && best.id) {
+		const struct ks_result *res = &best.result;
+		char *params = best.params ? json_dumps(best.params, JSON_COMPACT) : NULL;
 
-		printf("\nbest: id %lld, %s %s: fitness %.3f (geometric-mean speedup over the reference), "
+		printf("\nbest: id %llu, %s %s: fitness %.3f (geometric-mean speedup over the reference), "
 		       "%.0f%% of the speed of light\n",
-		       (long long)json_integer_value(json_object_get(best, "id")),
-		       json_string_value(json_object_get(best, "family")) ?: "?", params ? params : "",
-		       json_number_value(json_object_get(best, "fitness")),
-		       100.0 * json_number_value(json_object_get(best, "sol_fraction")));
-		json_array_foreach(json_object_get(best, "workloads"), i, w)
-			printf("  %-16s %9.2f us  (reference %9.2f us, floor %7.2f us, %3.0f%% SOL)\n",
-			       json_string_value(json_object_get(w, "id")),
-			       json_number_value(json_object_get(w, "median_us")),
-			       json_number_value(json_object_get(w, "ref_median_us")),
-			       json_number_value(json_object_get(w, "floor_us")),
-			       100.0 * json_number_value(json_object_get(w, "sol_fraction")));
-		printf("\ntake it home:  ksearch export-best --op %s --archive %s --id %lld\n", op->key, root,
-		       (long long)json_integer_value(json_object_get(best, "id")));
+		       (unsigned long long)best.id, *best.family ? best.family : "?", params ? params : "",
+		       res->fitness, 100.0 * res->sol_fraction);
+		for (size_t i = 0; i < res->n_workloads; i++) {
+			const struct ks_result_workload *w = &res->workloads[i];
+
+			printf("  %-16s %9.2f us  (reference %9.2f us, floor %7.2f us, %3.0f%% SOL)\n", w->id,
+			       w->median_us, w->ref_median_us, w->floor_us, 100.0 * w->sol_fraction);
+		}
+		printf("\ntake it home:  ksearch export-best --op %s --archive %s --id %llu\n", op->key, root,
+		       (unsigned long long)best.id);
 		free(params);
-		json_decref(best);
 	}
+	ks_record_release(&best);
 }
 
 /* The LLM side of a search: its settings, client and prompts. */

@@ -87,12 +87,12 @@ enum { EXIT_SANITIZER_FAILED = 3 };
  * ignore, after a warning), one never made warns.  Returns 0, or
  * EXIT_SANITIZER_FAILED after the error.
  */
-static int sanitizer_gate(const json_t *record, const char *op, const char *label, int ignore)
+static int sanitizer_gate(const struct ks_record *rec, const char *op, const char *label, int ignore)
 {
-	const json_t *check = json_object_get(record, "sanitizer");
-	unsigned long long id = (unsigned long long)ks_record_id(record);
+	const json_t *check = rec->sanitizer;
+	unsigned long long id = (unsigned long long)rec->id;
 
-	if (!json_is_object(check)) {
+	if (!check) {
 		fprintf(stderr,
 			"ksearch %s: warning: %s was never checked by the sanitizer: a write outside its "
 			"buffers that it undoes before it ends would pass unseen (`ksearch sanitize --op %s "
@@ -100,7 +100,7 @@ static int sanitizer_gate(const json_t *record, const char *op, const char *labe
 			cmd, label, op, id);
 		return 0;
 	}
-	if (!ks_record_sanitizer_failed(record))
+	if (!rec->sanitizer_failed)
 		return 0;
 	if (ignore) {
 		fprintf(stderr,
@@ -327,19 +327,18 @@ static int pick_record(struct ks_archive *ar, uint64_t given_id, const char *cel
 	return 0;
 }
 
-static json_t *lineage_step(const json_t *record)
+static json_t *lineage_step(const struct ks_record *rec)
 {
 	json_t *step = json_object();
-	const char *verdict = ks_record_str(record, "verdict", NULL);
 
-	json_object_set_new(step, "id", json_integer((json_int_t)ks_record_id(record)));
-	json_object_set_new(step, "mutation", json_string(ks_record_str(record, "mutation", "unknown")));
-	if (json_is_number(json_object_get(record, "fitness")))
-		json_object_set_new(step, "fitness", json_real(ks_record_num(record, "fitness")));
+	json_object_set_new(step, "id", json_integer((json_int_t)rec->id));
+	json_object_set_new(step, "mutation", json_string(*rec->mutation ? rec->mutation : "unknown"));
+	if (rec->has & KS_RECORD_FITNESS)
+		json_object_set_new(step, "fitness", json_real(rec->result.fitness));
 	else
 		json_object_set_new(step, "fitness", json_null());
-	if (verdict && strcmp(verdict, "ok"))
-		json_object_set_new(step, "verdict", json_string(verdict));
+	if (!ks_record_ok(rec))
+		json_object_set_new(step, "verdict", json_string(ks_verdict_name(rec->result.verdict)));
 	return step;
 }
 
@@ -358,35 +357,38 @@ static int in_chain(const json_t *chain, json_int_t id)
  * {id, mutation, fitness}.  A parent the archive lacks (an elites-only
  * import) ends the chain with {id, missing: true}.
  */
-static int build_lineage(struct ks_archive *ar, const json_t *record, json_t **out, struct ks_error *err)
+static int build_lineage(struct ks_archive *ar, const struct ks_record *rec, json_t **out,
+			 struct ks_error *err)
 {
-	json_t *chain = json_array(), *current = json_deep_copy(record);
+	json_t *chain = json_array();
+	struct ks_record parent;
+	const struct ks_record *current = rec;
 	int ret = -1;
 
+	ks_record_init(&parent);
 	for (size_t n = 0; n < MAX_LINEAGE; n++) {
-		json_t *parents = json_object_get(current, "parents"), *parent = NULL;
-		json_int_t pid;
+		uint64_t pid;
 
 		json_array_insert_new(chain, 0, lineage_step(current));
-		if (!json_array_size(parents))
+		if (!current->n_parents)
 			break;
-		pid = json_integer_value(json_array_get(parents, 0));
-		if (pid < 1 || in_chain(chain, pid))
+		pid = current->parents[0];
+		if (in_chain(chain, (json_int_t)pid))
 			break;
-		if (ks_archive_get(ar, (uint64_t)pid, &parent, NULL, err) < 0)
+		if (ks_archive_get_record(ar, pid, &parent, NULL, err) < 0)
 			goto cleanup;
-		if (!parent) {
-			json_array_insert_new(chain, 0, json_pack("{s:I, s:b}", "id", pid, "missing", 1));
+		if (!parent.id) {
+			json_array_insert_new(chain, 0,
+					      json_pack("{s:I, s:b}", "id", (json_int_t)pid, "missing", 1));
 			break;
 		}
-		json_decref(current);
-		current = parent;
+		current = &parent;
 	}
 	*out = chain;
 	chain = NULL;
 	ret = 0;
 cleanup:
-	json_decref(current);
+	ks_record_release(&parent);
 	json_decref(chain);
 	return ret;
 }
@@ -451,20 +453,19 @@ static void print_format(const struct ks_op *op, const struct format_args *fa)
 }
 
 static void print_result(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-			 const json_t *record, const struct format_args *fa)
+			 const struct ks_record *rec, const struct format_args *fa)
 {
-	const char *out_dir = fa->out_dir, *name = fa->name;
-	const json_t *sol = json_object_get(record, "sol_fraction");
+	const char *out_dir = fa->out_dir, *name = fa->name,
+		   *arch = *rec->result.arch ? rec->result.arch : "sm_90a";
 	char buf[512];
 
 	ks_params_format(cand, params, buf, sizeof(buf));
-	printf("exported candidate #%llu (%s; %s) to %s/\n", (unsigned long long)ks_record_id(record),
-	       ks_record_str(record, "family", "unknown family"), cand->n_params ? buf : "no params",
-	       out_dir);
-	printf("  measured on %s (%s): fitness %.3f", ks_record_str(record, "gpu", "an unrecorded GPU"),
-	       ks_record_str(record, "arch", "sm_90a"), ks_record_num(record, "fitness"));
-	if (json_is_number(sol))
-		printf(", %.1f%% of speed of light", 100 * json_number_value(sol));
+	printf("exported candidate #%llu (%s; %s) to %s/\n", (unsigned long long)rec->id,
+	       *rec->family ? rec->family : "unknown family", cand->n_params ? buf : "no params", out_dir);
+	printf("  measured on %s (%s): fitness %.3f", *rec->gpu ? rec->gpu : "an unrecorded GPU", arch,
+	       rec->result.fitness);
+	if (rec->has & KS_RECORD_SOL_FRACTION)
+		printf(", %.1f%% of speed of light", 100 * rec->result.sol_fraction);
 	printf("\n\n");
 	if (fa->format != FORMAT_CUDA) {
 		print_format(op, fa);
@@ -475,13 +476,14 @@ static void print_result(const struct ks_op *op, const struct ks_candidate *cand
 	printf("  %s/%s.h     the C interface: arguments, shapes, workspace, stream\n", out_dir, name);
 	printf("  %s/%s.json  what was measured where, and the lineage\n", out_dir, name);
 	printf("  %s/README.md\n\n", out_dir);
-	printf("build it with:\n  nvcc -c -std=c++17 -arch=%s %s/%s.cu -o %s.o\n",
-	       ks_record_str(record, "arch", "sm_90a"), out_dir, name, name);
+	printf("build it with:\n  nvcc -c -std=c++17 -arch=%s %s/%s.cu -o %s.o\n", arch, out_dir, name, name);
 }
 
 /* One kernel of a dispatch as the archive holds it: the pieces a variant points into. */
 struct dispatch_part {
-	json_t *record;
+	json_t *record;	      /* as stored: what the export copies */
+	struct ks_record rec; /* the same, read */
+	int have_rec;
 	char *source;
 	struct ks_candidate cand;
 	int64_t *params;
@@ -527,7 +529,13 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 		snprintf(label, sizeof(label), "candidate #%llu", (unsigned long long)id);
 		if (ks_archive_cli_get(cmd, ar, id, &p->record, &p->source) < 0)
 			goto cleanup;
-		if ((rc = sanitizer_gate(p->record, op->key, label, ignore_sanitizer))) {
+		ks_record_init(&p->rec);
+		p->have_rec = 1;
+		if (ks_record_parse(p->record, &p->rec, &err) < 0) {
+			ks_cli_error(cmd, "%s", err.msg);
+			goto cleanup;
+		}
+		if ((rc = sanitizer_gate(&p->rec, op->key, label, ignore_sanitizer))) {
 			ret = rc;
 			goto cleanup;
 		}
@@ -542,7 +550,7 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 		p->have_cand = 1;
 		p->params = ks_calloc(p->cand.n_params + 1, sizeof(*p->params));
 		if (ks_candidate_bind(&p->cand, op, &err) < 0 ||
-		    ks_export_params(&p->cand, json_object_get(p->record, "params"), p->params, &err) < 0) {
+		    ks_export_params(&p->cand, p->rec.params, p->params, &err) < 0) {
 			ks_cli_error(cmd, "%s: %s (does the archive belong to this version of op %s?)", label,
 				     err.msg, op->key);
 			goto cleanup;
@@ -570,9 +578,8 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 		char params[256];
 
 		ks_params_format(&parts[w].cand, parts[w].params, params, sizeof(params));
-		printf("  %-16s #%-8lld %s (%s), %.2f us\n", op->workloads[w].id,
-		       (long long)json_integer_value(json_object_get(parts[w].record, "id")),
-		       ks_record_str(parts[w].record, "family", "?"), params, variants[w].median_us);
+		printf("  %-16s #%-8lld %s (%s), %.2f us\n", op->workloads[w].id, (long long)parts[w].rec.id,
+		       *parts[w].rec.family ? parts[w].rec.family : "?", params, variants[w].median_us);
 	}
 	printf("dispatch fitness %.3f (each workload on its own best)\n", ks_archive_dispatch_fitness(bests));
 	if (fa->format == FORMAT_CUDA)
@@ -587,6 +594,8 @@ cleanup:
 		if (parts[w].have_cand)
 			ks_candidate_release(&parts[w].cand);
 		json_decref(parts[w].record);
+		if (parts[w].have_rec)
+			ks_record_release(&parts[w].rec);
 		free(parts[w].source);
 		free(parts[w].params);
 	}
@@ -636,6 +645,7 @@ int cmd_export_best(int argc, char **argv)
 	struct ks_error err;
 	struct ks_op op;
 	json_t *record = NULL, *lineage = NULL;
+	struct ks_record rec;
 	char *source = NULL, *name = NULL, *out_dir = NULL, *label = NULL, *solution = NULL,
 	     *description = NULL;
 	struct ks_export_files files;
@@ -647,6 +657,7 @@ int cmd_export_best(int argc, char **argv)
 	int rc, ret = KS_EXIT_USAGE, have_op = 0, have_cand = 0;
 
 	memset(&cand, 0, sizeof(cand));
+	ks_record_init(&rec);
 	ks_export_files_init(&files);
 	rc = ks_opts_parse(cmd, opts, &help, argc, argv, &pos, &n_pos);
 	if (rc)
@@ -723,14 +734,19 @@ int cmd_export_best(int argc, char **argv)
 			ret = KS_EXIT_USAGE;
 		goto cleanup;
 	}
-	label = ks_asprintf("candidate #%llu (%s)", (unsigned long long)ks_record_id(record),
-			    ks_record_str(record, "path", "no path recorded"));
-	if (strcmp(ks_record_str(record, "verdict", "?"), "ok")) {
-		ks_cli_error(cmd, "%s has verdict '%s'; only candidates verified ok are exported", label,
-			     ks_record_str(record, "verdict", "?"));
+	/* the record as stored goes into the export's JSON; what is read of it, from rec */
+	if (ks_record_parse(record, &rec, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
-	if ((rc = sanitizer_gate(record, op.key, label, ignore_sanitizer))) {
+	label = ks_asprintf("candidate #%llu (%s)", (unsigned long long)rec.id,
+			    *rec.path ? rec.path : "no path recorded");
+	if (!ks_record_ok(&rec)) {
+		ks_cli_error(cmd, "%s has verdict '%s'; only candidates verified ok are exported", label,
+			     ks_verdict_name(rec.result.verdict));
+		goto cleanup;
+	}
+	if ((rc = sanitizer_gate(&rec, op.key, label, ignore_sanitizer))) {
 		ret = rc;
 		goto cleanup;
 	}
@@ -748,16 +764,16 @@ int cmd_export_best(int argc, char **argv)
 		goto cleanup;
 	}
 	params = ks_calloc(cand.n_params + 1, sizeof(*params));
-	if (ks_export_params(&cand, json_object_get(record, "params"), params, &err) < 0) {
+	if (ks_export_params(&cand, rec.params, params, &err) < 0) {
 		ks_cli_error(cmd, "%s: the record does not match its source: %s", label, err.msg);
 		goto cleanup;
 	}
-	if (build_lineage(ar, record, &lineage, &err) < 0) {
+	if (build_lineage(ar, &rec, &lineage, &err) < 0) {
 		ks_cli_error(cmd, "%s: following its parents: %s", label, err.msg);
 		goto cleanup;
 	}
 	out_dir = output ? ks_strdup(output)
-			 : ks_asprintf("export/%s-%llu%s%s", op.key, (unsigned long long)ks_record_id(record),
+			 : ks_asprintf("export/%s-%llu%s%s", op.key, (unsigned long long)rec.id,
 				       format ? "-" : "", format ? formats[format] : "");
 	if (ks_export_render(&op, &cand, params, record, lineage, name, &files, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
@@ -770,14 +786,13 @@ int cmd_export_best(int argc, char **argv)
 		char buf[512];
 
 		ks_params_format(&cand, params, buf, sizeof(buf));
-		solution = solution_given
-				   ? ks_strdup(solution_given)
-				   : ks_asprintf("%s_%llu", name, (unsigned long long)ks_record_id(record));
-		description = ks_asprintf(
-			"ksearch candidate #%llu of op %s: family %s, %s; fitness %.3f on %s",
-			(unsigned long long)ks_record_id(record), op.key,
-			ks_record_str(record, "family", "unknown"), cand.n_params ? buf : "no params",
-			ks_record_num(record, "fitness"), ks_record_str(record, "gpu", "an unrecorded GPU"));
+		solution = solution_given ? ks_strdup(solution_given)
+					  : ks_asprintf("%s_%llu", name, (unsigned long long)rec.id);
+		description =
+			ks_asprintf("ksearch candidate #%llu of op %s: family %s, %s; fitness %.3f on %s",
+				    (unsigned long long)rec.id, op.key, *rec.family ? rec.family : "unknown",
+				    cand.n_params ? buf : "no params", rec.result.fitness,
+				    *rec.gpu ? rec.gpu : "an unrecorded GPU");
 	}
 	fa.out_dir = out_dir;
 	fa.solution = solution;
@@ -785,7 +800,7 @@ int cmd_export_best(int argc, char **argv)
 	fa.records = records;
 	if (write_format(&op, &files, &fa) < 0)
 		goto cleanup;
-	print_result(&op, &cand, params, record, &fa);
+	print_result(&op, &cand, params, &rec, &fa);
 	ret = KS_EXIT_OK;
 cleanup:
 	if (have_cand)
@@ -794,6 +809,7 @@ cleanup:
 		ks_op_release(&op);
 	ks_archive_close(ar);
 	json_decref(record);
+	ks_record_release(&rec);
 	json_decref(lineage);
 	free(source);
 	free(params);

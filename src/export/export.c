@@ -476,7 +476,8 @@ struct gen {
 	const struct ks_op *op;
 	const struct ks_candidate *cand;
 	const int64_t *params;
-	const json_t *record;
+	const json_t *record; /* as stored: what the export's JSON copies */
+	struct ks_record rec; /* the same, read */
 	const json_t *lineage;
 	const char *name;
 	const char *arch;
@@ -748,18 +749,16 @@ static void describe_candidate(const struct gen *g, struct ks_strbuf *sb)
 /* "measured on NVIDIA H200 (sm_90a): fitness 3.10 ..." */
 static void describe_measurement(const struct gen *g, struct ks_strbuf *sb)
 {
-	const json_t *fitness = json_object_get(g->record, "fitness");
-	const json_t *sol = json_object_get(g->record, "sol_fraction");
+	const struct ks_record *rec = &g->rec;
 
-	ks_strbuf_addf(sb, "measured on %s (%s)", ks_record_text(g->record, "gpu", "an unrecorded GPU"),
-		       g->arch);
-	if (json_is_number(fitness))
+	ks_strbuf_addf(sb, "measured on %s (%s)", *rec->gpu ? rec->gpu : "an unrecorded GPU", g->arch);
+	if (rec->has & KS_RECORD_FITNESS)
 		ks_strbuf_addf(sb,
 			       ": fitness %.3f (the geometric mean over the op's benchmark workloads of the "
 			       "reference kernel's time over this one's)",
-			       json_number_value(fitness));
-	if (json_is_number(sol))
-		ks_strbuf_addf(sb, ", at %.1f%% of speed of light", 100 * json_number_value(sol));
+			       rec->result.fitness);
+	if (rec->has & KS_RECORD_SOL_FRACTION)
+		ks_strbuf_addf(sb, ", at %.1f%% of speed of light", 100 * rec->result.sol_fraction);
 }
 
 /* Signatures */
@@ -1698,7 +1697,7 @@ static json_t *record_json(const struct gen *g)
 static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 {
 	const struct ks_op *op = g->op;
-	const json_t *workloads = json_object_get(g->record, "workloads");
+	const struct ks_result *res = &g->rec.result;
 	struct ks_strbuf text, args;
 	char now[32];
 	size_t i;
@@ -1716,13 +1715,13 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 	describe_measurement(g, &text);
 	ks_strbuf_adds(&text, ".\n");
 	add_wrapped(sb, text.buf, "", 80);
-	if (json_array_size(workloads)) {
+	if (res->n_workloads) {
 		ks_strbuf_adds(sb, "\n| workload | sizes | median (us) | reference (us) | speedup | of speed "
 				   "of light |\n"
 				   "| --- | --- | ---: | ---: | ---: | ---: |\n");
-		json_array_foreach(workloads, i, w)
-		{
-			const char *id = ks_record_text(w, "id", "?");
+		for (i = 0; i < res->n_workloads; i++) {
+			const struct ks_result_workload *rw = &res->workloads[i];
+			const char *id = *rw->id ? rw->id : "?";
 			const struct ks_workload *wl = ks_op_workload(op, id);
 			struct ks_strbuf sizes;
 
@@ -1735,10 +1734,7 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 						       op->axes[a].name, (long long)v);
 			}
 			ks_strbuf_addf(sb, "| %s | %s | %.2f | %.2f | %.2fx | %.1f%% |\n", id, sizes.buf,
-				       json_number_value(json_object_get(w, "median_us")),
-				       json_number_value(json_object_get(w, "ref_median_us")),
-				       json_number_value(json_object_get(w, "speedup")),
-				       100 * json_number_value(json_object_get(w, "sol_fraction")));
+				       rw->median_us, rw->ref_median_us, rw->speedup, 100 * rw->sol_fraction);
 			ks_strbuf_release(&sizes);
 		}
 	}
@@ -1941,9 +1937,14 @@ int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, co
 	if (!name || !ks_is_identifier(name))
 		return ks_fail(err, "'%s' is not a C identifier; the export's name prefixes its functions",
 			       name ? name : "");
-	g.arch = ks_record_text(record, "arch", "sm_90a");
-	if (!is_arch_word(g.arch))
-		return ks_fail(err, "arch: '%s' is not an architecture name such as sm_90a", g.arch);
+	ks_record_init(&g.rec);
+	if (ks_record_parse(record, &g.rec, err) < 0)
+		return -1;
+	g.arch = *g.rec.result.arch ? g.rec.result.arch : "sm_90a";
+	if (!is_arch_word(g.arch)) {
+		ks_fail(err, "arch: '%s' is not an architecture name such as sm_90a", g.arch);
+		goto cleanup;
+	}
 	for (size_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
 		const struct ks_tensor *t =
 			i < op->n_inputs ? &op->inputs[i] : &op->outputs[i - op->n_inputs];
@@ -1987,6 +1988,7 @@ cleanup:
 	json_decref(doc);
 	free(g.axis_in_launcher);
 	free(g.axis_in_layout);
+	ks_record_release(&g.rec);
 	ks_strbuf_release(&cu);
 	ks_strbuf_release(&h);
 	ks_strbuf_release(&readme);

@@ -280,14 +280,21 @@ fail:
 static json_t *trace_json(const struct ks_op *op, const char *solution, const json_t *workload,
 			  const struct ks_workload *w, const json_t *record)
 {
-	const json_t *m = NULL, *item;
+	static const struct ks_result_workload none;
+	const struct ks_result_workload *m = &none;
 	json_t *libs = json_object(), *tolerances = json_object(), *eval;
 	static const char *const lib_fields[] = { "driver", "toolkit", "nvrtc" };
+	struct ks_record rec;
+	struct ks_error err;
 	size_t i;
 	char *log;
 
-	json_array_foreach(json_object_get(record, "workloads"), i,
-			   item) if (!strcmp(ks_record_text(item, "id", ""), w->id)) m = item;
+	/* the archive's records parse (export_best.c read this one already); none reads as not timed */
+	ks_record_init(&rec);
+	if (ks_record_parse(record, &rec, &err) == 0)
+		for (i = 0; i < rec.result.n_workloads; i++)
+			if (!strcmp(rec.result.workloads[i].id, w->id))
+				m = &rec.result.workloads[i];
 	json_object_set_new(libs, "ksearch", json_string(KS_VERSION));
 	for (i = 0; i < sizeof(lib_fields) / sizeof(lib_fields[0]); i++)
 		if (json_is_string(json_object_get(record, lib_fields[i])))
@@ -301,8 +308,7 @@ static json_t *trace_json(const struct ks_op *op, const char *solution, const js
 		"measured by ksearch (candidate #%lld, workload %s): the median of %lld timed runs, each "
 		"on fresh inputs with the L2 flushed, half of them verified; the reference is the op's "
 		"reference.cu, timed the same way",
-		(long long)ks_record_id(record), w->id,
-		(long long)json_integer_value(json_object_get(m, "reps")));
+		(long long)ks_record_id(record), w->id, (long long)m->reps);
 	eval = json_pack(
 		"{s:s, s:{s:s, s:o}, s:s, s:s, s:{s:{s:s, s:o}}}", "status", "PASSED", "environment",
 		"hardware", ks_record_text(record, "gpu", "unknown GPU"), "libs", libs, "timestamp",
@@ -311,9 +317,10 @@ static json_t *trace_json(const struct ks_op *op, const char *solution, const js
 		"timed runs it verified; the largest errors are not recorded",
 		"tolerances", tolerances);
 	json_object_set_new(eval, "performance",
-			    json_pack("{s:f, s:f, s:f}", "latency_ms", ks_record_num(m, "median_us") / 1000,
-				      "reference_latency_ms", ks_record_num(m, "ref_median_us") / 1000,
-				      "speedup_factor", ks_record_num(m, "speedup")));
+			    json_pack("{s:f, s:f, s:f}", "latency_ms", m->median_us / 1000,
+				      "reference_latency_ms", m->ref_median_us / 1000, "speedup_factor",
+				      m->speedup));
+	ks_record_release(&rec);
 	free(log);
 	return json_pack("{s:s, s:O, s:s, s:o}", "definition", op->name, "workload", workload, "solution",
 			 solution, "evaluation", eval);

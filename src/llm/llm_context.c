@@ -146,22 +146,21 @@ char *ks_llm_params_text(const json_t *params)
 	return ks_strbuf_detach(&sb);
 }
 
-char *ks_llm_descriptors_text(const json_t *record)
+char *ks_llm_descriptors_text(const struct ks_record *rec)
 {
 	struct ks_strbuf sb;
-	const char *name;
-	json_t *value;
-
-	int profiled = json_is_object(json_object_get(record, "profile"));
+	int profiled = rec->profile != NULL;
 
 	ks_strbuf_init(&sb);
-	json_object_foreach(json_object_get(record, "descriptors"), name, value)
-	{
-		enum ks_descriptor d;
+	for (int i = 0; i < KS_DESC_COUNT; i++) {
+		enum ks_descriptor d = (enum ks_descriptor)i;
 
-		ks_strbuf_addf(&sb, "%s%s=%g", sb.len ? " " : "", name, json_number_value(value));
+		if (!(rec->has_descriptor & (1u << i)))
+			continue;
+		ks_strbuf_addf(&sb, "%s%s=%g", sb.len ? " " : "", ks_descriptor_name(d),
+			       rec->result.descriptors[i]);
 		/* a measured descriptor of a kernel not profiled yet holds a stand-in: say which */
-		if (!profiled && ks_descriptor_parse(name, &d, NULL) == 0 && ks_descriptor_is_measured(d))
+		if (!profiled && ks_descriptor_is_measured(d))
 			ks_strbuf_addf(&sb, " (not profiled yet: %s)", ks_descriptor_stand_in(d));
 	}
 	if (!sb.len)
@@ -169,9 +168,9 @@ char *ks_llm_descriptors_text(const json_t *record)
 	return ks_strbuf_detach(&sb);
 }
 
-char *ks_llm_profile_text(const json_t *record)
+char *ks_llm_profile_text(const struct ks_record *rec)
 {
-	const json_t *profile = json_object_get(record, "profile");
+	const json_t *profile = rec->profile;
 	char *lines, *text;
 
 	if (!json_is_object(profile))
@@ -184,85 +183,77 @@ char *ks_llm_profile_text(const json_t *record)
 	return text;
 }
 
-/* Compile report lines and the verdict's evidence. */
-static char *evidence_text(const json_t *record)
+static const char *name_or_unknown(const char *name)
 {
+	return *name ? name : "?";
+}
+
+/* Compile report lines and the verdict's evidence. */
+static char *evidence_text(const struct ks_record *rec)
+{
+	const struct ks_result *res = &rec->result;
 	struct ks_strbuf sb;
-	const char *evidence = json_string_value(json_object_get(record, "evidence"));
-	size_t i;
-	json_t *k;
 
 	ks_strbuf_init(&sb);
-	json_array_foreach(json_object_get(record, "kernels"), i, k) ks_strbuf_addf(
-		&sb,
-		"- kernel %s: %lld registers, %lld B static + %lld B dynamic shared memory, "
-		"%lld B stack, %lld spill stores, %lld threads, occupancy %.2f, tensor cores %s, "
-		"async copy %s, widest load %lld B\n",
-		json_string_value(json_object_get(k, "kernel")) ?: "?",
-		(long long)json_integer_value(json_object_get(k, "registers")),
-		(long long)json_integer_value(json_object_get(k, "static_smem")),
-		(long long)json_integer_value(json_object_get(k, "dynamic_smem")),
-		(long long)json_integer_value(json_object_get(k, "stack_bytes")),
-		(long long)json_integer_value(json_object_get(k, "spill_stores")),
-		(long long)json_integer_value(json_object_get(k, "threads")),
-		json_number_value(json_object_get(k, "occupancy")),
-		json_string_value(json_object_get(k, "tensor_cores")) ?: "?",
-		json_string_value(json_object_get(k, "async_copy")) ?: "?",
-		(long long)json_integer_value(json_object_get(k, "widest_load_bytes")));
-	if (evidence && *evidence)
-		ks_strbuf_addf(&sb, "%s\n", evidence);
+	for (size_t i = 0; i < res->n_kernels; i++) {
+		const struct ks_result_kernel *k = &res->kernels[i];
+
+		ks_strbuf_addf(
+			&sb,
+			"- kernel %s: %lld registers, %lld B static + %lld B dynamic shared memory, "
+			"%lld B stack, %lld spill stores, %lld threads, occupancy %.2f, tensor cores %s, "
+			"async copy %s, widest load %lld B\n",
+			name_or_unknown(k->kernel), (long long)k->registers, (long long)k->static_smem,
+			(long long)k->dynamic_smem, (long long)k->stack_bytes, (long long)k->spill_stores,
+			(long long)k->threads, k->occupancy, name_or_unknown(k->tensor_cores),
+			name_or_unknown(k->async_copy), (long long)k->widest_load_bytes);
+	}
+	if (*res->evidence)
+		ks_strbuf_addf(&sb, "%s\n", res->evidence);
 	if (!sb.len)
 		ks_strbuf_adds(&sb, "(none)");
 	return ks_strbuf_detach(&sb);
 }
 
-static char *timings_text(const json_t *record)
+static char *timings_text(const struct ks_record *rec)
 {
+	const struct ks_result *res = &rec->result;
 	struct ks_strbuf sb;
-	size_t i;
-	json_t *w;
 
 	ks_strbuf_init(&sb);
-	json_array_foreach(json_object_get(record, "workloads"), i, w)
+	for (size_t i = 0; i < res->n_workloads; i++) {
+		const struct ks_result_workload *w = &res->workloads[i];
+
 		ks_strbuf_addf(&sb,
 			       "- %s: %.2f us (p10 %.2f, p90 %.2f), reference %.2f us, floor %.2f us, "
 			       "%.0f%% of the speed of light\n",
-			       json_string_value(json_object_get(w, "id")) ?: "?",
-			       json_number_value(json_object_get(w, "median_us")),
-			       json_number_value(json_object_get(w, "p10_us")),
-			       json_number_value(json_object_get(w, "p90_us")),
-			       json_number_value(json_object_get(w, "ref_median_us")),
-			       json_number_value(json_object_get(w, "floor_us")),
-			       100.0 * json_number_value(json_object_get(w, "sol_fraction")));
+			       name_or_unknown(w->id), w->median_us, w->p10_us, w->p90_us, w->ref_median_us,
+			       w->floor_us, 100.0 * w->sol_fraction);
+	}
 	if (!sb.len)
 		ks_strbuf_adds(&sb, "(not timed)");
 	return ks_strbuf_detach(&sb);
 }
 
-static char *elites_text(const json_t *elites)
+static char *elites_text(const struct ks_record *elites, size_t n_elites)
 {
 	struct ks_strbuf sb;
-	size_t i;
-	json_t *e;
 
 	ks_strbuf_init(&sb);
-	json_array_foreach((json_t *)elites, i, e)
-	{
-		char *params = ks_llm_params_text(json_object_get(e, "params"));
+	for (size_t i = 0; i < n_elites; i++) {
+		const struct ks_record *e = &elites[i];
+		char *params = ks_llm_params_text(e->params);
 		char *desc = ks_llm_descriptors_text(e);
-		const json_t *profile = json_object_get(e, "profile");
 
 		ks_strbuf_addf(&sb,
 			       "- candidate %lld, family %s, %s: fitness %.3f, %.0f%% of the speed of light; "
 			       "descriptors %s",
-			       (long long)json_integer_value(json_object_get(e, "id")),
-			       json_string_value(json_object_get(e, "family")) ?: "?", params,
-			       json_number_value(json_object_get(e, "fitness")),
-			       100.0 * json_number_value(json_object_get(e, "sol_fraction")), desc);
-		if (json_is_object(profile))
+			       (long long)e->id, name_or_unknown(e->family), params, e->result.fitness,
+			       100.0 * e->result.sol_fraction, desc);
+		if (e->profile)
 			ks_strbuf_addf(&sb, "; profiled: DRAM %.0f%% of peak, achieved occupancy %.2f",
-				       100 * json_number_value(json_object_get(profile, "dram_fraction")),
-				       json_number_value(json_object_get(profile, "achieved_occupancy")));
+				       100 * json_number_value(json_object_get(e->profile, "dram_fraction")),
+				       json_number_value(json_object_get(e->profile, "achieved_occupancy")));
 		ks_strbuf_adds(&sb, "\n");
 		free(params);
 		free(desc);
@@ -276,23 +267,21 @@ int ks_llm_mutate_prompt(const char *prompts_dir, const struct ks_llm_mutate_inp
 			 struct ks_error *err)
 {
 	struct ks_prompt_vars vars;
-	char *params = ks_llm_params_text(json_object_get(in->parent, "params"));
+	char *params = ks_llm_params_text(in->parent->params);
 	char *evidence = evidence_text(in->parent);
 	char *timings = timings_text(in->parent);
 	char *desc = ks_llm_descriptors_text(in->parent);
 	char *profile = ks_llm_profile_text(in->parent);
-	char *elites = elites_text(in->elites);
+	char *elites = elites_text(in->elites, in->n_elites);
 	int ret;
 
 	ks_prompt_vars_init(&vars);
 	ks_prompt_vars_set(&vars, "target", in->target);
 	ks_prompt_vars_set(&vars, "strategy", in->strategy);
-	ks_prompt_vars_setf(&vars, "parent_fitness", "%.3f",
-			    json_number_value(json_object_get(in->parent, "fitness")));
-	ks_prompt_vars_setf(&vars, "parent_sol", "%.0f%%",
-			    100.0 * json_number_value(json_object_get(in->parent, "sol_fraction")));
+	ks_prompt_vars_setf(&vars, "parent_fitness", "%.3f", in->parent->result.fitness);
+	ks_prompt_vars_setf(&vars, "parent_sol", "%.0f%%", 100.0 * in->parent->result.sol_fraction);
 	ks_prompt_vars_set(&vars, "parent_params", params);
-	ks_prompt_vars_set(&vars, "parent_verdict", ks_record_str(in->parent, "verdict", "?"));
+	ks_prompt_vars_set(&vars, "parent_verdict", ks_verdict_name(in->parent->result.verdict));
 	ks_prompt_vars_set(&vars, "parent_evidence", evidence);
 	ks_prompt_vars_set(&vars, "parent_timings", timings);
 	ks_prompt_vars_set(&vars, "parent_descriptors", desc);
@@ -332,13 +321,14 @@ int ks_llm_repair_prompt(const char *prompts_dir, int attempt, int max_attempts,
 }
 
 int ks_llm_rewrite_prompt(const char *prompts_dir, const char *operation, const json_t *strategy,
-			  const json_t *best_child, const char *best_source, char **out, struct ks_error *err)
+			  const struct ks_record *best_child, const char *best_source, char **out,
+			  struct ks_error *err)
 {
 	struct ks_prompt_vars vars;
 	const json_t *stats = json_object_get(strategy, "stats");
 	char *desc = ks_llm_descriptors_text(best_child);
 	char *timings = timings_text(best_child);
-	char *params = ks_llm_params_text(json_object_get(best_child, "params"));
+	char *params = ks_llm_params_text(best_child->params);
 	int ret;
 
 	ks_prompt_vars_init(&vars);
@@ -357,10 +347,8 @@ int ks_llm_rewrite_prompt(const char *prompts_dir, const char *operation, const 
 		(long long)json_integer_value(json_object_get(stats, "children")),
 		(long long)json_integer_value(json_object_get(stats, "ok")),
 		(long long)json_integer_value(json_object_get(stats, "improvements")));
-	ks_prompt_vars_setf(&vars, "best_fitness", "%.3f",
-			    json_number_value(json_object_get(best_child, "fitness")));
-	ks_prompt_vars_setf(&vars, "best_sol", "%.0f%%",
-			    100.0 * json_number_value(json_object_get(best_child, "sol_fraction")));
+	ks_prompt_vars_setf(&vars, "best_fitness", "%.3f", best_child->result.fitness);
+	ks_prompt_vars_setf(&vars, "best_sol", "%.0f%%", 100.0 * best_child->result.sol_fraction);
 	ks_prompt_vars_set(&vars, "best_params", params);
 	ks_prompt_vars_set(&vars, "best_descriptors", desc);
 	ks_prompt_vars_set(&vars, "best_timings", timings);

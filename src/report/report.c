@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ksearch/archive/record.h"
 #include "ksearch/base/json.h"
 #include "ksearch/base/util.h"
 #include "ksearch/evaluate/profile.h"
@@ -59,35 +60,26 @@ static char *format_params(const json_t *params)
 	return ks_strbuf_detach(&sb);
 }
 
-static void candidate_from_record(struct ks_report_candidate *c, const json_t *record)
+static void candidate_from_record(struct ks_report_candidate *c, const struct ks_record *rec)
 {
-	const json_t *desc = json_object_get(record, "descriptors"),
-		     *sol = json_object_get(record, "sol_fraction");
-	const json_t *parents = json_object_get(record, "parents");
-	json_int_t parent = json_integer_value(json_array_get(parents, 0));
-
 	memset(c, 0, sizeof(*c));
-	c->id = (uint64_t)json_integer_value(json_object_get(record, "id"));
-	if (ks_verdict_parse(json_string_value(json_object_get(record, "verdict")), &c->verdict) < 0)
-		c->verdict = KS_VERDICT_CRASH; /* the archive refuses unknown verdicts; a damaged record */
-	c->fitness = c->verdict == KS_VERDICT_OK ? json_number_value(json_object_get(record, "fitness")) : 0;
-	c->sol_fraction = json_is_number(sol) && c->verdict == KS_VERDICT_OK ? json_number_value(sol) : -1;
-	c->created = parse_time(json_string_value(json_object_get(record, "created")));
-	copy_text(c->family, sizeof(c->family), json_string_value(json_object_get(record, "family")));
-	copy_text(c->mutation, sizeof(c->mutation), json_string_value(json_object_get(record, "mutation")));
-	c->params = format_params(json_object_get(record, "params"));
-	for (int d = 0; d < KS_DESC_COUNT; d++) {
-		const json_t *v = json_object_get(desc, ks_descriptor_name((enum ks_descriptor)d));
-
-		if (json_is_number(v)) {
-			c->descriptors[d] = json_number_value(v);
-			c->has_descriptor |= 1u << d;
-		}
-	}
-	c->parent = parent > 0 ? (uint64_t)parent : 0;
-	c->profile = ks_profile_text(json_object_get(record, "profile"), "");
+	c->id = rec->id;
+	c->verdict = rec->result.verdict;
+	c->fitness = ks_record_ok(rec) ? rec->result.fitness : 0;
+	c->sol_fraction =
+		(rec->has & KS_RECORD_SOL_FRACTION) && ks_record_ok(rec) ? rec->result.sol_fraction : -1;
+	c->created = parse_time(*rec->created ? rec->created : NULL);
+	copy_text(c->family, sizeof(c->family), rec->family);
+	copy_text(c->mutation, sizeof(c->mutation), rec->mutation);
+	c->params = format_params(rec->params);
+	for (int d = 0; d < KS_DESC_COUNT; d++)
+		if (rec->has_descriptor & (1u << d))
+			c->descriptors[d] = rec->result.descriptors[d];
+	c->has_descriptor = rec->has_descriptor;
+	c->parent = rec->n_parents ? rec->parents[0] : 0;
+	c->profile = ks_profile_text(rec->profile, "");
 	copy_text(c->profile_workload, sizeof(c->profile_workload),
-		  json_string_value(json_object_get(json_object_get(record, "profile"), "workload")));
+		  json_string_value(json_object_get(rec->profile, "workload")));
 	c->detailed = 1;
 }
 
@@ -113,17 +105,21 @@ static void candidates_free(struct ks_report_candidate *list, size_t n)
 static int read_candidate_llm(struct ks_archive *ar, uint64_t id, struct ks_report_candidate *c, json_t **llm,
 			      struct ks_error *err)
 {
-	json_t *record = NULL;
+	struct ks_record rec;
+	int ret = -1;
 
-	if (ks_archive_get(ar, id, &record, NULL, err) < 0)
-		return -1;
-	if (!record)
-		return 0;
-	candidate_from_record(c, record);
+	ks_record_init(&rec);
+	if (ks_archive_get_record(ar, id, &rec, NULL, err) < 0)
+		goto cleanup;
+	ret = rec.id != 0;
+	if (!ret)
+		goto cleanup;
+	candidate_from_record(c, &rec);
 	if (llm)
-		*llm = json_incref(json_object_get(record, "llm"));
-	json_decref(record);
-	return 1;
+		*llm = rec.llm ? json_incref(rec.llm) : NULL;
+cleanup:
+	ks_record_release(&rec);
+	return ret;
 }
 
 static int read_candidate(struct ks_archive *ar, uint64_t id, struct ks_report_candidate *c,
@@ -191,12 +187,13 @@ struct id_list {
 	size_t n, alloc;
 };
 
-static int collect_id(const json_t *record, void *list)
+static int collect_id(const struct ks_record *rec, void *list, struct ks_error *err)
 {
 	struct id_list *ids = list;
 
+	(void)err;
 	KS_ALLOC_GROW(ids->v, ids->n + 1, ids->alloc);
-	ids->v[ids->n++] = (uint64_t)json_integer_value(json_object_get(record, "id"));
+	ids->v[ids->n++] = rec->id;
 	return 0;
 }
 
@@ -219,7 +216,7 @@ static int gather_history(struct ks_archive *ar, struct ks_report *r, struct ks_
 	if (!dense && n) {
 		struct ks_archive_query query = { .verdict = -1, .sort = KS_ARCHIVE_SORT_ID };
 
-		if (ks_archive_foreach(ar, &query, collect_id, &ids, err) < 0)
+		if (ks_archive_foreach_record(ar, &query, collect_id, &ids, err) < 0)
 			goto cleanup;
 	}
 	r->history = ks_calloc(n ? n : 1, sizeof(*r->history));
@@ -315,11 +312,12 @@ static int gather_sample(struct ks_archive *ar, struct ks_report *r, struct ks_e
 	return 0;
 }
 
-static int top_row(const json_t *record, void *report)
+static int top_row(const struct ks_record *rec, void *report, struct ks_error *err)
 {
 	struct ks_report *r = report;
 
-	candidate_from_record(&r->top[r->n_top++], record);
+	(void)err;
+	candidate_from_record(&r->top[r->n_top++], rec);
 	return r->n_top >= KS_REPORT_TOP;
 }
 
@@ -328,11 +326,11 @@ static int gather_top(struct ks_archive *ar, struct ks_report *r, struct ks_erro
 	struct ks_archive_query query = { KS_VERDICT_OK, KS_ARCHIVE_SORT_FITNESS, KS_REPORT_TOP };
 
 	r->top = ks_calloc(KS_REPORT_TOP, sizeof(*r->top));
-	return ks_archive_foreach(ar, &query, top_row, r, err);
+	return ks_archive_foreach_record(ar, &query, top_row, r, err);
 }
 
 /* Back from the best along parents[0], then turned oldest first. */
-static int gather_lineage(struct ks_archive *ar, struct ks_report *r, const json_t *best,
+static int gather_lineage(struct ks_archive *ar, struct ks_report *r, const struct ks_record *best,
 			  struct ks_error *err)
 {
 	uint64_t id = r->metrics.best_id;
@@ -368,33 +366,37 @@ static double number_or_nan(const json_t *value)
 	return json_is_number(value) ? json_number_value(value) : NAN;
 }
 
+/* A time as the page shows it: NaN for none (0 is never a measurement). */
+static double time_or_nan(double us)
+{
+	return us > 0 ? us : NAN;
+}
+
 /* The best candidate's workloads, with the per-workload bests beside them. */
-static int gather_workloads(struct ks_archive *ar, struct ks_report *r, const json_t *best,
+static int gather_workloads(struct ks_archive *ar, struct ks_report *r, const struct ks_record *best,
 			    struct ks_error *err)
 {
-	const json_t *list = json_object_get(best, "workloads");
-	json_t *bests = NULL, *w;
-	size_t i;
+	const struct ks_result *res = &best->result;
+	json_t *bests = NULL;
 
 	if (ks_archive_workload_bests(ar, &bests, err) < 0)
 		return -1;
 	if (json_object_size(bests))
 		r->dispatch_fitness = ks_archive_dispatch_fitness(bests);
-	r->workloads = ks_calloc(json_array_size(list) + 1, sizeof(*r->workloads));
-	json_array_foreach(list, i, w)
-	{
+	r->workloads = ks_calloc(res->n_workloads + 1, sizeof(*r->workloads));
+	for (size_t i = 0; i < res->n_workloads; i++) {
+		const struct ks_result_workload *w = &res->workloads[i];
 		struct ks_report_workload *wl = &r->workloads[r->n_workloads];
-		const char *id = json_string_value(json_object_get(w, "id"));
 		const json_t *b;
 
-		if (!id)
+		if (!*w->id)
 			continue;
-		copy_text(wl->id, sizeof(wl->id), id);
-		wl->best_us = number_or_nan(json_object_get(w, "median_us"));
-		wl->ref_us = number_or_nan(json_object_get(w, "ref_median_us"));
-		wl->floor_us = number_or_nan(json_object_get(w, "floor_us"));
+		copy_text(wl->id, sizeof(wl->id), w->id);
+		wl->best_us = time_or_nan(w->median_us);
+		wl->ref_us = time_or_nan(w->ref_median_us);
+		wl->floor_us = time_or_nan(w->floor_us);
 		wl->dispatch_us = NAN;
-		if ((b = json_object_get(bests, id))) {
+		if ((b = json_object_get(bests, w->id))) {
 			wl->dispatch_us = number_or_nan(json_object_get(b, "median_us"));
 			wl->dispatch_id = (uint64_t)json_integer_value(json_object_get(b, "id"));
 		}
@@ -536,10 +538,11 @@ static int gather(struct ks_archive *ar, const struct ks_report_options *opts, s
 		  struct ks_error *err)
 {
 	const struct ks_grid_axis *axes;
-	json_t *best = NULL;
+	struct ks_record best;
 	time_t now = time(NULL);
 	int ret = -1;
 
+	ks_record_init(&best);
 	r->op = ks_strdup(ks_archive_op(ar));
 	r->gpu = ks_strdup(ks_archive_gpu(ar));
 	r->path = ks_strdup(ks_archive_path(ar));
@@ -559,16 +562,17 @@ static int gather(struct ks_archive *ar, const struct ks_report_options *opts, s
 	    gather_sample(ar, r, err) < 0 || gather_top(ar, r, err) < 0 || gather_llm(ar, r, err) < 0)
 		goto cleanup;
 	if (r->metrics.best_id) {
-		if (ks_archive_get(ar, r->metrics.best_id, &best, NULL, err) < 0)
+		if (ks_archive_get_record(ar, r->metrics.best_id, &best, NULL, err) < 0)
 			goto cleanup;
-		if (best && (gather_lineage(ar, r, best, err) < 0 || gather_workloads(ar, r, best, err) < 0))
+		if (best.id &&
+		    (gather_lineage(ar, r, &best, err) < 0 || gather_workloads(ar, r, &best, err) < 0))
 			goto cleanup;
 	}
 	if (opts && opts->compare && gather_compare(r, opts, err) < 0)
 		goto cleanup;
 	ret = 0;
 cleanup:
-	json_decref(best);
+	ks_record_release(&best);
 	return ret;
 }
 

@@ -243,16 +243,14 @@ static const char improve_task[] = "Improve the parent: make it faster on the be
 				   "faster kernel in the parent's cell "
 				   "of the map replaces it.";
 
-static char *target_text(struct llm_mutator *m, const struct ks_parents *pk, const json_t *parent)
+/* parent: the record of the elite of cell */
+static char *target_text(struct llm_mutator *m, const struct ks_parents *pk, const struct ks_record *parent,
+			 uint64_t cell)
 {
 	size_t n_axes, coords[8], moves[16][2], n_moves = 0, n_empty = 0;
 	const struct ks_grid_axis *grid = ks_archive_grid(m->ar, &n_axes);
-	const json_t *desc = json_object_get(parent, "descriptors");
-	uint64_t cell;
-	char why[160];
 
-	if (!n_axes || n_axes > 8 || ks_pcg32_double(&m->rng) >= m->cfg.move_share ||
-	    ks_archive_cell_of(m->ar, desc, &cell, why, sizeof(why)) != 0)
+	if (!n_axes || n_axes > 8 || ks_pcg32_double(&m->rng) >= m->cfg.move_share)
 		return ks_strdup(improve_task);
 	ks_archive_cell_coords(m->ar, cell, coords);
 	/* every neighbour (axis, bin), empty ones first */
@@ -288,16 +286,16 @@ static char *target_text(struct llm_mutator *m, const struct ks_parents *pk, con
 			"[%g, %g) (the parent's is %g, in [%g, %g)), as fast as such a design can be. The "
 			"other descriptors may stay as they are.",
 			n_empty ? "an empty" : "a neighbouring", name, axis->edges[bin], axis->edges[bin + 1],
-			json_number_value(json_object_get(desc, name)), axis->edges[from],
+			parent->result.descriptors[axis->descriptor], axis->edges[from],
 			axis->edges[from + 1]);
 	}
 }
 
 /* Up to three elites of other cells, best first, as records. */
-static json_t *other_elites(struct llm_mutator *m, const struct ks_parents *pk, size_t parent)
+static size_t other_elites(struct llm_mutator *m, const struct ks_parents *pk, size_t parent,
+			   struct ks_record out[3])
 {
-	json_t *out = json_array();
-	size_t taken[3], n = 0;
+	size_t taken[3], n = 0, n_out = 0;
 
 	while (n < 3) {
 		size_t best = SIZE_MAX;
@@ -314,14 +312,14 @@ static json_t *other_elites(struct llm_mutator *m, const struct ks_parents *pk, 
 			break;
 		taken[n++] = best;
 		{
-			json_t *record = NULL;
 			struct ks_error err;
 
-			if (ks_archive_get(m->ar, pk->elites[best].id, &record, NULL, &err) == 0 && record)
-				json_array_append_new(out, record);
+			if (ks_archive_get_record(m->ar, pk->elites[best].id, &out[n_out], NULL, &err) == 0 &&
+			    out[n_out].id)
+				n_out++;
 		}
 	}
-	return out;
+	return n_out;
 }
 
 /* Send one new request, if there is a parent to send; 1 when nothing was sent. */
@@ -329,7 +327,8 @@ static int ask(struct llm_mutator *m, struct ks_error *err)
 {
 	struct ks_parents pk;
 	struct ks_strategy *st;
-	json_t *parent = NULL, *elites = NULL;
+	struct ks_record parent, elites[3];
+	size_t n_elites = 0;
 	char *source = NULL, *target = NULL, *recent = NULL, *user = NULL;
 	struct ks_llm_mutate_input in;
 	struct llm_task *task;
@@ -337,21 +336,26 @@ static int ask(struct llm_mutator *m, struct ks_error *err)
 	size_t a;
 	int ret = 1;
 
+	ks_record_init(&parent);
+	for (size_t i = 0; i < 3; i++)
+		ks_record_init(&elites[i]);
 	ks_mutator_host_parents(m->h, &pk);
 	m->no_parent = !pk.usable;
 	if (!pk.usable || !(st = ks_strategy_pick(&m->strategies, UCB_C)))
 		goto cleanup;
 	a = ks_mutator_host_pick_parent(m->h, &m->rng, &pk);
-	if (ks_archive_get(m->ar, pk.elites[a].id, &parent, &source, &why) < 0 || !parent || !source)
+	if (ks_archive_get_record(m->ar, pk.elites[a].id, &parent, &source, &why) < 0 || !parent.id ||
+	    !source)
 		goto cleanup;
-	target = target_text(m, &pk, parent);
-	elites = other_elites(m, &pk, a);
+	target = target_text(m, &pk, &parent, pk.elites[a].cell);
+	n_elites = other_elites(m, &pk, a, elites);
 	recent = attempts_of(m, pk.elites[a].id);
 	in = (struct ks_llm_mutate_input){ .target = target,
 					   .strategy = ks_strategy_text(st),
-					   .parent = parent,
+					   .parent = &parent,
 					   .parent_source = source,
 					   .elites = elites,
+					   .n_elites = n_elites,
 					   .recent_attempts = recent };
 	if (ks_llm_mutate_prompt(m->cfg.prompts_dir, &in, &user, err) < 0) {
 		ret = -1;
@@ -379,8 +383,9 @@ static int ask(struct llm_mutator *m, struct ks_error *err)
 	ret = 0;
 cleanup:
 	ks_parents_release(&pk);
-	json_decref(parent);
-	json_decref(elites);
+	ks_record_release(&parent);
+	for (size_t i = 0; i < 3; i++)
+		ks_record_release(&elites[i]);
 	free(source);
 	free(target);
 	free(recent);
@@ -428,7 +433,7 @@ static int repair(struct llm_mutator *m, struct llm_task *task, const char *verd
 static int maybe_rewrite(struct llm_mutator *m, struct ks_error *err)
 {
 	struct ks_strategy *best = NULL;
-	json_t *child = NULL;
+	struct ks_record child;
 	char *source = NULL, *user = NULL;
 	struct llm_task *task;
 	struct ks_error why;
@@ -449,14 +454,15 @@ static int maybe_rewrite(struct llm_mutator *m, struct ks_error *err)
 	if (!best)
 		return 0;
 	m->since_rewrite = 0;
-	if (ks_archive_get(m->ar,
-			   (uint64_t)json_integer_value(
-				   json_object_get(json_object_get(best->obj, "stats"), "best_child")),
-			   &child, &source, &why) < 0 ||
-	    !child)
+	ks_record_init(&child);
+	if (ks_archive_get_record(m->ar,
+				  (uint64_t)json_integer_value(
+					  json_object_get(json_object_get(best->obj, "stats"), "best_child")),
+				  &child, &source, &why) < 0 ||
+	    !child.id)
 		goto cleanup;
 	operation = ks_strategy_rewrite_names[ks_pcg32_bounded(&m->rng, KS_STRATEGY_REWRITES)];
-	if (ks_llm_rewrite_prompt(m->cfg.prompts_dir, operation, best->obj, child, source, &user, err) < 0) {
+	if (ks_llm_rewrite_prompt(m->cfg.prompts_dir, operation, best->obj, &child, source, &user, err) < 0) {
 		ret = -1;
 		goto cleanup;
 	}
@@ -473,7 +479,7 @@ static int maybe_rewrite(struct llm_mutator *m, struct ks_error *err)
 					    (json_int_t)task->tag, "strategy", (json_int_t)best->id,
 					    "operation", operation));
 cleanup:
-	json_decref(child);
+	ks_record_release(&child);
 	free(source);
 	return ret;
 }

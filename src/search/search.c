@@ -565,34 +565,34 @@ static void host_failed(struct search *s, const struct ks_error *err, const char
  */
 static int family_of(struct search *s, uint64_t id)
 {
-	json_t *record = NULL;
+	struct ks_record rec;
 	char *source = NULL;
 	struct ks_error err;
-	enum ks_verdict verdict;
 	int fam = -1;
 
 	for (size_t i = 0; i < s->n_fam_cache; i++)
 		if (s->fam_cache[i].id == id)
 			return s->fam_cache[i].fam;
-	if (ks_archive_get(s->ar, id, &record, &source, &err) < 0) {
+	ks_record_init(&rec);
+	if (ks_archive_get_record(s->ar, id, &rec, &source, &err) < 0) {
 		host_failed(s, &err, "reading a parent's record");
 		return -1; /* not cached: the record may be there */
 	}
-	if (record && source) {
+	if (rec.id && source) {
 		for (size_t f = 0; f < s->n_fams; f++) {
 			const struct ks_family *family = s->fams[f].fam;
 			int64_t params[KS_MAX_PARAMS];
 
 			if (!family->broken && !strcmp(source, family->cand.source) &&
-			    params_from_json(family, json_object_get(record, "params"), params) == 0) {
+			    params_from_json(family, rec.params, params) == 0) {
 				fam = (int)f;
-				if (ks_record_verdict(record, &verdict) == 0 && verdict == KS_VERDICT_OK)
+				if (ks_record_ok(&rec))
 					s->fams[f].ok = 1;
 				break;
 			}
 		}
 	}
-	json_decref(record);
+	ks_record_release(&rec);
 	free(source);
 	remember_family(s, id, fam);
 	return fam;
@@ -605,15 +605,16 @@ int ks_mutator_host_family_of(struct ks_mutator_host *h, uint64_t id)
 
 int ks_mutator_host_params_of(struct ks_mutator_host *h, uint64_t id, size_t fam, int64_t *params)
 {
-	json_t *record = NULL;
+	struct ks_record rec;
 	struct ks_error err;
 	int ret = -1;
 
-	if (ks_archive_get(h->s->ar, id, &record, NULL, &err) < 0)
+	ks_record_init(&rec);
+	if (ks_archive_get_record(h->s->ar, id, &rec, NULL, &err) < 0)
 		host_failed(h->s, &err, "reading a parent's params");
-	else if (record)
-		ret = params_from_json(h->s->fams[fam].fam, json_object_get(record, "params"), params);
-	json_decref(record);
+	else if (rec.id)
+		ret = params_from_json(h->s->fams[fam].fam, rec.params, params);
+	ks_record_release(&rec);
 	return ret;
 }
 
@@ -867,17 +868,16 @@ static int evidence_off(struct search *s, int i)
 	return off;
 }
 
-/* Queue record id (an ok one of a known family) for kind i, unless it has field already. */
-static void queue_unless(struct search *s, int i, const char *field, uint64_t id, const json_t *record)
+/* Queue rec (an ok one of a known family) for kind i, unless it has its evidence (kind's) already. */
+static void queue_unless(struct search *s, int i, const struct ks_record *rec)
 {
-	enum ks_verdict verdict;
 	int64_t params[KS_MAX_PARAMS];
+	const json_t *evidence = i == PROFILES ? rec->profile : rec->sanitizer;
 	int fam;
 
-	if (ks_record_verdict(record, &verdict) == 0 && verdict == KS_VERDICT_OK &&
-	    !json_object_get(record, field) && (fam = family_of(s, id)) >= 0 &&
-	    params_from_json(s->fams[fam].fam, json_object_get(record, "params"), params) == 0)
-		ks_evidence_queue_add(&s->evidence[i], s->fams[fam].fam, params, id);
+	if (rec->id && ks_record_ok(rec) && !evidence && (fam = family_of(s, rec->id)) >= 0 &&
+	    params_from_json(s->fams[fam].fam, rec->params, params) == 0)
+		ks_evidence_queue_add(&s->evidence[i], s->fams[fam].fam, params, rec->id);
 }
 
 /*
@@ -889,6 +889,7 @@ static void queue_unless(struct search *s, int i, const char *field, uint64_t id
 static int queue_unprofiled(struct search *s, struct ks_error *err)
 {
 	struct ks_archive_elite *elites = NULL;
+	struct ks_record rec;
 	size_t n = 0;
 
 	if (evidence_off(s, PROFILES))
@@ -896,16 +897,15 @@ static int queue_unprofiled(struct search *s, struct ks_error *err)
 	if (ks_archive_elites(s->ar, &elites, &n, err) < 0)
 		return -1;
 	KS_QSORT(elites, n, by_id);
+	ks_record_init(&rec);
 	for (size_t i = 0; i < n; i++) {
-		json_t *record = NULL;
-
-		if (ks_archive_get(s->ar, elites[i].id, &record, NULL, err) < 0) {
+		if (ks_archive_get_record(s->ar, elites[i].id, &rec, NULL, err) < 0) {
 			free(elites);
 			return -1;
 		}
-		queue_unless(s, PROFILES, "profile", elites[i].id, record);
-		json_decref(record);
+		queue_unless(s, PROFILES, &rec);
 	}
+	ks_record_release(&rec);
 	free(elites);
 	return 0;
 }
@@ -918,31 +918,33 @@ static int queue_unprofiled(struct search *s, struct ks_error *err)
  */
 static int queue_unsanitized(struct search *s, struct ks_error *err)
 {
-	json_t *best = NULL, *bests = NULL, *entry;
+	json_t *bests = NULL, *entry;
+	struct ks_record best, rec;
 	const char *workload;
 	int ret = -1;
 
 	if (evidence_off(s, SANITIZER))
 		return 0;
-	if (ks_archive_workload_bests(s->ar, &bests, err) < 0 || ks_archive_best(s->ar, &best, NULL, err) < 0)
+	ks_record_init(&best);
+	ks_record_init(&rec);
+	if (ks_archive_workload_bests(s->ar, &bests, err) < 0 ||
+	    ks_archive_best_record(s->ar, &best, NULL, err) < 0)
 		goto cleanup;
 	json_object_foreach(bests, workload, entry)
 	{
 		uint64_t id = (uint64_t)json_integer_value(json_object_get(entry, "id"));
-		json_t *record = NULL;
 
-		if (best && id == ks_record_id(best))
+		if (best.id && id == best.id)
 			continue;
-		if (ks_archive_get(s->ar, id, &record, NULL, err) < 0)
+		if (ks_archive_get_record(s->ar, id, &rec, NULL, err) < 0)
 			goto cleanup;
-		queue_unless(s, SANITIZER, "sanitizer", id, record);
-		json_decref(record);
+		queue_unless(s, SANITIZER, &rec);
 	}
-	if (best)
-		queue_unless(s, SANITIZER, "sanitizer", ks_record_id(best), best);
+	queue_unless(s, SANITIZER, &best);
 	ret = 0;
 cleanup:
-	json_decref(best);
+	ks_record_release(&best);
+	ks_record_release(&rec);
 	json_decref(bests);
 	return ret;
 }
@@ -1240,52 +1242,57 @@ static void status_line(struct search *s, int final)
 static json_t *record_of(struct job *job)
 {
 	const struct ks_family *f = job->fam;
-	json_t *record = json_object(), *parents = json_array();
+	uint64_t parents[sizeof(job->p.parents) / sizeof(job->p.parents[0])];
+	struct ks_record rec;
+	json_t *record;
 
 	for (int i = 0; i < job->p.n_parents; i++)
-		json_array_append_new(parents, json_integer((json_int_t)job->p.parents[i]));
-	json_object_set_new(record, "family", json_string(f->name));
-	json_object_set_new(record, "path", json_string(f->cand.path));
-	json_object_set_new(record, "params", params_json(f, job->p.params));
-	json_object_set_new(record, "parents", parents);
-	json_object_set_new(record, "mutation", json_string(job->p.mutation));
-	json_object_set_new(record, "seq", json_integer((json_int_t)job->seq));
-	if (job->p.strategy)
-		json_object_set_new(record, "prompt_id", json_integer((json_int_t)job->p.strategy));
-	if (job->p.llm)
-		json_object_set_new(record, "llm", json_incref(job->p.llm));
-	if (job->duplicate)
-		json_object_set_new(record, "duplicate_of", json_integer((json_int_t)job->duplicate_of));
+		parents[i] = job->p.parents[i];
+	/* the record's serialiser reads rec, whose fields are borrowed here: it is never released */
+	ks_record_init(&rec);
+	rec.family = (char *)f->name;
+	rec.path = (char *)f->cand.path;
+	rec.params = params_json(f, job->p.params);
+	rec.parents = parents;
+	rec.n_parents = (size_t)job->p.n_parents;
+	rec.mutation = (char *)job->p.mutation;
+	rec.seq = (int64_t)job->seq;
+	rec.has = KS_RECORD_SEQ | (job->p.strategy ? KS_RECORD_PROMPT_ID : 0);
+	rec.prompt_id = job->p.strategy;
+	rec.llm = job->p.llm;
+	rec.duplicate_of = job->duplicate ? job->duplicate_of : 0;
 	job->result.timing.compile_s = job->compile_s;
 	job->result.timing.eval_s = job->eval_s;
-	ks_result_to_json_into(&job->result, record);
+	rec.result = job->result;
+	record = ks_record_to_json(&rec);
+	json_decref(rec.params);
 	return record;
 }
 
 /* A duplicate's result: the record of the first job with its binary, as measured then. */
 static int take_original_result(struct search *s, struct job *job, struct ks_error *err)
 {
-	json_t *orig = NULL;
-	struct ks_result copy;
+	struct ks_record orig;
 
 	pthread_mutex_lock(&s->lock);
 	job->duplicate_of = s->binaries[job->binary].id;
 	pthread_mutex_unlock(&s->lock);
-	if (ks_archive_get(s->ar, job->duplicate_of, &orig, NULL, err) < 0) {
+	ks_record_init(&orig);
+	if (ks_archive_get_record(s->ar, job->duplicate_of, &orig, NULL, err) < 0) {
 		ks_error_prefix(err, "the record of #%llu, whose binary proposal %llu shares",
 				(unsigned long long)job->duplicate_of, (unsigned long long)job->seq);
 		return -1;
 	}
-	ks_result_init(&copy);
-	if (ks_result_from_json(orig, &copy, err) < 0) {
-		json_decref(orig);
-		ks_error_prefix(err, "record #%llu", (unsigned long long)job->duplicate_of);
-		return -1;
-	}
-	json_decref(orig);
-	memset(&copy.timing, 0, sizeof(copy.timing)); /* this one took no GPU time */
+	if (!orig.id)
+		return ks_fail(
+			err, "the record of #%llu, whose binary proposal %llu shares, is not in the archive",
+			(unsigned long long)job->duplicate_of, (unsigned long long)job->seq);
+	/* its result, taken whole (the record is dropped after) */
 	ks_result_release(&job->result);
-	job->result = copy;
+	job->result = orig.result;
+	ks_result_init(&orig.result);
+	ks_record_release(&orig);
+	memset(&job->result.timing, 0, sizeof(job->result.timing)); /* this one took no GPU time */
 	job->eval_s = 0;
 	return 0;
 }

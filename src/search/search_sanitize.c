@@ -58,14 +58,14 @@ struct twins {
 	size_t n, alloc;
 };
 
-static int collect_twin(const json_t *record, void *ctx)
+static int collect_twin(const struct ks_record *rec, void *ctx, struct ks_error *err)
 {
 	struct twins *t = ctx;
-	const json_t *of = json_object_get(record, "duplicate_of");
 
-	if (json_is_integer(of) && (uint64_t)json_integer_value(of) == t->of) {
+	(void)err;
+	if (rec->duplicate_of && rec->duplicate_of == t->of) {
 		KS_ALLOC_GROW(t->ids, t->n + 1, t->alloc);
-		t->ids[t->n++] = ks_record_id(record);
+		t->ids[t->n++] = rec->id;
 	}
 	return 0;
 }
@@ -76,7 +76,7 @@ static int copy_to_twins(struct ks_archive *ar, uint64_t id, const json_t *sanit
 {
 	struct ks_archive_query all = { .verdict = -1, .sort = KS_ARCHIVE_SORT_ID };
 	struct twins t = { .of = id };
-	int ret = ks_archive_foreach(ar, &all, collect_twin, &t, err);
+	int ret = ks_archive_foreach_record(ar, &all, collect_twin, &t, err);
 
 	for (size_t i = 0; ret == 0 && i < t.n; i++)
 		ret = ks_archive_set_sanitizer(ar, t.ids[i], sanitizer, NULL, err);
@@ -87,16 +87,14 @@ static int copy_to_twins(struct ks_archive *ar, uint64_t id, const json_t *sanit
 
 int ks_evidence_sanitize_inherit(struct ks_archive *ar, uint64_t original, uint64_t id, struct ks_error *err)
 {
-	json_t *record = NULL;
-	const json_t *sanitizer;
-	int ret = 0;
+	struct ks_record rec;
+	int ret;
 
-	if (ks_archive_get(ar, original, &record, NULL, err) < 0)
-		return -1;
-	sanitizer = json_object_get(record, "sanitizer");
-	if (json_is_object(sanitizer))
-		ret = ks_archive_set_sanitizer(ar, id, sanitizer, NULL, err);
-	json_decref(record);
+	ks_record_init(&rec);
+	ret = ks_archive_get_record(ar, original, &rec, NULL, err);
+	if (ret == 0 && rec.sanitizer)
+		ret = ks_archive_set_sanitizer(ar, id, rec.sanitizer, NULL, err);
+	ks_record_release(&rec);
 	return ret;
 }
 

@@ -18,35 +18,36 @@ int main(int argc, char **argv)
 					  .strategy = "(no strategy: a test)" };
 	struct ks_archive *ar = NULL;
 	struct ks_error err;
-	json_t *record = NULL;
+	struct ks_record record;
 	char *source = NULL, *dir = NULL, *out = NULL;
 	int ret = 1;
 
+	ks_record_init(&record);
 	if (argc != 5) {
 		fprintf(stderr, "usage: render_prompt ROOT OP GPU ID\n");
 		return 2;
 	}
 	if (ks_archive_open(&ar, argv[1], argv[2], argv[3], &opts, &err) < 0 ||
-	    ks_archive_get(ar, strtoull(argv[4], NULL, 10), &record, &source, &err) < 0 ||
+	    ks_archive_get_record(ar, strtoull(argv[4], NULL, 10), &record, &source, &err) < 0 ||
 	    ks_prompts_dir_find(&dir, &err) < 0)
 		goto cleanup;
-	if (!record) {
+	if (!record.id) {
 		fprintf(stderr, "render_prompt: no candidate #%s\n", argv[4]);
 		goto cleanup;
 	}
-	in.parent = record;
+	in.parent = &record;
 	in.parent_source = source;
 	if (ks_llm_mutate_prompt(dir, &in, &out, &err) < 0)
 		goto cleanup;
 	fputs(out, stdout);
 	ret = 0;
 cleanup:
-	if (ret && !record)
+	if (ret && !record.id)
 		fprintf(stderr, "render_prompt: %s\n", err.msg);
 	free(out);
 	free(dir);
 	free(source);
-	json_decref(record);
+	ks_record_release(&record);
 	ks_archive_close(ar);
 	return ret;
 }

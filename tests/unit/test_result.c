@@ -535,6 +535,221 @@ static void test_check_and_the_archive_describe_a_candidate_alike(void **state)
 }
 
 /*
+ * The typed record (record.h): every field of a stored record reads into
+ * struct ks_record, the result's through the one parser, and the search's
+ * side writes back what it read.
+ */
+static void test_a_record_reads_every_field(void **state)
+{
+	struct ks_record rec, back;
+	struct ks_error err;
+	json_t *obj, *again;
+	uint64_t parents[2] = { 17, 23 };
+
+	(void)state;
+	ks_record_init(&rec);
+	full_result(&rec.result);
+	rec.family = ks_strdup("split_kv");
+	rec.path = ks_strdup("operators/gqa/seeds/split_kv.cu");
+	rec.mutation = ks_strdup("llm");
+	rec.params = json_pack("{s:i, s:i}", "SPLITS", 8, "WARPS", 4);
+	rec.parents = ks_malloc(sizeof(parents));
+	memcpy(rec.parents, parents, sizeof(parents));
+	rec.n_parents = 2;
+	rec.seq = 41;
+	rec.prompt_id = 3;
+	rec.has = KS_RECORD_SEQ | KS_RECORD_PROMPT_ID;
+	rec.llm = json_pack("{s:s, s:i}", "model", "m", "prompt_tokens", 5210);
+	rec.duplicate_of = 7;
+	obj = ks_record_to_json(&rec);
+	/* what the archive adds, and what profiling and the sanitizer add later */
+	json_object_set_new(obj, "id", json_integer(42));
+	json_object_set_new(obj, "op", json_string("gqa"));
+	json_object_set_new(obj, "gpu", json_string("NVIDIA H200"));
+	json_object_set_new(obj, "source_hash", json_string("abc123"));
+	json_object_set_new(obj, "created", json_string("2026-11-22T01:50:00Z"));
+	json_object_set_new(obj, "profile", json_pack("{s:s, s:f}", "workload", "b1", "dram_fraction", 0.62));
+	json_object_set_new(obj, "sanitizer", json_pack("{s:s, s:i}", "status", "failed", "errors", 2));
+
+	ks_record_init(&back);
+	if (ks_record_parse(obj, &back, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(back.id, 42);
+	assert_string_equal(back.op, "gqa");
+	assert_string_equal(back.gpu, "NVIDIA H200");
+	assert_string_equal(back.source_hash, "abc123");
+	assert_string_equal(back.created, "2026-11-22T01:50:00Z");
+	assert_string_equal(back.family, "split_kv");
+	assert_string_equal(back.path, "operators/gqa/seeds/split_kv.cu");
+	assert_string_equal(back.mutation, "llm");
+	assert_json_equal(back.params, rec.params);
+	assert_int_equal(back.n_parents, 2);
+	assert_int_equal(back.parents[0], 17);
+	assert_int_equal(back.parents[1], 23);
+	assert_int_equal(back.seq, 41);
+	assert_int_equal(back.prompt_id, 3);
+	assert_int_equal(back.duplicate_of, 7);
+	assert_json_equal(back.llm, rec.llm);
+	assert_string_equal(json_string_value(json_object_get(back.profile, "workload")), "b1");
+	assert_int_equal(json_integer_value(json_object_get(back.sanitizer, "errors")), 2);
+	assert_true(back.sanitizer_failed);
+	assert_int_equal(back.has,
+			 KS_RECORD_SEQ | KS_RECORD_PROMPT_ID | KS_RECORD_FITNESS | KS_RECORD_SOL_FRACTION);
+	assert_int_equal(back.has_descriptor, (1u << KS_DESC_COUNT) - 1);
+	/* the result: every field, as the result's own round trip checks them */
+	assert_int_equal(back.result.verdict, KS_VERDICT_IMPLAUSIBLE);
+	assert_string_equal(back.result.evidence, "workload b1: too fast");
+	assert_string_equal(back.result.arch, "sm_90a");
+	assert_int_equal(back.result.has, rec.result.has);
+	for (int d = 0; d < KS_DESC_COUNT; d++)
+		assert_true(back.result.descriptors[d] == 1.5 * d);
+	assert_int_equal(back.result.n_kernels, 2);
+	assert_string_equal(back.result.kernels[1].kernel, "k1");
+	assert_int_equal(back.result.kernels[1].registers, 65);
+	assert_string_equal(back.result.kernels[0].async_copy, "cp.async");
+	assert_true(back.result.sol_fraction == 1.75);
+	assert_int_equal(back.result.n_workloads, 2);
+	assert_string_equal(back.result.workloads[0].id, "b1");
+	assert_true(back.result.workloads[0].floor_us == 4.0);
+	assert_int_equal(back.result.workloads[0].n_splits, 3);
+	assert_string_equal(back.result.workloads[0].splits[1].kind, "skewed");
+	assert_int_equal(back.result.n_launches, 1);
+	assert_int_equal(back.result.launches[0].blocks_per_sm, 3);
+	assert_int_equal(back.result.overhead.verified_runs, 21);
+	assert_int_equal(back.result.printf_bytes, 9000);
+	assert_true(back.result.timing.eval_s == 1.75);
+	assert_int_equal(back.result.evaluator, KS_EVALUATOR_GENERATION);
+	/* and the search's side writes back what it read */
+	again = ks_record_to_json(&back);
+	{
+		const char *key;
+		json_t *v;
+
+		json_object_foreach(again, key, v) if (!json_close(v, json_object_get(obj, key)))
+			fail_msg("%s does not read back as written", key);
+	}
+	/* parsing again replaces; release leaves an empty record that owns nothing */
+	if (ks_record_parse(obj, &back, &err) < 0)
+		fail_msg("%s", err.msg);
+	ks_record_release(&back);
+	assert_int_equal(back.id, 0);
+	assert_string_equal(back.family, "");
+	assert_null(back.params);
+	ks_record_release(&back);
+	json_decref(again);
+	json_decref(obj);
+	ks_record_release(&rec);
+}
+
+/* Absent fields read as none; a null one as absent (the archive stores the search's fields as given). */
+static void test_a_sparse_record_reads(void **state)
+{
+	struct ks_record rec;
+	struct ks_error err;
+	json_t *obj = json_loads("{\"id\": 3, \"verdict\": \"ok\", \"fitness\": 1.5, \"llm\": null, "
+				 "\"descriptors\": {\"occupancy\": 0.5}}",
+				 0, NULL);
+
+	(void)state;
+	ks_record_init(&rec);
+	if (ks_record_parse(obj, &rec, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_true(ks_record_ok(&rec));
+	assert_true(rec.result.fitness == 1.5);
+	assert_int_equal(rec.has, KS_RECORD_FITNESS);
+	assert_int_equal(rec.has_descriptor, 1u << KS_DESC_OCCUPANCY);
+	assert_null(rec.llm);
+	assert_null(rec.params);
+	assert_int_equal(rec.n_parents, 0);
+	assert_string_equal(rec.family, "");
+	assert_string_equal(rec.result.evidence, "");
+	assert_false(rec.sanitizer_failed);
+	ks_record_release(&rec);
+	json_decref(obj);
+}
+
+/* A malformed record fails with the record's id and the field, and leaves the record empty. */
+static void test_a_malformed_record_is_refused_naming_the_field_and_id(void **state)
+{
+	static const struct {
+		const char *json, *msg;
+	} cases[] = {
+		{ "[1]", "a record must be a JSON object, got a list" },
+		{ "{\"id\": 5}", "record 5: verdict: missing" },
+		{ "{\"id\": 5, \"verdict\": \"fast\"}", "record 5: verdict: unknown verdict 'fast'" },
+		{ "{\"id\": 5, \"verdict\": 3}", "record 5: verdict: expected a string, got " },
+		{ "{\"verdict\": 1}", "a record: verdict: expected a string, got " },
+		{ "{\"id\": \"5\", \"verdict\": \"ok\"}",
+		  "a record: id: expected an integer >= 0, got a string" },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"family\": 1}",
+		  "record 6: family: expected a string, got " },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"params\": []}",
+		  "record 6: params: expected an object, got " },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"parents\": {}}",
+		  "record 6: parents: expected a list of ids, got " },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"parents\": [1, \"2\"]}",
+		  "record 6: parents[1]: expected an id (an integer >= 1), got " },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"parents\": [0]}",
+		  "record 6: parents[0]: expected an id" },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"seq\": -1}",
+		  "record 6: seq: expected an integer >= 0" },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"prompt_id\": 1.5}",
+		  "record 6: prompt_id: expected an integer" },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"duplicate_of\": \"x\"}",
+		  "record 6: duplicate_of: expected" },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"llm\": 1}", "record 6: llm: expected an object" },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"profile\": \"x\"}",
+		  "record 6: profile: expected an object" },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"sanitizer\": []}",
+		  "record 6: sanitizer: expected an object" },
+		{ "{\"id\": 6, \"verdict\": \"ok\", \"created\": 1}",
+		  "record 6: created: expected a string" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"fitness\": \"1\"}",
+		  "record 7: fitness: expected a number" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"sol_fraction\": []}",
+		  "record 7: sol_fraction: expected a number" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"descriptors\": {\"occupancy\": \"x\"}}",
+		  "record 7: descriptors.occupancy: expected a number" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"workloads\": [{\"id\": \"b\", \"median_us\": \"1\"}]}",
+		  "record 7: workloads[0].median_us: expected a number" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"workloads\": [3]}",
+		  "record 7: workloads[0]: expected an object" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"workloads\": [{\"splits\": [{\"kind\": 1}]}]}",
+		  "record 7: workloads[0].splits[0].kind: expected a string" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"kernels\": [{\"registers\": 1.5}]}",
+		  "record 7: kernels[0].registers: expected an integer" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"launches\": {}}",
+		  "record 7: launches: expected a list" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"overhead\": {\"runs\": \"x\"}}",
+		  "record 7: overhead.runs: expected an integer" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"timing\": {\"wall_s\": null}}",
+		  "record 7: timing.wall_s: expected a number" },
+		{ "{\"id\": 7, \"verdict\": \"ok\", \"evidence\": 1}",
+		  "record 7: evidence: expected a string" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *obj = json_loads(cases[i].json, JSON_DECODE_ANY, NULL);
+		struct ks_record rec;
+		struct ks_error err;
+
+		assert_non_null(obj);
+		ks_record_init(&rec);
+		if (ks_record_parse(obj, &rec, &err) == 0)
+			fail_msg("%s: parsed", cases[i].json);
+		if (strncmp(err.msg, cases[i].msg, strlen(cases[i].msg)))
+			fail_msg("%s: got \"%s\", expected \"%s...\"", cases[i].json, err.msg, cases[i].msg);
+		assert_int_equal(rec.id, 0);
+		assert_int_equal(rec.n_parents, 0);
+		assert_null(rec.params);
+		assert_int_equal(rec.result.n_workloads, 0);
+		ks_record_release(&rec);
+		json_decref(obj);
+	}
+}
+
+/*
  * The serialiser is the only producer: no other code under src/ writes a
  * result's fields into JSON.  A statement that calls json_pack() or
  * json_object_set*() with one of the keys below, outside result.c, fails
@@ -659,6 +874,154 @@ static void test_the_serialiser_is_the_only_producer(void **state)
 	}
 }
 
+/*
+ * And the parsers are the only readers: no other code under src/ looks a
+ * record's fields up by name (json_object_get() or record.h's JSON
+ * accessors with one of the keys below); it reads a struct ks_record
+ * (record.h).  Whole files that keep the record's JSON on purpose, and
+ * keys that name something else in a file, are listed with their reason.
+ */
+static const char *const record_keys[] = { "verdict",	  "evidence",	 "fitness",   "sol_fraction",
+					   "workloads",	  "descriptors", "kernels",   "launches",
+					   "overhead",	  "timing",	 "parents",   "duplicate_of",
+					   "source_hash", "mutation",	 "prompt_id", NULL };
+static const struct {
+	const char *file, *key, *why; /* key NULL: every key */
+} readers[] = {
+	{ "src/evaluate/result.c", NULL, "the result's one parser" },
+	{ "src/archive/record.c", NULL, "the record's one parser" },
+	{ "src/archive/archive.c", NULL,
+	  "the archive's own format: insert checks what it stores and indexes it, profiles and sanitizer "
+	  "checks change stored records" },
+	{ "src/archive/archive_json.c", NULL,
+	  "export and import copy records byte for byte, renumbering parents" },
+	{ "src/archive/archive_read.c", NULL, "reads a record's source by its hash" },
+	{ "src/archive/archive_salvage.c", NULL, "copies what is readable of a damaged archive, as stored" },
+	{ "src/archive/archive_verify.c", NULL, "checks the stored JSON itself, field by field" },
+	{ "src/cli/archive.c", "launches", "a profile's launch count (profile.h)" },
+	{ "src/cli/profile.c", "kernels", "a profile's kernels (profile.h)" },
+	{ "src/compile/compiler.c", "kernels", "the compile server's reply" },
+	{ "src/evaluate/sanitize.c", "workloads", "a sanitizer check's workloads (sanitize.h)" },
+	{ "src/evaluate/worker.c", "workloads", "a job's workloads" },
+	{ "src/op/op.c", "workloads", "op.json's workloads" },
+	{ "src/export/export.c", "workloads",
+	  "the export's JSON copies each stored workload, with its sizes" },
+	{ "src/export/export.c", "fitness", "the lineage steps export_best.c makes, not records" },
+	{ "src/export/export.c", "mutation", "the lineage steps export_best.c makes, not records" },
+	{ "src/export/export.c", "verdict", "the lineage steps export_best.c makes, not records" },
+};
+
+static void scan_reads(const char *path, const char *rel, struct ks_strbuf *found)
+{
+	char *text = NULL;
+	size_t size;
+	struct ks_error err;
+	regex_t call;
+	regmatch_t m[5]; /* the call, its name, its first argument, a part of that, the key */
+	const char *at;
+
+	for (size_t a = 0; a < sizeof(readers) / sizeof(readers[0]); a++)
+		if (!strcmp(readers[a].file, rel) && !readers[a].key)
+			return;
+	if (ks_read_file(path, &text, &size, &err) < 0)
+		fail_msg("%s", err.msg);
+	/* the call, its first argument (one level of parentheses), then a quoted key */
+	assert_int_equal(regcomp(&call,
+				 "(json_object_get|ks_record_str|ks_record_num|ks_record_text)[[:space:]]*\\("
+				 "(([^,()]|\\([^()]*\\))*),[[:space:]]*\"([a-z_]+)\"",
+				 REG_EXTENDED),
+			 0);
+	for (at = text; regexec(&call, at, 5, m, 0) == 0; at += m[0].rm_eo) {
+		char key[64];
+		int ok = 0;
+
+		snprintf(key, sizeof(key), "%.*s", (int)(m[4].rm_eo - m[4].rm_so), at + m[4].rm_so);
+		for (size_t k = 0; record_keys[k]; k++) {
+			if (strcmp(record_keys[k], key))
+				continue;
+			for (size_t a = 0; a < sizeof(readers) / sizeof(readers[0]); a++)
+				ok |= !strcmp(readers[a].file, rel) && readers[a].key &&
+				      !strcmp(readers[a].key, key);
+			if (!ok)
+				ks_strbuf_addf(found, "%s:%d: reads \"%s\"\n", rel,
+					       ks_line_of(text, (size_t)(at + m[0].rm_so - text)), key);
+		}
+	}
+	regfree(&call);
+	free(text);
+}
+
+static void scan_dir_reads(const char *dir, const char *rel, struct ks_strbuf *found, int *files)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char *path, *sub;
+		size_t len = strlen(e->d_name);
+
+		if (e->d_name[0] == '.')
+			continue;
+		path = ks_path_join(dir, e->d_name);
+		sub = ks_path_join(rel, e->d_name);
+		if (e->d_type == DT_DIR) {
+			scan_dir_reads(path, sub, found, files);
+		} else if (len > 2 && !strcmp(e->d_name + len - 2, ".c")) {
+			scan_reads(path, sub, found);
+			(*files)++;
+		}
+		free(path);
+		free(sub);
+	}
+	closedir(d);
+}
+
+static void test_the_parsers_are_the_only_readers(void **state)
+{
+	struct ks_strbuf found;
+	char src[4200];
+	int files = 0;
+
+	(void)state;
+	snprintf(src, sizeof(src), "%s/src", root());
+	ks_strbuf_init(&found);
+	scan_dir_reads(src, "src", &found, &files);
+	assert_true(files > 40);
+	if (found.len)
+		fail_msg("a record's fields are read by name outside its parsers (read a struct ks_record: "
+			 "archive/record.h, ks_archive_get_record()):\n%s",
+			 found.buf);
+	ks_strbuf_release(&found);
+
+	/* and the lint finds what it looks for */
+	{
+		char *dir = test_tmpdir(), path[4200];
+
+		test_write(dir, "x.c",
+			   "double f(const json_t *r) {\n"
+			   "\treturn json_number_value(json_object_get(r, \"fitness\")) +\n"
+			   "\t       ks_record_num(json_array_get(list, 0), \"sol_fraction\") +\n"
+			   "\t       json_number_value(json_object_get(r, \"fitnessy\"));\n"
+			   "\tjson_array_foreach(json_object_get(\n\t\trecord, \"workloads\"), i, w) {}\n"
+			   "\tjson_object_get(profile, \"launches\");\n}\n");
+		snprintf(path, sizeof(path), "%s/x.c", dir);
+		ks_strbuf_init(&found);
+		scan_reads(path, "src/x.c", &found);
+		assert_string_equal(found.buf,
+				    "src/x.c:2: reads \"fitness\"\nsrc/x.c:3: reads \"sol_fraction\"\n"
+				    "src/x.c:5: reads \"workloads\"\nsrc/x.c:7: reads \"launches\"\n");
+		ks_strbuf_release(&found);
+		ks_strbuf_init(&found);
+		scan_reads(path, "src/cli/archive.c", &found);
+		assert_string_equal(found.buf, "src/cli/archive.c:2: reads \"fitness\"\n"
+					       "src/cli/archive.c:3: reads \"sol_fraction\"\n"
+					       "src/cli/archive.c:5: reads \"workloads\"\n");
+		ks_strbuf_release(&found);
+		test_rmtree(dir);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -667,7 +1030,11 @@ int main(void)
 		cmocka_unit_test(test_old_records_read),
 		cmocka_unit_test(test_evaluation_joins_the_build_with_the_drivers_occupancy),
 		cmocka_unit_test(test_check_and_the_archive_describe_a_candidate_alike),
+		cmocka_unit_test(test_a_record_reads_every_field),
+		cmocka_unit_test(test_a_sparse_record_reads),
+		cmocka_unit_test(test_a_malformed_record_is_refused_naming_the_field_and_id),
 		cmocka_unit_test(test_the_serialiser_is_the_only_producer),
+		cmocka_unit_test(test_the_parsers_are_the_only_readers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -197,6 +197,18 @@ static void test_strategy_extract(void **state)
 	free(text);
 }
 
+/* rec[0] the parent, rec[1..n-1] the elites, parsed as the archive hands them out. */
+static void parse_records(const json_t *parent, const json_t *elites, struct ks_record *rec, size_t n)
+{
+	struct ks_error err;
+
+	for (size_t i = 0; i < n; i++) {
+		ks_record_init(&rec[i]);
+		if (ks_record_parse(i ? json_array_get(elites, i - 1) : parent, &rec[i], &err) < 0)
+			fail_msg("%s", err.msg);
+	}
+}
+
 static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)
 {
 	json_t *parent = json_loads(
@@ -212,21 +224,24 @@ static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)
 		"\"p90_us\": 21.0,"
 		"   \"ref_median_us\": 400.0, \"floor_us\": 8.0, \"sol_fraction\": 0.39}]}",
 		0, NULL);
-	json_t *elites =
-		json_loads("[{\"id\": 9, \"family\": \"mma_tiles\", \"fitness\": 4.25, \"sol_fraction\": 0.5,"
-			   " \"params\": {\"STAGES\": 2}, \"descriptors\": {\"occupancy\": 0.5}}]",
-			   0, NULL);
+	json_t *elites = json_loads(
+		"[{\"id\": 9, \"family\": \"mma_tiles\", \"verdict\": \"ok\", \"fitness\": 4.25, "
+		"\"sol_fraction\": 0.5, \"params\": {\"STAGES\": 2}, \"descriptors\": {\"occupancy\": 0.5}}]",
+		0, NULL);
+	struct ks_record rec[2];
 	struct ks_llm_mutate_input in = { .target = "Improve the parent.",
 					  .strategy = "STRATEGY-TEXT",
-					  .parent = parent,
+					  .parent = &rec[0],
 					  .parent_source = "/* ksearch {} */\nPARENT-SOURCE\n",
-					  .elites = elites,
+					  .elites = &rec[1],
+					  .n_elites = 1,
 					  .recent_attempts = NULL };
 	struct ks_error err;
 	char *dir = prompts_dir(), *out = NULL;
 
 	(void)state;
 	assert_non_null(parent);
+	parse_records(parent, elites, rec, 2);
 	if (ks_llm_mutate_prompt(dir, &in, &out, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_contains(out, "Improve the parent.");
@@ -251,6 +266,8 @@ static void test_mutate_and_repair_prompts_carry_the_evidence(void **state)
 	free(out);
 	json_decref(parent);
 	json_decref(elites);
+	for (size_t i = 0; i < sizeof(rec) / sizeof(rec[0]); i++)
+		ks_record_release(&rec[i]);
 	free(dir);
 }
 
@@ -273,24 +290,27 @@ static void test_mutate_prompt_carries_the_profile(void **state)
 		"              {\"reason\": \"barrier\", \"share\": 0.12}, {\"reason\": \"wait\", \"share\": "
 		"0.08}]}}",
 		0, NULL);
-	json_t *elites =
-		json_loads("[{\"id\": 9, \"family\": \"mma_tiles\", \"fitness\": 4.25, \"sol_fraction\": 0.5,"
-			   " \"params\": {}, \"descriptors\": {\"dram_fraction\": 0.5},"
-			   " \"profile\": {\"dram_fraction\": 0.71, \"achieved_occupancy\": 0.5}},"
-			   " {\"id\": 10, \"family\": \"plain\", \"fitness\": 1.5, \"sol_fraction\": 0.2,"
-			   " \"params\": {}, \"descriptors\": {\"dram_fraction\": 0.2}}]",
-			   0, NULL);
+	json_t *elites = json_loads(
+		"[{\"id\": 9, \"family\": \"mma_tiles\", \"verdict\": \"ok\", \"fitness\": 4.25, "
+		"\"sol_fraction\": 0.5, \"params\": {}, \"descriptors\": {\"dram_fraction\": 0.5},"
+		" \"profile\": {\"dram_fraction\": 0.71, \"achieved_occupancy\": 0.5}},"
+		" {\"id\": 10, \"family\": \"plain\", \"verdict\": \"ok\", \"fitness\": 1.5, "
+		"\"sol_fraction\": 0.2, \"params\": {}, \"descriptors\": {\"dram_fraction\": 0.2}}]",
+		0, NULL);
+	struct ks_record rec[3];
 	struct ks_llm_mutate_input in = { .target = "Improve the parent.",
 					  .strategy = "S",
-					  .parent = parent,
+					  .parent = &rec[0],
 					  .parent_source = "SRC\n",
-					  .elites = elites };
+					  .elites = &rec[1],
+					  .n_elites = 2 };
 	struct ks_error err;
 	char *dir = prompts_dir(), *out = NULL;
 
 	(void)state;
 	assert_non_null(parent);
 	assert_non_null(elites);
+	parse_records(parent, elites, rec, 3);
 	if (ks_llm_mutate_prompt(dir, &in, &out, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_contains(out, "Nsight Compute on workload b64_kv46287, ncu 2025.3.1.0:\n"
@@ -307,6 +327,8 @@ static void test_mutate_prompt_carries_the_profile(void **state)
 	free(out);
 	json_decref(parent);
 	json_decref(elites);
+	for (size_t i = 0; i < sizeof(rec) / sizeof(rec[0]); i++)
+		ks_record_release(&rec[i]);
 	free(dir);
 }
 

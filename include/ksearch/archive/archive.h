@@ -25,7 +25,13 @@
  *  - Do not carry an open archive across fork(): close it first, or
  *    start children before opening, or exec in the child.
  *
- * Records are JSON objects (the fields are listed in archive/README.md).
+ * Records are stored as JSON objects (the fields are listed in
+ * archive/README.md) and read as struct ks_record (record.h):
+ * ks_archive_get_record(), ks_archive_best_record(),
+ * ks_archive_foreach_record().  The functions that hand out the JSON
+ * itself are for what must pass a record through unchanged (`archive show
+ * --json`, `ls --json`, export and import, salvage, the record's own
+ * checks); nothing else reads a record's fields from it.
  * Every json_t a function returns is a new reference the caller
  * decrefs; every json_t it takes is borrowed.  Strings and arrays it
  * returns are the caller's to free.
@@ -48,6 +54,7 @@
 #define KS_ARCHIVE_EXPORT_VERSION 1
 
 struct ks_archive;
+struct ks_record; /* record.h */
 
 /*
  * jansson flags to print a record with: reals in a record have 15
@@ -271,6 +278,25 @@ struct ks_archive_query {
 int ks_archive_foreach(struct ks_archive *ar, const struct ks_archive_query *query,
 		       int (*fn)(const json_t *record, void *ctx), void *ctx, struct ks_error *err);
 
+/*
+ * Typed: the record with this id parsed into rec (initialised by the
+ * caller, released by the caller; rec->id is 0 when there is no such id),
+ * and its source text when source is not NULL.  A record that does not
+ * parse fails, naming the record and the field (record.h).
+ */
+int ks_archive_get_record(struct ks_archive *ar, uint64_t id, struct ks_record *rec, char **source,
+			  struct ks_error *err);
+/* The best ok candidate so far, typed; rec->id is 0 when there is none. */
+int ks_archive_best_record(struct ks_archive *ar, struct ks_record *rec, char **source, struct ks_error *err);
+/*
+ * ks_archive_foreach(), typed: fn gets each record parsed, borrowed for
+ * the call; it returns 0 to go on, > 0 to stop, < 0 to fail with err
+ * filled (returned as -1).  A record that does not parse fails the walk.
+ */
+int ks_archive_foreach_record(struct ks_archive *ar, const struct ks_archive_query *query,
+			      int (*fn)(const struct ks_record *rec, void *ctx, struct ks_error *err),
+			      void *ctx, struct ks_error *err);
+
 /* The grid and the quality-diversity metrics */
 
 struct ks_archive_elite {
@@ -289,6 +315,9 @@ int ks_archive_elites(struct ks_archive *ar, struct ks_archive_elite **elites, s
  */
 int ks_archive_cell_of(const struct ks_archive *ar, const json_t *descriptors, uint64_t *cell, char *why,
 		       size_t why_size);
+/* The same from values (enum ks_descriptor order; bit d of has: descriptor d is there): a record's. */
+int ks_archive_cell_of_values(const struct ks_archive *ar, const double *descriptors, unsigned has,
+			      uint64_t *cell, char *why, size_t why_size);
 /* The bin index along each axis of a cell (coords has n_axes entries). */
 void ks_archive_cell_coords(const struct ks_archive *ar, uint64_t cell, size_t *coords);
 

@@ -18,6 +18,10 @@
  * candidate record (the search adds where the candidate came from), and
  * `check --json` prints it (with the file and params: ks_result_check_json()).
  * So `check` and `evolve` describe the same candidate with the same fields.
+ * A stored record is read back as a struct ks_record (archive/record.h),
+ * whose result ks_result_from_json() parses; the archive's own checks,
+ * export and import, and the commands that print a record as stored are
+ * the only other code that holds its JSON (test_result lists them).
  *
  * Ownership: a result owns its strings and arrays; ks_result_init() before
  * use, ks_result_release() after (both leave an empty result, which owns

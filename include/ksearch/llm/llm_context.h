@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "ksearch/archive/record.h"
 #include "ksearch/base/error.h"
 #include "ksearch/evaluate/gpukit.h"
 #include "ksearch/op/op.h"
@@ -32,11 +33,12 @@ int ks_llm_system_prompt(const char *prompts_dir, const struct ks_op *op, const 
 
 /* What a request is about: the parent and its surroundings. */
 struct ks_llm_mutate_input {
-	const char *target;   /* the task, one or two sentences */
-	const char *strategy; /* the strategy text */
-	const json_t *parent; /* its record */
+	const char *target;		/* the task, one or two sentences */
+	const char *strategy;		/* the strategy text */
+	const struct ks_record *parent; /* its record */
 	const char *parent_source;
-	const json_t *elites;	     /* array of records of other cells (may be NULL) */
+	const struct ks_record *elites; /* n_elites records of other cells */
+	size_t n_elites;
 	const char *recent_attempts; /* lines, or NULL for "(none)" */
 };
 
@@ -54,7 +56,7 @@ int ks_llm_repair_prompt(const char *prompts_dir, int attempt, int max_attempts,
  * operation names (ks_strategy_rewrite_names), given its best child.
  */
 int ks_llm_rewrite_prompt(const char *prompts_dir, const char *operation, const json_t *strategy,
-			  const json_t *best_child, const char *best_source, char **out,
+			  const struct ks_record *best_child, const char *best_source, char **out,
 			  struct ks_error *err);
 
 /*
@@ -71,7 +73,7 @@ char *ks_llm_params_text(const json_t *params);
  * "smem_bytes=17408 occupancy=0.25 ..." from a record's descriptors; a
  * measured descriptor of a record not profiled yet says what stands in.
  */
-char *ks_llm_descriptors_text(const json_t *record);
+char *ks_llm_descriptors_text(const struct ks_record *rec);
 
 /*
  * The record's profile in a few plain lines ("Nsight Compute on workload
@@ -79,6 +81,6 @@ char *ks_llm_descriptors_text(const json_t *record);
  * occupancy 0.23", "- warp stalls: long scoreboard 61%, barrier 12%,
  * ...", "- local memory (spills): none"), or "(not profiled yet)".
  */
-char *ks_llm_profile_text(const json_t *record);
+char *ks_llm_profile_text(const struct ks_record *rec);
 
 #endif
