@@ -735,13 +735,11 @@ static void format_params(const struct gen *g, struct ks_strbuf *sb)
 /* "candidate #3 (family split_kv, SPLITS=16 ...)" */
 static void describe_candidate(const struct gen *g, struct ks_strbuf *sb)
 {
-	json_int_t id = json_integer_value(json_object_get(g->record, "id"));
-
-	if (id > 0)
-		ks_strbuf_addf(sb, "candidate #%lld", (long long)id);
+	if (g->rec.id)
+		ks_strbuf_addf(sb, "candidate #%llu", (unsigned long long)g->rec.id);
 	else
 		ks_strbuf_adds(sb, "the candidate");
-	ks_strbuf_addf(sb, " (family %s; params ", ks_record_text(g->record, "family", "unknown"));
+	ks_strbuf_addf(sb, " (family %s; params ", *g->rec.family ? g->rec.family : "unknown");
 	format_params(g, sb);
 	ks_strbuf_adds(sb, ")");
 }
@@ -1502,7 +1500,7 @@ static int add_source(struct gen *g, struct ks_strbuf *sb)
 	struct launch_code *lc = ks_calloc(cand->n_launches + 1, sizeof(*lc));
 	struct scratch_code *sc = ks_calloc(cand->n_scratch + 1, sizeof(*sc));
 	struct ks_strbuf text;
-	const char *path = ks_record_text(g->record, "path", NULL);
+	const char *path = *g->rec.path ? g->rec.path : NULL;
 	size_t src_len = strlen(cand->source);
 	int ret = -1;
 
@@ -2048,6 +2046,7 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 	size_t n_var_axes = 0, n_kernels = 0, *kernel_of = NULL;
 	int ret = -1;
 
+	ks_record_init(&g.rec); /* each variant's files are rendered from its own record */
 	ks_strbuf_init(&cu);
 	ks_strbuf_init(&h);
 	ks_strbuf_init(&readme);
