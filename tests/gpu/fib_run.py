@@ -24,6 +24,7 @@ Solution; its outputs are compared with the Definition's Python reference
 (atol = rtol = 2e-2).
 """
 import sys
+from pathlib import Path
 
 import torch
 from flashinfer_bench import Benchmark, BenchmarkConfig, apply, disable_apply, enable_apply
@@ -46,7 +47,7 @@ def check_apply(root, ts):
             exec(definition.reference, scope)  # the Definition's own Python reference
             for wl in ts.workloads.get(name, []):
                 w = wl.workload
-                inputs = gen_inputs(definition, w, "cuda", load_safetensors(definition, w, root))
+                inputs = gen_inputs(definition, w, "cuda", load_safetensors(definition, w, Path(root)))
                 try:
                     got = apply(name, args=tuple(inputs), fallback=fallback)
                 except AssertionError as e:
