@@ -3,7 +3,10 @@
  * process calls these, so MPI_THREAD_SERIALIZED is enough.
  */
 #include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -162,8 +165,55 @@ cleanup:
 	return ret;
 }
 
-void ks_cluster_comm_close(struct ks_cluster_comm *c, int64_t deadline_ms)
+/*
+ * Open MPI's MPI_Finalize ends in a fence over every rank of the job, and
+ * a rank that was killed never arrives: the survivors wait there for
+ * ever (seen with Open MPI 4.1 under load).  A watchdog gives Finalize
+ * until its deadline and then ends the process with the status it was
+ * about to have; what mattered (results, the archive) is already done.
+ */
+struct finalize_watch {
+	pthread_mutex_t lock;
+	pthread_cond_t done_cond;
+	int done;
+	int64_t deadline_ms;
+	int status;
+};
+
+static void *finalize_watchdog(void *arg)
 {
+	struct finalize_watch *w = arg;
+	struct timespec until;
+	int64_t left = w->deadline_ms - ks_now_ms();
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	if (left < 0)
+		left = 0;
+	until.tv_sec += (time_t)(left / 1000);
+	until.tv_nsec += (long)(left % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&w->lock);
+	while (!w->done) {
+		if (pthread_cond_timedwait(&w->done_cond, &w->lock, &until) != 0 && !w->done) {
+			fprintf(stderr, "ksearch: MPI_Finalize did not return (a rank of the job is gone); "
+					"exiting without it\n");
+			fflush(NULL);
+			_exit(w->status);
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+void ks_cluster_comm_close(struct ks_cluster_comm *c, int64_t deadline_ms, int status)
+{
+	struct finalize_watch w = { .done = 0, .status = status };
+	pthread_t watchdog;
+	int watching;
+
 	if (!c)
 		return;
 	while (c->n_sends && ks_now_ms() < deadline_ms) {
@@ -171,7 +221,20 @@ void ks_cluster_comm_close(struct ks_cluster_comm *c, int64_t deadline_ms)
 		if (c->n_sends)
 			usleep(1000);
 	}
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.done_cond, NULL);
+	w.deadline_ms = (deadline_ms > ks_now_ms() ? deadline_ms : ks_now_ms()) + KS_CLUSTER_FINALIZE_MS;
+	watching = pthread_create(&watchdog, NULL, finalize_watchdog, &w) == 0;
 	MPI_Finalize();
+	if (watching) {
+		pthread_mutex_lock(&w.lock);
+		w.done = 1;
+		pthread_cond_signal(&w.done_cond);
+		pthread_mutex_unlock(&w.lock);
+		pthread_join(watchdog, NULL);
+	}
+	pthread_cond_destroy(&w.done_cond);
+	pthread_mutex_destroy(&w.lock);
 	/* a send to a dead rank never completes: its buffer is freed only now that MPI is gone */
 	for (size_t i = 0; i < c->n_sends; i++)
 		free(c->sends[i].bytes);

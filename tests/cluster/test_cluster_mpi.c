@@ -448,7 +448,7 @@ int main(int argc, char **argv)
 		printf("FAIL rank %d: %s\n", my_rank, err.msg);
 		failures++;
 	}
-	ks_cluster_comm_close(c, ks_now_ms() + 5000);
+	ks_cluster_comm_close(c, ks_now_ms() + 5000, failures ? 1 : 0);
 done:
 	ks_candidate_release(&fam.cand);
 	ks_op_release(&op);

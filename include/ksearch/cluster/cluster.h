@@ -57,8 +57,16 @@ int ks_cluster_comm_send_bytes(struct ks_cluster_comm *c, int rank, const void *
  */
 int ks_cluster_comm_poll(struct ks_cluster_comm *c, int *from, struct ks_cluster_msg *msg,
 			 struct ks_error *err);
-/* Wait up to deadline_ms (monotonic, ks_now_ms()) for queued sends, then MPI_Finalize; frees c. */
-void ks_cluster_comm_close(struct ks_cluster_comm *c, int64_t deadline_ms);
+/* how long MPI_Finalize may take before the process exits without it */
+#define KS_CLUSTER_FINALIZE_MS 10000
+/*
+ * Wait up to deadline_ms (monotonic, ks_now_ms()) for queued sends, then
+ * MPI_Finalize; frees c.  status is the exit status the process is about
+ * to have: when a rank of the job has died Finalize can wait for ever, so
+ * if it has not returned KS_CLUSTER_FINALIZE_MS after the deadline the
+ * process exits there, with status.
+ */
+void ks_cluster_comm_close(struct ks_cluster_comm *c, int64_t deadline_ms, int status);
 
 /* ---- rank 0: the search's backend, whose lanes are the other ranks' GPUs ---- */
 
