@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "evolve_cluster.h"
 #include "llm_options.h"
 #include "ksearch/archive/archive.h"
 #include "ksearch/evaluate/backend.h"
@@ -214,6 +215,35 @@ static int set_aside(const char *dir, char *moved, size_t size, struct ks_error 
 }
 
 /* What the sanitizer checked: how many, which failed (demoted), the GPU time it took. */
+/*
+ * A rank > 0 of an MPI job: build and time rank 0's candidates on this
+ * host until it says stop.  Signals are rank 0's to act on (the launcher
+ * sends them to every rank): here they would lose the jobs in flight.
+ */
+static int serve_rank(struct evolve_cluster *ec, const struct ks_op *op, const struct ks_gpu_backend *gb,
+		      const int *gpus, size_t n_gpus, int jobs)
+{
+	struct ks_error err;
+	char list[256] = "";
+	size_t len = 0;
+	int rc;
+
+	for (size_t i = 0; i < n_gpus && len + 16 < sizeof(list); i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", i ? "," : "", gpus[i]);
+	printf("MPI: rank %d of %d serves rank 0 with GPU%s %s (%s) and %d compile processes\n", ec->role.rank,
+	       ec->role.size, n_gpus == 1 ? "" : "s", list, ks_gpu_backend_model(gb), jobs);
+	fflush(stdout);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	rc = evolve_cluster_serve(ec, op, &gb->backend, jobs, ks_gpu_backend_model(gb), &err);
+	if (rc < 0) {
+		ks_cli_error("evolve", "rank %d: %s", ec->role.rank, err.msg);
+		return KS_EXIT_FAILED;
+	}
+	return KS_EXIT_OK;
+}
+
 static void print_sanitizer_summary(const struct ks_op *op, const struct ks_search_summary *sum,
 				    const struct ks_search_config *cfg)
 {
@@ -500,6 +530,9 @@ int cmd_evolve(int argc, char **argv)
 	};
 	struct ks_search_summary sum;
 	struct ks_gpu_backend gb = { 0 };
+	struct evolve_cluster ec;
+	const struct ks_backend *backend = NULL;
+	long cpus;
 	struct ks_archive_options aopts = { .flags = KS_ARCHIVE_CREATE };
 	struct ks_archive *ar = NULL;
 	struct ks_family *families = NULL;
@@ -545,12 +578,14 @@ int cmd_evolve(int argc, char **argv)
 		ret = ks_cli_usage("evolve", "--explore, --exploit and --recent cannot all be 0");
 		goto cleanup;
 	}
+	/* one rank of an MPI job, or not (then nothing below differs) */
+	evolve_cluster_detect(&ec);
 	if (gpus_text) {
 		if (parse_gpus(gpus_text, &gpus, &n_gpus, &err) < 0) {
 			ret = ks_cli_usage("evolve", "%s", err.msg);
 			goto cleanup;
 		}
-	} else {
+	} else if (!evolve_cluster_active(&ec)) {
 		gpus = ks_calloc(1, sizeof(*gpus));
 		n_gpus = 1;
 	}
@@ -574,10 +609,18 @@ int cmd_evolve(int argc, char **argv)
 		ret = EXIT_NO_GPU;
 		goto cleanup;
 	}
+	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (evolve_cluster_active(&ec)) {
+		/* the default (one GPU) and --gpus all are per host: each rank on it takes its share */
+		if (!gpus_text || !strcmp(gpus_text, "all"))
+			evolve_cluster_share(&ec, gpus, &n_gpus, gpus_text != NULL);
+		cpus /= ec.role.local_size;
+	}
 	if (!cfg.jobs)
-		cfg.jobs = ks_search_default_jobs(sysconf(_SC_NPROCESSORS_ONLN), n_gpus);
-	printf("ksearch evolve: operator %s (%s), %zu seed families, starting %zu GPU worker%s...\n", op.key,
-	       op.name, n_families, n_gpus, n_gpus == 1 ? "" : "s");
+		cfg.jobs = ks_search_default_jobs(cpus, n_gpus);
+	if (ec.role.rank == 0)
+		printf("ksearch evolve: operator %s (%s), %zu seed families, starting %zu GPU worker%s...\n",
+		       op.key, op.name, n_families, n_gpus, n_gpus == 1 ? "" : "s");
 	fflush(stdout);
 	if (ks_gpu_backend_open(&gb, &op, gpus, n_gpus, time_cap, &err) < 0) {
 		ks_cli_error("evolve", "%s\n%s", err.msg, no_gpu_hint);
@@ -585,9 +628,37 @@ int cmd_evolve(int argc, char **argv)
 		goto cleanup;
 	}
 	gb_open = 1;
+	backend = &gb.backend;
+	if (evolve_cluster_active(&ec)) {
+		/* MPI starts after the GPU workers: no process forks with MPI initialised but compilers */
+		if (evolve_cluster_start(&ec, &err) < 0) {
+			ks_cli_error("evolve", "%s", err.msg);
+			goto cleanup;
+		}
+		if (ec.role.rank > 0) {
+			ret = serve_rank(&ec, &op, &gb, gpus, n_gpus, cfg.jobs);
+			goto cleanup;
+		}
+	}
 	printf("GPU: %s (%s), %d SMs, DRAM %.0f GB/s measured, peaks %s\n", gb.evaluators[0].profile.name,
 	       gb.evaluators[0].profile.arch, gb.evaluators[0].profile.sm_count,
 	       gb.evaluators[0].profile.dram_gbps, gb.evaluators[0].profile.peak_source);
+	if (evolve_cluster_active(&ec)) {
+		int jobs = cfg.jobs;
+
+		printf("MPI: rank 0 of %d (%s), waiting for every rank's GPUs...\n", ec.role.size,
+		       ec.role.launcher);
+		fflush(stdout);
+		if (evolve_cluster_backend(&ec, &gb.backend, ks_gpu_backend_model(&gb), &jobs, &backend, &err) <
+		    0) {
+			ks_cli_error("evolve", "%s", err.msg);
+			goto cleanup;
+		}
+		printf("MPI: %d ranks, %d GPUs in all (%zu here), %d compile processes in all (%d here); rank 0 "
+		       "keeps the archive and the search\n",
+		       ec.role.size, backend->lanes, n_gpus, jobs, cfg.jobs);
+		cfg.jobs = jobs;
+	}
 	if (cfg.profile_share > 0) {
 		char *ncu = ks_profile_find_ncu(NULL);
 
@@ -689,13 +760,22 @@ int cmd_evolve(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
-	if (ks_search_run(ar, &op, families, n_families, &gb.backend, &cfg, &sum, &err) < 0) {
+	if (ks_search_run(ar, &op, families, n_families, backend, &cfg, &sum, &err) < 0) {
 		ks_cli_error("evolve",
 			     "%s (every result so far is in the archive; run the same command to resume)",
 			     err.msg);
 		goto cleanup;
 	}
-	print_summary(ar, &op, root, &sum, &cfg, n_gpus, mutator_settings.llm != NULL);
+	print_summary(ar, &op, root, &sum, &cfg, (size_t)backend->lanes, mutator_settings.llm != NULL);
+	{
+		char why[512];
+		int dead = evolve_cluster_dead(&ec, why, sizeof(why));
+
+		if (dead)
+			printf("MPI: %d rank%s given up during the search (%s); %s candidates went to other "
+			       "ranks\n",
+			       dead, dead == 1 ? "" : "s", why, dead == 1 ? "its" : "their");
+	}
 	if (llm.client) {
 		struct ks_llm_usage u;
 
@@ -722,6 +802,7 @@ cleanup:
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	ks_archive_close(ar);
+	evolve_cluster_finish(&ec, ret);
 	if (gb_open)
 		ks_gpu_backend_close(&gb);
 	if (cfg.log)

@@ -1,7 +1,10 @@
 /*
  * remote.c - rank 0's backend: candidates built and timed on the other
- * ranks (cluster.h).  The search's threads queue messages and wait; one pump
- * thread talks MPI, matches answers to jobs and finds dead ranks.
+ * ranks, and on rank 0's own GPUs (cluster.h).  The search's threads queue
+ * messages and wait; one pump thread talks MPI, matches answers to jobs and
+ * finds dead ranks.  A job placed on rank 0 is built and timed by the
+ * search thread that waits on it, through the local backend, with no
+ * message at all.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +30,8 @@ struct rjob {
 	int64_t deadline_ms; /* when its rank must have answered */
 	struct ks_result res;
 	char *error;
+	void *local_built; /* rank 0's own build, held for evaluate() */
+	int local_busy;	   /* a search thread runs its step on rank 0's backend now */
 };
 
 struct rank_state {
@@ -66,6 +71,7 @@ struct ks_cluster_remote {
 	struct ks_error fail_err;
 	int n_dead;
 	char dead_why[512];
+	int *lane_busy; /* rank 0's own lanes (opts.local) */
 	struct ks_backend backend;
 };
 
@@ -93,6 +99,8 @@ static void forget_job(struct ks_cluster_remote *r, struct rjob *job)
 			r->live[i] = r->live[--r->n_live];
 			break;
 		}
+	if (job->local_built && r->opts.local->discard)
+		r->opts.local->discard(r->opts.local->ctx, job->local_built);
 	ks_result_release(&job->res);
 	free(job->error);
 	free(job);
@@ -104,7 +112,7 @@ static int choose_rank(struct ks_cluster_remote *r)
 	int best = -1;
 	double best_load = 0;
 
-	for (int i = 1; i < r->size; i++) {
+	for (int i = r->opts.local ? 0 : 1; i < r->size; i++) {
 		double load;
 
 		if (r->ranks[i].dead || !r->ranks[i].gpus)
@@ -137,7 +145,9 @@ static void dispatch(struct ks_cluster_remote *r, struct rjob *job, int evaluate
 	job->rank = rank;
 	job->deadline_ms = job_deadline(r, evaluate);
 	r->ranks[rank].outstanding++;
-	queue_out(r, rank, KS_CLUSTER_JOB, job->id, evaluate);
+	if (rank > 0)
+		queue_out(r, rank, KS_CLUSTER_JOB, job->id, evaluate);
+	/* rank 0: the search thread waiting on the job runs it (run_local()) */
 }
 
 /* rank is gone: what it held goes to another rank. */
@@ -223,7 +233,7 @@ static void find_dead(struct ks_cluster_remote *r)
 		struct rjob *job = r->live[i];
 
 		if ((job->stage == BUILDING || job->stage == EVALUATING) && now > job->deadline_ms &&
-		    !r->ranks[job->rank].dead) {
+		    job->rank > 0 && !r->ranks[job->rank].dead) {
 			char why[128];
 
 			snprintf(why, sizeof(why), "job %llu passed its deadline",
@@ -318,11 +328,115 @@ static void *pump_thread(void *arg)
 
 /* ---- the backend ---- */
 
-/* Wait until job leaves stage; -1 with err when it failed or MPI did. */
+/* ---- rank 0's own GPUs (opts.local): under lock, released while the backend works ---- */
+
+static int take_lane(struct ks_cluster_remote *r)
+{
+	for (;;) {
+		for (int i = 0; i < r->opts.local->lanes; i++)
+			if (!r->lane_busy[i]) {
+				r->lane_busy[i] = 1;
+				return i;
+			}
+		pthread_cond_wait(&r->cond, &r->lock);
+	}
+}
+
+static void give_lane(struct ks_cluster_remote *r, int lane)
+{
+	r->lane_busy[lane] = 0;
+	pthread_cond_broadcast(&r->cond);
+}
+
+/*
+ * Run the step job waits for on rank 0's backend: build it (BUILDING), and
+ * when it came from a dead rank to be timed (EVALUATING), time the build
+ * on a free local lane, completing the build's result as the backend does.
+ * A build held here is timed by remote_evaluate(), into the search's own
+ * result.
+ */
+static void run_local(struct ks_cluster_remote *r, struct rjob *job)
+{
+	const struct ks_backend *local = r->opts.local;
+	int evaluate = job->stage == EVALUATING, lane, rc;
+	struct ks_result res;
+	struct ks_error err;
+	void *built = NULL;
+
+	job->local_busy = 1;
+	ks_result_init(&res);
+	pthread_mutex_unlock(&r->lock);
+	rc = local->build(local->ctx, job->fam, job->params, &built, &res, &err);
+	pthread_mutex_lock(&r->lock);
+	if (rc < 0)
+		goto failed;
+	if (built && evaluate) {
+		lane = take_lane(r);
+		pthread_mutex_unlock(&r->lock);
+		rc = local->evaluate(local->ctx, lane, job->fam, job->params, built, &res, &err);
+		pthread_mutex_lock(&r->lock);
+		give_lane(r, lane);
+		if (rc < 0)
+			goto failed;
+		built = NULL;
+	}
+	if (built && job->rebuild) {
+		ks_result_release(&res); /* the search has the first build's result already */
+	} else {
+		ks_result_release(&job->res);
+		job->res = res;
+	}
+	/* a final result, or a build held for evaluate() */
+	job->local_built = built;
+	job->stage = built ? HELD : DONE;
+	goto done;
+failed:
+	ks_result_release(&res);
+	free(job->error);
+	job->error = ks_asprintf("rank 0: %s", err.msg);
+	job->stage = FAILED;
+done:
+	if (job->stage == DONE || job->stage == FAILED)
+		r->ranks[0].outstanding--;
+	job->local_busy = 0;
+	pthread_cond_broadcast(&r->cond);
+}
+
+/* Time job's build held on rank 0 on a free local lane, completing res (the search's). */
+static int evaluate_local(struct ks_cluster_remote *r, struct rjob *job, struct ks_result *res,
+			  struct ks_error *err)
+{
+	const struct ks_backend *local = r->opts.local;
+	void *built = job->local_built;
+	int lane, rc;
+
+	job->local_built = NULL;
+	job->local_busy = 1;
+	lane = take_lane(r);
+	pthread_mutex_unlock(&r->lock);
+	rc = local->evaluate(local->ctx, lane, job->fam, job->params, built, res, err);
+	pthread_mutex_lock(&r->lock);
+	give_lane(r, lane);
+	r->ranks[0].outstanding--;
+	job->local_busy = 0;
+	job->stage = DONE;
+	pthread_cond_broadcast(&r->cond);
+	return rc;
+}
+
+/*
+ * Wait until job leaves stage, running it on rank 0's GPUs when it is
+ * placed there; -1 with err when it failed or MPI did.
+ */
 static int wait_stage(struct ks_cluster_remote *r, struct rjob *job, enum stage stage, struct ks_error *err)
 {
-	while (job->stage == stage && !r->failed)
+	while (job->stage == stage && !r->failed) {
+		if (job->rank == 0 && r->opts.local && !job->local_busy) {
+			run_local(r, job);
+			continue;
+		}
 		pthread_cond_wait(&r->cond, &r->lock);
+	}
 	if (job->stage == FAILED)
 		return ks_fail(err, "%s", job->error);
 	if (r->failed && job->stage == stage) {
@@ -383,10 +497,15 @@ static int remote_evaluate(void *ctx, int lane, const struct ks_family *fam, con
 	pthread_mutex_lock(&r->lock);
 	if (wait_stage(r, job, BUILDING, err) < 0)
 		goto cleanup;
+	if (job->stage == HELD && job->rank == 0) {
+		ret = evaluate_local(r, job, res, err);
+		goto cleanup;
+	}
 	if (job->stage == HELD) {
 		job->stage = EVALUATING;
 		job->deadline_ms = job_deadline(r, 1);
-		queue_out(r, job->rank, KS_CLUSTER_EVAL, job->id, 0);
+		if (job->rank > 0)
+			queue_out(r, job->rank, KS_CLUSTER_EVAL, job->id, 0);
 	}
 	if (wait_stage(r, job, EVALUATING, err) < 0)
 		goto cleanup;
@@ -407,13 +526,59 @@ static void remote_discard(void *ctx, void *built)
 	struct ks_error err;
 
 	pthread_mutex_lock(&r->lock);
-	wait_stage(r, job, BUILDING, &err);
-	if (job->stage == HELD && !r->ranks[job->rank].dead) {
-		queue_out(r, job->rank, KS_CLUSTER_DROP, job->id, 0);
-		r->ranks[job->rank].outstanding--;
+	while (job->local_busy)
+		pthread_cond_wait(&r->cond, &r->lock);
+	if (job->rank == 0 && job->stage == BUILDING) {
+		/* handed to rank 0 from a dead rank and not built yet: nothing to build now */
+		r->ranks[0].outstanding--;
+	} else {
+		wait_stage(r, job, BUILDING, &err);
+		if (job->stage == HELD && !r->ranks[job->rank].dead) {
+			if (job->rank > 0)
+				queue_out(r, job->rank, KS_CLUSTER_DROP, job->id, 0);
+			r->ranks[job->rank].outstanding--;
+		}
 	}
-	forget_job(r, job);
+	forget_job(r, job); /* and a build held on rank 0 is discarded there */
 	pthread_mutex_unlock(&r->lock);
+}
+
+/* Profile (or check with the sanitizer) on one of rank 0's own lanes: the other ranks do neither. */
+static int remote_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+			  const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out, struct ks_error *err)
+{
+	struct ks_cluster_remote *r = ctx;
+	const struct ks_backend *local = r->opts.local;
+	int rc;
+
+	(void)lane;
+	pthread_mutex_lock(&r->lock);
+	lane = take_lane(r);
+	pthread_mutex_unlock(&r->lock);
+	rc = local->profile(local->ctx, lane, fam, params, cancel, out, err);
+	pthread_mutex_lock(&r->lock);
+	give_lane(r, lane);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+static int remote_sanitize(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+			   const volatile sig_atomic_t *cancel, struct ks_sanitize_outcome *out,
+			   struct ks_error *err)
+{
+	struct ks_cluster_remote *r = ctx;
+	const struct ks_backend *local = r->opts.local;
+	int rc;
+
+	(void)lane;
+	pthread_mutex_lock(&r->lock);
+	lane = take_lane(r);
+	pthread_mutex_unlock(&r->lock);
+	rc = local->sanitize(local->ctx, lane, fam, params, cancel, out, err);
+	pthread_mutex_lock(&r->lock);
+	give_lane(r, lane);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
 }
 
 int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_comm *c,
@@ -440,6 +605,15 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 		ks_fail(err, "an MPI job of one rank has no other rank to serve it (run it without mpirun)");
 		goto fail;
 	}
+	if (opts->local) {
+		/* rank 0's own GPUs: the first "rank" to place jobs on, never dead */
+		snprintf(r->model, sizeof(r->model), "%s", opts->local_model ? opts->local_model : "");
+		r->evaluator = opts->local->evaluator;
+		r->ranks[0] = (struct rank_state){ .gpus = opts->local->lanes, .jobs = opts->local_jobs, .hello = 1 };
+		lanes = opts->local->lanes;
+		r->jobs = opts->local_jobs;
+		r->lane_busy = ks_calloc((size_t)opts->local->lanes, sizeof(*r->lane_busy));
+	}
 	deadline = ks_now_ms() + r->opts.hello_ms;
 	do {
 		struct ks_cluster_msg msg;
@@ -450,17 +624,18 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 			goto fail;
 		}
 		if (rc > 0 && msg.type == KS_CLUSTER_HELLO && !r->ranks[from].hello) {
-			if (!r->model[0]) {
+			if (!r->model[0] && !opts->local) {
 				snprintf(r->model, sizeof(r->model), "%s", msg.model);
 				r->evaluator = msg.evaluator;
 			}
 			if (strcmp(r->model, msg.model) || r->evaluator != msg.evaluator || !msg.gpus) {
 				ks_fail(err,
-					"rank %d has %d GPUs (%s, evaluator %d) but another has %s, "
+					"rank %d has %d GPUs (%s, evaluator %d) but %s has %s, "
 					"evaluator %d: "
 					"one search times kernels on one GPU model, and every rank needs a "
 					"GPU",
-					from, msg.gpus, msg.model, msg.evaluator, r->model, r->evaluator);
+					from, msg.gpus, msg.model, msg.evaluator,
+					opts->local ? "rank 0" : "another", r->model, r->evaluator);
 				ks_cluster_msg_release(&msg);
 				goto fail;
 			}
@@ -489,11 +664,14 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 					  .evaluator = r->evaluator,
 					  .build = remote_build,
 					  .evaluate = remote_evaluate,
-					  .discard = remote_discard };
+					  .discard = remote_discard,
+					  .profile = opts->local && opts->local->profile ? remote_profile : NULL,
+					  .sanitize = opts->local && opts->local->sanitize ? remote_sanitize : NULL };
 	pthread_create(&r->pump, NULL, pump_thread, r);
 	*out = r;
 	return 0;
 fail:
+	free(r->lane_busy);
 	free(r->ranks);
 	free(r);
 	return -1;
@@ -537,12 +715,10 @@ void ks_cluster_remote_close(struct ks_cluster_remote *r)
 	r->stop_deadline = ks_now_ms() + r->opts.hello_ms;
 	pthread_mutex_unlock(&r->lock);
 	pthread_join(r->pump, NULL);
-	for (size_t i = 0; i < r->n_live; i++) {
-		ks_result_release(&r->live[i]->res);
-		free(r->live[i]->error);
-		free(r->live[i]);
-	}
+	while (r->n_live)
+		forget_job(r, r->live[0]);
 	free(r->live);
+	free(r->lane_busy);
 	free(r->out);
 	free(r->ranks);
 	pthread_mutex_destroy(&r->lock);

@@ -10,16 +10,18 @@
  *
  *   roundtrip  every job's result comes back right, from both ranks, built
  *              and timed on the same rank
+ *   local      as roundtrip, with rank 0's own lanes (the toy, in rank 0's
+ *              process) beside the ranks': all three build and time jobs
  *   kill       rank 2 is killed (SIGKILL) in its third build: it is found
- *              dead and its jobs are done by rank 1
+ *              dead and its jobs are done by rank 1 or by rank 0's own lane
  *   garbage    rank 2 sends bytes that are not a message: rank 0 says so
  *   one        no MPI: the same jobs on the toy backend in this process
  *              (run alone and under `mpirun -np 1`, the output is the same)
  *   search     ks_search_run() with the remote backend over ranks 1 and 2
- *              (a toy whose results are functions of family and params,
- *              twins included) makes the same choices, with the same
- *              results, as the same search with the toy in-process on as
- *              many lanes and compile threads
+ *              and rank 0's own lane (a toy whose results are functions of
+ *              family and params, twins included) makes the same choices,
+ *              with the same results, as the same search with the toy
+ *              in-process on as many lanes and compile threads
  *
  * Prints one line per check ("ok ..." or "FAIL ..."), exits 1 on a failure.
  */
@@ -236,7 +238,10 @@ static char *search_choices(const struct ks_op *op, const struct ks_family *fams
 
 static void search_over_ranks(struct ks_cluster_comm *c, const struct ks_op *op)
 {
-	struct ks_cluster_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 10000 };
+	struct ks_cluster_remote_options opts = {
+		.hello_ms = 20000, .dead_after_ms = 10000, .local = &search_toy, .local_jobs = 2,
+		.local_model = "toy GPU"
+	};
 	struct ks_family *fams = NULL;
 	struct ks_cluster_remote *r = NULL;
 	struct ks_backend local = search_toy;
@@ -368,12 +373,18 @@ static int load_family(struct ks_op *op, struct ks_family *fam)
 static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 {
 	struct ks_cluster_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 2000 };
+	int with_local = !strcmp(scenario, "local") || !strcmp(scenario, "kill");
 	struct ks_cluster_remote *r;
 	struct ks_error err;
 	char why[512];
 	unsigned ranks;
 	int dead;
 
+	if (with_local) {
+		opts.local = &toy;
+		opts.local_jobs = 2;
+		opts.local_model = "toy GPU";
+	}
 	if (ks_cluster_remote_open(&r, c, &opts, &err) < 0) {
 		int stop_rank = 1;
 		struct ks_cluster_msg stop;
@@ -385,16 +396,23 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 		ks_cluster_comm_send(c, stop_rank, &stop, &err);
 		return 0;
 	}
-	check(!strcmp(scenario, "roundtrip") || !strcmp(scenario, "kill"), "the remote backend opened (%s)",
+	check(!strcmp(scenario, "roundtrip") || with_local, "the remote backend opened (%s)",
 	      ks_cluster_remote_model(r));
-	check(ks_cluster_remote_backend(r)->lanes == 2, "two lanes, one per serving rank%s", "");
+	if (with_local)
+		check(ks_cluster_remote_backend(r)->lanes == 3 && ks_cluster_remote_jobs(r) == 6,
+		      "three lanes, one per rank, rank 0's own included, and every rank's compile threads%s", "");
+	else
+		check(ks_cluster_remote_backend(r)->lanes == 2, "two lanes, one per serving rank%s", "");
 	ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
 	dead = ks_cluster_remote_dead(r, why, sizeof(why));
 	if (!strcmp(scenario, "roundtrip")) {
 		check(ranks == 6, "ranks 1 and 2 both timed jobs%s", "");
 		check(dead == 0, "no rank died%s", why);
+	} else if (!strcmp(scenario, "local")) {
+		check(ranks == 7, "ranks 0, 1 and 2 all timed jobs%s", "");
+		check(dead == 0, "no rank died%s", why);
 	} else {
-		check(ranks & 2, "rank 1 timed jobs%s", "");
+		check((ranks & 3) == 3, "ranks 0 and 1 timed jobs%s", "");
 		check(dead == 1 && !strncmp(why, "rank 2: ", 8), "rank 2 was found dead: %s", why);
 	}
 	ks_cluster_remote_close(r);

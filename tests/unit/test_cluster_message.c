@@ -114,6 +114,15 @@ static void test_role(void **state)
 	char *one[] = { "OMPI_COMM_WORLD_SIZE=1", "OMPI_COMM_WORLD_RANK=0", NULL };
 	char *bad[] = { "PMI_SIZE=2", "PMI_RANK=2", NULL };
 	char *slurm[] = { "SLURM_NTASKS=8", "SLURM_PROCID=0", "SLURM_STEP_NUM_TASKS=2", NULL };
+	char *ompi_local[] = { "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=3",
+			       "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=1", NULL };
+	char *ompi_bad_local[] = { "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=3",
+				   "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=2", NULL };
+	char *hydra[] = { "PMI_SIZE=8", "PMI_RANK=5", "MPI_LOCALNRANKS=4", "MPI_LOCALRANKID=3", NULL };
+	char *slurm_nodes[] = { "SLURM_STEP_NUM_TASKS=7", "SLURM_PROCID=6", "SLURM_NODEID=2",
+				"SLURM_STEP_TASKS_PER_NODE=2(x2),3", "SLURM_LOCALID=2", NULL };
+	char *slurm_garbled[] = { "SLURM_STEP_NUM_TASKS=7", "SLURM_PROCID=6", "SLURM_NODEID=2",
+				  "SLURM_STEP_TASKS_PER_NODE=2(x2", "SLURM_LOCALID=2", NULL };
 	struct ks_cluster_role role;
 
 	(void)state;
@@ -129,6 +138,27 @@ static void test_role(void **state)
 	assert_int_equal(role.size, 1);
 	ks_cluster_role_detect(&role, slurm); /* the step's two tasks, not the allocation's eight */
 	assert_int_equal(role.size, 2);
+	assert_int_equal(role.local_size, 1); /* not told: alone on its host */
+	assert_int_equal(role.local_rank, 0);
+	ks_cluster_role_detect(&role, ompi_local);
+	assert_int_equal(role.local_size, 2);
+	assert_int_equal(role.local_rank, 1);
+	ks_cluster_role_detect(&role, hydra);
+	assert_int_equal(role.rank, 5);
+	assert_int_equal(role.local_size, 4);
+	assert_int_equal(role.local_rank, 3);
+	ks_cluster_role_detect(&role, slurm_nodes); /* node 2 of "2(x2),3": three tasks there */
+	assert_int_equal(role.size, 7);
+	assert_int_equal(role.local_size, 3);
+	assert_int_equal(role.local_rank, 2);
+	ks_cluster_role_detect(&role, slurm_garbled); /* a list it cannot read: alone on its host */
+	assert_int_equal(role.size, 7);
+	assert_int_equal(role.local_size, 1);
+	assert_int_equal(role.local_rank, 0);
+	ks_cluster_role_detect(&role, ompi_bad_local); /* a local rank outside the local size */
+	assert_int_equal(role.size, 4);
+	assert_int_equal(role.local_size, 1);
+	assert_int_equal(role.local_rank, 0);
 }
 
 int main(void)

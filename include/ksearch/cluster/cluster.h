@@ -75,6 +75,16 @@ struct ks_cluster_remote_options {
 	int64_t dead_after_ms; /* a rank with work that says nothing this long is dead (0: 30 s) */
 	int64_t build_ms;      /* a job's deadline on its rank, to build (0: 10 min) */
 	int64_t eval_ms;       /* and to time (0: 10 min) */
+	/*
+	 * Rank 0's own GPUs, a backend of this process (NULL: only the other
+	 * ranks build and time).  A job placed here is built and timed in the
+	 * search thread that waits on it; profiles and sanitizer checks run
+	 * on these lanes only.  Its GPU model and evaluator are the ones every
+	 * other rank must have.
+	 */
+	const struct ks_backend *local;
+	int local_jobs;		 /* compile threads rank 0 runs for it */
+	const char *local_model; /* its GPUs' model */
 };
 
 struct ks_cluster_remote;
@@ -82,8 +92,9 @@ struct ks_cluster_remote;
 /*
  * Wait for every other rank's hello, check that all run one GPU model and
  * evaluator generation (one archive holds one model's timings), and start
- * the pump thread.  The backend's lanes are the ranks' GPUs, all of them;
- * a candidate is timed on the rank that built it, whichever lane asks.
+ * the pump thread.  The backend's lanes are the ranks' GPUs, all of them
+ * (rank 0's own with opts->local); a candidate is timed on the rank that
+ * built it, whichever lane asks.
  */
 int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_comm *c,
 			   const struct ks_cluster_remote_options *opts, struct ks_error *err);

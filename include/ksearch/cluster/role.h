@@ -12,6 +12,8 @@
 struct ks_cluster_role {
 	int rank;	      /* 0: the coordinator (archive, search, LLM); > 0: serves rank 0 */
 	int size;	      /* ranks in the job; 1 when not launched by an MPI launcher */
+	int local_rank;	      /* among the ranks on this host (0 when the launcher does not say) */
+	int local_size;	      /* ranks on this host (1 when the launcher does not say) */
 	const char *launcher; /* "Open MPI", "MPICH (PMI)", "SLURM", or "" (static text) */
 };
 
