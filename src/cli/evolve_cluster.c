@@ -57,7 +57,13 @@ int evolve_cluster_start(struct evolve_cluster *ec, struct ks_error *err)
 int evolve_cluster_serve(struct evolve_cluster *ec, const struct ks_op *op, const struct ks_backend *local,
 			 int jobs, const char *model, struct ks_error *err)
 {
-	return ks_cluster_serve(ec->comm, op, local, jobs, model, err);
+	struct ks_cluster_serve_counts counts = { 0 };
+	int rc = ks_cluster_serve(ec->comm, op, local, jobs, model, &counts, err);
+
+	printf("MPI: rank %d of %d stopped: %lu candidates built, %lu timed here\n", ec->role.rank,
+	       ec->role.size, counts.built, counts.timed);
+	fflush(stdout);
+	return rc;
 }
 
 int evolve_cluster_backend(struct evolve_cluster *ec, const struct ks_backend *local, const char *model,

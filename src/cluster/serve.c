@@ -46,6 +46,7 @@ struct server {
 	char **out;
 	size_t *out_len, n_out, alloc_out, alloc_out_len;
 	int in_flight; /* jobs received and not yet answered, held builds included */
+	unsigned long built, timed; /* candidates this rank built and timed (ks_cluster_serve()'s counts) */
 	int shutdown;
 	int failed;
 	struct ks_error fail_err;
@@ -148,6 +149,7 @@ static void *compile_thread(void *arg)
 		ks_error_clear(&err);
 		rc = s->local->build(s->local->ctx, job->fam, job->params, &job->built, &job->res, &err);
 		pthread_mutex_lock(&s->lock);
+		s->built += rc == 0;
 		if (rc < 0) {
 			answer_job(s, job, KS_CLUSTER_FAILED, 0, &err);
 			s->in_flight--;
@@ -195,6 +197,7 @@ static void *lane_thread(void *arg)
 					&job->res, &err);
 		job->built = NULL;
 		pthread_mutex_lock(&s->lock);
+		s->timed += rc == 0;
 		answer_job(s, job, KS_CLUSTER_RESULT, 0, rc < 0 ? &err : NULL);
 		s->in_flight--;
 		job_free(job);
@@ -315,7 +318,7 @@ static int flush(struct server *s, struct ks_error *err)
 }
 
 int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const struct ks_backend *local,
-		     int jobs, const char *model, struct ks_error *err)
+		     int jobs, const char *model, struct ks_cluster_serve_counts *counts, struct ks_error *err)
 {
 	struct server s = { .c = c, .op = op, .local = local };
 	pthread_t *compilers = ks_calloc((size_t)jobs, sizeof(*compilers));
@@ -407,6 +410,8 @@ cleanup:
 	free(s.families);
 	free(compilers);
 	free(lanes);
+	if (counts)
+		*counts = (struct ks_cluster_serve_counts){ .built = s.built, .timed = s.timed };
 	pthread_mutex_destroy(&s.lock);
 	pthread_cond_destroy(&s.cond);
 	return ret;

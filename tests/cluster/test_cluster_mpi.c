@@ -454,7 +454,7 @@ int main(int argc, char **argv)
 	if (my_rank == 0 && !strcmp(scenario, "search")) {
 		search_over_ranks(c, &op);
 	} else if (!strcmp(scenario, "search")) {
-		if (ks_cluster_serve(c, &op, &search_toy, 2, "toy GPU", &err) < 0) {
+		if (ks_cluster_serve(c, &op, &search_toy, 2, "toy GPU", NULL, &err) < 0) {
 			printf("FAIL rank %d: %s\n", my_rank, err.msg);
 			failures++;
 		}
@@ -462,7 +462,7 @@ int main(int argc, char **argv)
 		rank0(c, &fam);
 	} else if (!strcmp(scenario, "garbage") && my_rank == 2) {
 		ks_cluster_comm_send_bytes(c, 0, "KSF1 hello", 10, &err);
-	} else if (ks_cluster_serve(c, &op, &toy, 2, "toy GPU", &err) < 0) {
+	} else if (ks_cluster_serve(c, &op, &toy, 2, "toy GPU", NULL, &err) < 0) {
 		printf("FAIL rank %d: %s\n", my_rank, err.msg);
 		failures++;
 	}

@@ -122,9 +122,14 @@ void ks_cluster_remote_close(struct ks_cluster_remote *r);
  * answer built (keeping an ok build), time it on a free lane when rank 0
  * says eval, answer the result; while one candidate is timed the next
  * ones compile.  Returns 0 after stop, every job in flight answered; -1
- * when ksearch itself failed (err).
+ * when ksearch itself failed (err).  counts (may be NULL): what this rank
+ * did, either way.
  */
+struct ks_cluster_serve_counts {
+	unsigned long built, timed; /* candidates this rank built (a verdict or a build) and timed */
+};
+
 int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const struct ks_backend *local,
-		     int jobs, const char *model, struct ks_error *err);
+		     int jobs, const char *model, struct ks_cluster_serve_counts *counts, struct ks_error *err);
 
 #endif
