@@ -88,7 +88,10 @@ env_lines() {
 		missing=$(LD_LIBRARY_PATH=$root/lib ldd "$root/lib/libmpi.so.40" 2>&1 | grep -E 'not found|GLIBC' || true)
 		[ -z "$missing" ] || die "the wheel's libmpi cannot load on this machine (it needs glibc >= 2.28 and libz.so.1): $missing"
 	fi
+	# the ${...} are for the shell that evals these lines
+	# shellcheck disable=SC2016
 	printf 'export PATH=%q"${PATH:+:$PATH}"\n' "$root/bin"
+	# shellcheck disable=SC2016
 	printf 'export LD_LIBRARY_PATH=%q"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\n' "$root/lib"
 	printf 'export OPAL_PREFIX=%q PRTE_PREFIX=%q PMIX_PREFIX=%q\n' "$root" "$root" "$root"
 }
