@@ -3,11 +3,15 @@
 
 Independent of ksearch's C engine: reads OP_DIR/op.json and the candidate's
 /* ksearch {...} */ block, generates inputs with torch, runs the op.json
-`reference` (Python), compiles the candidate with cupy (NVRTC), launches its
-plan and compares, for every check workload and two fresh input sets.
+`reference` (Python), compiles the candidate with NVRTC and launches its plan
+on torch's stream through the CUDA driver API (both by ctypes, tools/cuda_ctypes.py:
+nothing to install beyond torch), and compares, for every check workload and two
+fresh input sets.  Launches marked "pdl" run plainly, one after the other.
 With --time it also times the benchmark workloads (L2 flushed before every
 repetition, three input sets rotating).  --dry-run needs neither torch nor
-cupy: it parses everything and evaluates every launch for every workload.
+a GPU: it parses everything and evaluates every launch for every workload.
+--compile-only needs NVRTC and --arch, no GPU and no torch: it compiles every
+param set to a cubin and looks for each launched kernel in it.
 --definition DEF.json checks against that FlashInfer-Bench Definition's
 reference instead (its axes, inputs and outputs must be op.json's): a
 reference.cu finished after `ksearch op new` against the Definition it came
@@ -18,6 +22,7 @@ mismatch), 2 usage error (command line, op.json).
 """
 import argparse
 import ast
+import ctypes
 import itertools
 import json
 import os
@@ -398,17 +403,34 @@ def plan_workload(op, wl, params, scratch, launch):
     return env, shapes, gens, sizes, steps
 
 
-# ---------------------------------------------------------------- GPU side (torch + cupy, imported lazily)
+# ---------------------------------------------------------------- GPU side (torch + ctypes NVRTC/driver, lazily)
+def cuda_ctypes():
+    """tools/cuda_ctypes.py, beside this file: NVRTC and the driver API through ctypes."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import cuda_ctypes as cc
+    return cc
+
+
+def nvrtc_options(params, arch):
+    return ["-std=c++17", "--gpu-architecture=" + arch] + [f"-D{k}={v}" for k, v in params.items()]
+
+
 class Gpu:
     def __init__(self):
-        import cupy
-        import numpy
         import torch
-        self.torch, self.cupy, self.np, self.stream = torch, cupy, numpy, None
+        if not torch.cuda.is_available():
+            raise ImportError("torch sees no CUDA GPU")
+        cc = cuda_ctypes()
+        # torch's primary context, made now, is the one the driver calls find current
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+        self.torch, self.cc, self.stream = torch, cc, None
+        self.driver = cc.Driver(torch.cuda.current_device())
+        self.nvrtc = cc.Nvrtc()
         self.tdt = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
                     "int32": torch.int32, "int64": torch.int64}
-        self.ndt = {"float16": numpy.float16, "float32": numpy.float32, "int32": numpy.int32,
-                    "int64": numpy.int64}
 
     def make_input(self, spec, shape, dtype, seed):
         torch, kind, rng = self.torch, spec["kind"], random.Random(seed)
@@ -454,26 +476,29 @@ class Gpu:
             raise UsageError(f"reference returned {len(outs)} outputs, op.json declares {len(op['outputs'])}")
         return dict(zip(op["outputs"], outs))
 
-    def compile(self, src, params, arch, launch):
-        opts = ("-std=c++17", "--gpu-architecture=" + arch) + tuple(f"-D{k}={v}" for k, v in params.items())
-        mod = self.cupy.RawModule(code=src, options=opts)
-        return {l["kernel"]: mod.get_function(l["kernel"]) for l in launch}
+    def compile(self, src, params, arch, launch, path):
+        """NVRTC to a cubin, loaded into torch's context: {kernel name: cuda_ctypes.Kernel}."""
+        image, _ = self.nvrtc.compile(src, nvrtc_options(params, arch), os.path.basename(path))
+        mod = self.driver.load(image)
+        return {l["kernel"]: mod.function(l["kernel"]) for l in launch}
 
     def args(self, l, op, env, bufs):
-        out = []
+        """The launch's arguments as the engine passes them: tensors as device pointers, scalar
+        inputs by value in their dtype (16-bit floats as their bits), axes as int."""
+        ct, torch, out = ctypes, self.torch, []
         for a in l["args"]:
             v, t = bufs.get(a), op["inputs"].get(a) or op["outputs"].get(a)
             if hasattr(v, "data_ptr"):
-                out.append(self.np.uint64(v.data_ptr()))
+                out.append(ct.c_uint64(v.data_ptr()))
             elif t is not None:  # scalar input, by value in its dtype
-                if t["dtype"] == "bfloat16":
-                    bits = self.torch.tensor([v], dtype=self.torch.bfloat16).view(self.torch.int16).item()
-                    out.append(self.np.uint16(bits & 0xFFFF))
+                if t["dtype"] in ("bfloat16", "float16"):
+                    bits = torch.tensor([v], dtype=self.tdt[t["dtype"]]).view(torch.int16).item()
+                    out.append(ct.c_uint16(bits & 0xFFFF))
                 else:
-                    out.append(self.ndt[t["dtype"]](v))
+                    out.append({"float32": ct.c_float, "int32": ct.c_int32, "int64": ct.c_int64}[t["dtype"]](v))
             else:
-                out.append(self.np.int32(env[a]))
-        return tuple(out)
+                out.append(ct.c_int32(env[a]))
+        return self.cc.KernelArgs(out)
 
     def plan_args(self, steps, op, env, bufs):
         return [self.args(l, op, env, bufs) for l, _, _, _ in steps]
@@ -484,15 +509,9 @@ class Gpu:
         for t in zero:
             t.zero_()
         if self.stream is None:
-            ts, cs = self.torch.cuda.current_stream(), self.cupy.cuda.Stream
-            self.stream = cs.from_external(ts) if hasattr(cs, "from_external") else \
-                self.cupy.cuda.ExternalStream(ts.cuda_stream)
-        with self.stream:
-            for (l, grid, block, smem), a in zip(steps, argv):
-                k = kernels[l["kernel"]]
-                if smem > 48 * 1024 and k.max_dynamic_shared_size_bytes < smem:
-                    k.max_dynamic_shared_size_bytes = smem
-                k(grid, block, a, shared_mem=smem)
+            self.stream = self.torch.cuda.current_stream().cuda_stream
+        for (l, grid, block, smem), a in zip(steps, argv):
+            kernels[l["kernel"]].launch(grid, block, a, smem, self.stream)
 
     def compare(self, name, got, ref, tol, limit=5):
         torch = self.torch
@@ -530,7 +549,7 @@ def zeroed(scratch, bufs):
 def check_candidate(gpu, op, ref_fn, src, params, scratch, launch, args, base_seed):
     """Correctness on every check workload with two input sets; returns (ok, compiled kernels)."""
     try:
-        kernels = gpu.compile(src, params, args.arch, launch)
+        kernels = gpu.compile(src, params, args.arch, launch, args.candidate)
     except Exception as e:
         print(f"  COMPILE ERROR: {e}")
         return False, None
@@ -646,7 +665,9 @@ def main(argv=None):
                     help="a FlashInfer-Bench Definition whose Python reference to check against "
                          "(its interface must be op.json's; default: op.json's own reference)")
     ap.add_argument("--dry-run", action="store_true",
-                    help="no GPU, no torch/cupy: parse and evaluate every launch for every workload")
+                    help="no GPU, no torch: parse and evaluate every launch for every workload")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="no GPU, no torch: compile every param set with NVRTC for --arch (required)")
     args = ap.parse_args(argv)
     try:
         if args.reps < 1 or args.warmup < 0:
@@ -677,10 +698,13 @@ def main(argv=None):
             raise UsageError(f"--workload: unknown id(s) {', '.join(sorted(unknown))}")
         if args.dry_run:
             return dry_run(op, args, params, combos, scratch, launch, wls)
+        if args.compile_only:
+            return compile_only(op, args, src, combos, launch)
         try:
             gpu = Gpu()
-        except ImportError as e:
-            raise UsageError(f"{e}: torch and cupy are needed on the GPU machine (or use --dry-run)")
+        except (ImportError, OSError, RuntimeError) as e:  # RuntimeError: cuda_ctypes.CudaError, torch's
+            raise UsageError(f"{e}: torch with a GPU, the NVIDIA driver (libcuda.so.1) and NVRTC are needed "
+                             "(or use --dry-run)")
         if args.arch is None:
             major, minor = gpu.torch.cuda.get_device_capability()
             args.arch = f"sm_{major}{minor}" + ("a" if major == 9 else "")
@@ -695,7 +719,7 @@ def main(argv=None):
         if args.time and os.path.exists(ref_path) and os.path.realpath(ref_path) != os.path.realpath(args.candidate):
             try:
                 rsrc, _, _, rlaunch = parse_candidate(ref_path, op)
-                refcu = (gpu.compile(rsrc, {}, args.arch, rlaunch), rlaunch)
+                refcu = (gpu.compile(rsrc, {}, args.arch, rlaunch, ref_path), rlaunch)
             except Exception as e:
                 raise UsageError(f"{ref_path}: {e}")
         print(f"{op['name']}: {args.candidate}, arch {args.arch}, seed {seed}, "
@@ -718,6 +742,35 @@ def main(argv=None):
     except UsageError as e:
         print(f"torch-check: {e}", file=sys.stderr)
         return 2
+
+
+def compile_only(op, args, src, combos, launch):
+    """The NVRTC half alone: every param set to a cubin for --arch, each launched kernel in it."""
+    if not args.arch:
+        raise UsageError("--compile-only needs --arch (e.g. sm_90a)")
+    try:
+        nvrtc = cuda_ctypes().Nvrtc()
+    except OSError as e:
+        raise UsageError(str(e))
+    print(f"{op['name']}: {args.candidate}: {len(combos)} param set(s), arch {args.arch}, "
+          f"NVRTC {nvrtc.version[0]}.{nvrtc.version[1]} ({nvrtc.path})")
+    bad = 0
+    for p in combos:
+        label = " ".join(f"{k}={v}" for k, v in p.items()) or "(no params)"
+        try:
+            image, _ = nvrtc.compile(src, nvrtc_options(p, args.arch), os.path.basename(args.candidate))
+        except Exception as e:
+            print(f"  {label}: COMPILE ERROR: {e}")
+            bad += 1
+            continue
+        cubin = image.startswith(b"\x7fELF")
+        names = sorted({l["kernel"] for l in launch})
+        missing = [k for k in names if (k.encode() + b"\0" if cubin else b".entry " + k.encode() + b"(") not in image]
+        print(f"  {label}: {len(image)} bytes of {'cubin' if cubin else 'PTX'}"
+              + (f", MISSING kernel(s) {', '.join(missing)}" if missing else f", kernels {', '.join(names)}"))
+        bad += bool(missing)
+    print(f"{len(combos) - bad} passed, {bad} failed")
+    return 1 if bad else 0
 
 
 def dry_run(op, args, params, combos, scratch, launch, wls):
