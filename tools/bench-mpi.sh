@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench-mpi.sh - evaluations per hour of one search over MPI ranks against one
+# process on one GPU, on one host, in one session (issue 27; BENCHMARKS.md,
+# "One search over many ranks").
+#
+#   bash tools/bench-mpi.sh [--op OP] [--time SECONDS] [OUTDIR]
+#
+# Runs, one after the other, each from a fresh archive with default settings
+# for --time seconds (default 150):
+#   one      ksearch evolve --gpus 0                       (one GPU, no MPI)
+#   4x1      mpirun -np 4 ksearch evolve                   (4 ranks, one GPU each)
+#   2x2      mpirun -np 2 ksearch evolve --gpus all        (2 ranks, two GPUs each)
+# and prints each run's evaluations, seconds, evaluations per hour, ratio to
+# `one` and the GPUs' busy share.  Needs 4 GPUs, a ksearch built with MPI
+# (KSEARCH, default build/ksearch) and mpirun on PATH (tools/mpi-wheel.sh).
+set -u
+cd "$(dirname "$0")/.."
+op=gqa
+seconds=150
+while [ $# -gt 0 ]; do
+	case $1 in
+	--op) op=$2; shift 2 ;;
+	--time) seconds=$2; shift 2 ;;
+	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-*) echo "bench-mpi: unknown option $1 (see --help)" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+OUTDIR=${1:-${OUT:-/tmp}/bench-mpi}
+KSEARCH=${KSEARCH:-build/ksearch}
+mkdir -p "$OUTDIR"
+n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$n_gpus" -ge 4 ] || { echo "bench-mpi: needs 4 GPUs, this host has $n_gpus" >&2; exit 2; }
+command -v mpirun >/dev/null || { echo "bench-mpi: no mpirun on PATH (tools/mpi-wheel.sh env DIR)" >&2; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpi=(mpirun --oversubscribe --bind-to none)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUTDIR/gpu.txt"
+echo "cores: $(nproc)" | tee -a "$OUTDIR/gpu.txt"
+
+run() { # NAME LAUNCHER... -- EVOLVE-OPTIONS...
+	local name=$1 launcher=()
+	shift
+	while [ "$1" != -- ]; do launcher+=("$1"); shift; done
+	shift
+	echo "== $name: ${launcher[*]} evolve --op $op --time ${seconds}s $*" >"$OUTDIR/$name.txt"
+	"${launcher[@]}" "$KSEARCH" evolve --op "$op" --time "${seconds}s" --archive "$OUTDIR/archive-$name" "$@" \
+		>>"$OUTDIR/$name.txt" 2>&1
+	echo "exit $?" >>"$OUTDIR/$name.txt"
+}
+run one --
+run 4x1 "${mpi[@]}" -np 4 --
+run 2x2 "${mpi[@]}" -np 2 -- --gpus all
+
+printf "%-5s %12s %8s %10s %7s %6s\n" run evaluations seconds per-hour ratio busy | tee "$OUTDIR/summary.txt"
+base=""
+for name in one 4x1 2x2; do
+	line=$(grep -m1 '^stopped (' "$OUTDIR/$name.txt")
+	evals=$(sed -n 's/.* after \([0-9]*\) evaluations in \([0-9]*\) s.*/\1/p' <<<"$line")
+	secs=$(sed -n 's/.* after \([0-9]*\) evaluations in \([0-9]*\) s.*/\2/p' <<<"$line")
+	busy=$(grep -m1 -o 'GPUs busy [0-9]*%' "$OUTDIR/$name.txt" | grep -o '[0-9]*%')
+	if [ -z "$evals" ] || [ -z "$secs" ] || [ "$secs" = 0 ]; then
+		echo "$name: no summary line (see $OUTDIR/$name.txt)" | tee -a "$OUTDIR/summary.txt"
+		continue
+	fi
+	rate=$(awk -v e="$evals" -v s="$secs" 'BEGIN { printf "%.0f", 3600 * e / s }')
+	[ -z "$base" ] && base=$rate
+	ratio=$(awk -v r="$rate" -v b="$base" 'BEGIN { printf "%.2f", r / b }')
+	printf "%-5s %12s %8s %10s %7s %6s\n" "$name" "$evals" "$secs" "$rate" "${ratio}x" "${busy:-?}" |
+		tee -a "$OUTDIR/summary.txt"
+done
