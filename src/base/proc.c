@@ -124,6 +124,16 @@ int ks_child_spawn(struct ks_child *child, const char *const *args, const struct
 			setrlimit(RLIMIT_CPU, &rl);
 		}
 		signal(SIGPIPE, SIG_DFL);
+		/*
+		 * A signal sent to every process of a job (SLURM's scancel
+		 * --signal, a launcher, kill on the group) is the coordinator's
+		 * to act on: it finishes what its children are doing and ends
+		 * them itself (SIGKILL, or the parent-death signal).  A GPU
+		 * worker killed by it would record a good kernel as a crash.
+		 */
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
 		execv(prog, (char *const *)argv);
 	child_fail:
 		exec_errno = errno;

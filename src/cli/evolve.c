@@ -272,7 +272,7 @@ static void print_sanitizer_summary(const struct ks_op *op, const struct ks_sear
 /* with_llm: an LLM mutator was in cfg's list */
 static void print_summary(struct ks_archive *ar, const struct ks_op *op, const char *root,
 			  const struct ks_search_summary *sum, const struct ks_search_config *cfg,
-			  size_t lanes, int with_llm)
+			  size_t gpus, int with_llm)
 {
 	struct ks_archive_metrics m;
 	struct ks_error err;
@@ -281,7 +281,7 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 	printf("\nstopped (%s) after %llu evaluations in %.0f s", sum->stop_reason ? sum->stop_reason : "?",
 	       (unsigned long long)sum->evaluated, sum->wall_s);
 	if (sum->wall_s > 0 && sum->evaluated)
-		printf(" (%.0f per GPU-hour)", 3600.0 * (double)sum->evaluated / sum->wall_s / (double)lanes);
+		printf(" (%.0f per GPU-hour)", 3600.0 * (double)sum->evaluated / sum->wall_s / (double)gpus);
 	printf("\n");
 	if (sum->duplicates)
 		printf("duplicates: %llu candidates built to a binary already evaluated (same cubin, launch "
@@ -293,7 +293,7 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		       "%.0f%% of the wall time (evaluating, profiling and checking)\n",
 		       sum->compile_s, sum->eval_s,
 		       100.0 * (sum->gpu_busy_s + sum->profiles.seconds + sum->sanitizer.seconds) /
-			       (sum->wall_s * (double)lanes));
+			       (sum->wall_s * (double)gpus));
 
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
 		printf(with_llm ? "every param combination of every family has been evaluated, and the LLM "
@@ -533,6 +533,7 @@ int cmd_evolve(int argc, char **argv)
 	struct evolve_cluster ec;
 	const struct ks_backend *backend = NULL;
 	long cpus;
+	int all_gpus_n = 0; /* the GPUs the search's lanes run on, every rank's */
 	struct ks_archive_options aopts = { .flags = KS_ARCHIVE_CREATE };
 	struct ks_archive *ar = NULL;
 	struct ks_family *families = NULL;
@@ -629,6 +630,7 @@ int cmd_evolve(int argc, char **argv)
 	}
 	gb_open = 1;
 	backend = &gb.backend;
+	all_gpus_n = (int)n_gpus;
 	if (evolve_cluster_active(&ec)) {
 		/* MPI starts after the GPU workers: no process forks with MPI initialised but compilers */
 		if (evolve_cluster_start(&ec, &err) < 0) {
@@ -649,14 +651,14 @@ int cmd_evolve(int argc, char **argv)
 		printf("MPI: rank 0 of %d (%s), waiting for every rank's GPUs...\n", ec.role.size,
 		       ec.role.launcher);
 		fflush(stdout);
-		if (evolve_cluster_backend(&ec, &gb.backend, ks_gpu_backend_model(&gb), &jobs, &backend, &err) <
-		    0) {
+		if (evolve_cluster_backend(&ec, &gb.backend, ks_gpu_backend_model(&gb), &jobs, &backend,
+					   &all_gpus_n, &err) < 0) {
 			ks_cli_error("evolve", "%s", err.msg);
 			goto cleanup;
 		}
 		printf("MPI: %d ranks, %d GPUs in all (%zu here), %d compile processes in all (%d here); rank 0 "
 		       "keeps the archive and the search\n",
-		       ec.role.size, backend->lanes, n_gpus, jobs, cfg.jobs);
+		       ec.role.size, all_gpus_n, n_gpus, jobs, cfg.jobs);
 		cfg.jobs = jobs;
 	}
 	if (cfg.profile_share > 0) {
@@ -766,7 +768,7 @@ int cmd_evolve(int argc, char **argv)
 			     err.msg);
 		goto cleanup;
 	}
-	print_summary(ar, &op, root, &sum, &cfg, (size_t)backend->lanes, mutator_settings.llm != NULL);
+	print_summary(ar, &op, root, &sum, &cfg, (size_t)all_gpus_n, mutator_settings.llm != NULL);
 	{
 		char why[512];
 		int dead = evolve_cluster_dead(&ec, why, sizeof(why));

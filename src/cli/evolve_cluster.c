@@ -10,6 +10,8 @@
 #include "ksearch/base/util.h"
 
 #ifdef KS_HAVE_MPI
+#include <mpi.h>
+
 #include "ksearch/base/frame.h"
 #include "ksearch/cluster/cluster.h"
 #endif
@@ -43,6 +45,25 @@ void evolve_cluster_share(const struct evolve_cluster *ec, int *gpus, size_t *n,
 
 #ifdef KS_HAVE_MPI
 
+void evolve_cluster_library(char *buf, size_t size)
+{
+	char text[MPI_MAX_LIBRARY_VERSION_STRING];
+	int len = 0;
+	char *nl;
+
+	/* callable before MPI_Init: it names the library this process loaded, not the headers */
+	if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) {
+		snprintf(buf, size, "linked, but the library does not say its version");
+		return;
+	}
+	text[len < (int)sizeof(text) ? len : (int)sizeof(text) - 1] = 0;
+	if ((nl = strchr(text, '\n')))
+		*nl = 0;
+	if ((nl = strchr(text, ',')) && !strncmp(text, "Open MPI", 8))
+		*nl = 0; /* "Open MPI v4.1.4, package: ..., repo rev: ..." */
+	snprintf(buf, size, "%s", text);
+}
+
 int evolve_cluster_start(struct evolve_cluster *ec, struct ks_error *err)
 {
 	if (ks_cluster_comm_open(&ec->comm, NULL, NULL, err) < 0)
@@ -67,7 +88,7 @@ int evolve_cluster_serve(struct evolve_cluster *ec, const struct ks_op *op, cons
 }
 
 int evolve_cluster_backend(struct evolve_cluster *ec, const struct ks_backend *local, const char *model,
-			   int *jobs, const struct ks_backend **backend, struct ks_error *err)
+			   int *jobs, const struct ks_backend **backend, int *gpus, struct ks_error *err)
 {
 	struct ks_cluster_remote_options opts = { .local = local, .local_jobs = *jobs, .local_model = model };
 
@@ -75,6 +96,7 @@ int evolve_cluster_backend(struct evolve_cluster *ec, const struct ks_backend *l
 		return -1;
 	*backend = ks_cluster_remote_backend(ec->remote);
 	*jobs = ks_cluster_remote_jobs(ec->remote);
+	*gpus = ks_cluster_remote_gpus(ec->remote);
 	return 0;
 }
 
@@ -103,6 +125,12 @@ void evolve_cluster_finish(struct evolve_cluster *ec, int status)
 
 #else /* a build without MPI: one rank of several is refused before anything runs */
 
+void evolve_cluster_library(char *buf, size_t size)
+{
+	if (size)
+		buf[0] = 0;
+}
+
 int evolve_cluster_start(struct evolve_cluster *ec, struct ks_error *err)
 {
 	return ks_fail(err,
@@ -125,13 +153,14 @@ int evolve_cluster_serve(struct evolve_cluster *ec, const struct ks_op *op, cons
 }
 
 int evolve_cluster_backend(struct evolve_cluster *ec, const struct ks_backend *local, const char *model,
-			   int *jobs, const struct ks_backend **backend, struct ks_error *err)
+			   int *jobs, const struct ks_backend **backend, int *gpus, struct ks_error *err)
 {
 	(void)ec;
 	(void)local;
 	(void)model;
 	(void)jobs;
 	*backend = NULL;
+	*gpus = 0;
 	return ks_fail(err, "this ksearch was built without MPI");
 }
 

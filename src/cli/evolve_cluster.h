@@ -23,6 +23,9 @@ struct evolve_cluster {
 	struct ks_cluster_remote *remote; /* rank 0's, NULL until evolve_cluster_backend() */
 };
 
+/* The MPI library this binary runs on ("Open MPI v4.1.4", "MPICH Version: 4.2.0"); "" without MPI. */
+void evolve_cluster_library(char *buf, size_t size);
+
 /* Who this process is, from the launcher's environment; loads no MPI. */
 void evolve_cluster_detect(struct evolve_cluster *ec);
 /* 1 when this process is one rank of several. */
@@ -46,11 +49,12 @@ int evolve_cluster_serve(struct evolve_cluster *ec, const struct ks_op *op, cons
 
 /*
  * Rank 0: wait for every rank's hello and give the backend to search
- * with (every rank's GPUs, local's first) and the compile threads it
- * should run (*jobs: in, rank 0's own; out, every rank's).
+ * with (lanes over every rank's GPUs, local's first; *gpus of them) and
+ * the compile threads it should run (*jobs: in, rank 0's own; out, every
+ * rank's).
  */
 int evolve_cluster_backend(struct evolve_cluster *ec, const struct ks_backend *local, const char *model,
-			   int *jobs, const struct ks_backend **backend, struct ks_error *err);
+			   int *jobs, const struct ks_backend **backend, int *gpus, struct ks_error *err);
 /* Rank 0: the ranks given up as dead so far; why the first was. */
 int evolve_cluster_dead(struct evolve_cluster *ec, char *why, size_t size);
 

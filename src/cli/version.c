@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "evolve_cluster.h"
 #include "ksearch/evaluate/cuda.h"
 #include "ksearch/compile/nvrtc.h"
 
@@ -32,7 +33,7 @@ int cmd_version(int argc, char **argv)
 	size_t n_positional;
 	const struct ks_cuda *cuda;
 	struct ks_error nvrtc_err, driver_err;
-	char nvrtc[32] = "", driver[32] = "";
+	char nvrtc[32] = "", driver[32] = "", mpi[256];
 	int major, minor, version, rc;
 
 	rc = ks_opts_parse("version", opts, &help, argc, argv, &positional, &n_positional);
@@ -46,12 +47,14 @@ int cmd_version(int argc, char **argv)
 		snprintf(nvrtc, sizeof(nvrtc), "%d.%d", major, minor);
 	if (ks_cuda_load(&cuda, &driver_err) == 0 && ks_cuda_driver_version(&version, &driver_err) == 0)
 		snprintf(driver, sizeof(driver), "%d.%d", version / 1000, version % 1000 / 10);
+	evolve_cluster_library(mpi, sizeof(mpi));
 	if (json) {
 		json_t *doc = json_pack("{s:s, s:s?, s:s?, s:{s:s, s:s, s:s}}", "ksearch", KS_VERSION,
 					"nvrtc", *nvrtc ? nvrtc : NULL, "driver", *driver ? driver : NULL,
 					"libs", "jansson", JANSSON_VERSION, "lmdb",
 					mdb_version(NULL, NULL, NULL), "curl", curl_version());
 
+		json_object_set_new(doc, "mpi", *mpi ? json_string(mpi) : json_null());
 		if (!*nvrtc)
 			json_object_set_new(doc, "nvrtc_error", json_string(nvrtc_err.msg));
 		if (!*driver)
@@ -71,5 +74,6 @@ int cmd_version(int argc, char **argv)
 		printf("driver  not found: %s\n", driver_err.msg);
 	printf("libs    jansson %s, lmdb %s, %s\n", JANSSON_VERSION, mdb_version(NULL, NULL, NULL),
 	       curl_version());
+	printf("mpi     %s\n", *mpi ? mpi : "none: built without MPI (one search per host; README, \"Many hosts\")");
 	return KS_EXIT_OK;
 }

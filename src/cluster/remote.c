@@ -55,7 +55,7 @@ struct ks_cluster_remote {
 	struct rank_state *ranks;
 	int size;
 	char model[256];
-	int evaluator, jobs;
+	int evaluator, jobs, gpus;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -599,6 +599,8 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 		r->opts.build_ms = 600000;
 	if (!r->opts.eval_ms)
 		r->opts.eval_ms = 600000;
+	if (r->opts.lanes_per_gpu < 1)
+		r->opts.lanes_per_gpu = KS_CLUSTER_LANES_PER_GPU;
 	r->size = ks_cluster_comm_size(c);
 	r->ranks = ks_calloc((size_t)r->size, sizeof(*r->ranks));
 	if (r->size < 2) {
@@ -657,10 +659,11 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 			(double)r->opts.hello_ms / 1e3);
 		goto fail;
 	}
+	r->gpus = lanes;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	r->backend = (struct ks_backend){ .ctx = r,
-					  .lanes = lanes,
+					  .lanes = lanes * r->opts.lanes_per_gpu,
 					  .evaluator = r->evaluator,
 					  .build = remote_build,
 					  .evaluate = remote_evaluate,
@@ -685,6 +688,11 @@ const struct ks_backend *ks_cluster_remote_backend(struct ks_cluster_remote *r)
 int ks_cluster_remote_jobs(const struct ks_cluster_remote *r)
 {
 	return r->jobs;
+}
+
+int ks_cluster_remote_gpus(const struct ks_cluster_remote *r)
+{
+	return r->gpus;
 }
 
 const char *ks_cluster_remote_model(const struct ks_cluster_remote *r)

@@ -532,7 +532,12 @@ static void *lane_thread(void *arg)
 		job->built = NULL;
 		job->eval_s = ks_now_s() - t0;
 		pthread_mutex_lock(&s->lock);
-		s->gpu_busy_s += job->eval_s;
+		/*
+		 * the GPU's time is the evaluator's (its worker, from the job sent to the answer), which
+		 * a rank of an MPI job reports too; the lane's own view adds a round trip and the wait for
+		 * that rank's GPU
+		 */
+		s->gpu_busy_s += job->result.timing.wall_s > 0 ? job->result.timing.wall_s : job->eval_s;
 		job->failed = rc < 0;
 		job->stage = JOB_DONE;
 		pthread_cond_broadcast(&s->cond);

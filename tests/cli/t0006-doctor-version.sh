@@ -6,6 +6,13 @@ run 0 "$KSEARCH" version
 out_has "ksearch 0."
 out_has "nvrtc   1"
 out_has "lmdb"
+# the MPI the binary runs on, or that it has none (issue 27)
+if ldd "$KSEARCH" 2>/dev/null | grep -q libmpi; then
+	checks=$((checks + 1))
+	grep -Eq "^mpi     (Open MPI|MPICH)" "$TMP/out" || fail "version names no MPI library though the binary links one"
+else
+	out_has "mpi     none: built without MPI"
+fi
 
 if nvidia-smi -L >/dev/null 2>&1; then
 	run 0 "$KSEARCH" doctor
@@ -32,6 +39,7 @@ v = json.load(open(sys.argv[1]))
 assert v["ksearch"].startswith("0.") and v["nvrtc"].split(".")[0].isdigit(), v
 assert "lmdb" in v["libs"]["lmdb"].lower() and v["libs"]["jansson"], v
 assert v["driver"] or "libcuda" in v["driver_error"], v
+assert "mpi" in v and (v["mpi"] is None or v["mpi"].startswith(("Open MPI", "MPICH"))), v
 PY
 run 2 "$KSEARCH" version extra --json
 python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["exit_code"] == 2, j' "$TMP/out" || fail "version --json usage error"

@@ -410,10 +410,14 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 	check(!strcmp(scenario, "roundtrip") || with_local, "the remote backend opened (%s)",
 	      ks_cluster_remote_model(r));
 	if (with_local)
-		check(ks_cluster_remote_backend(r)->lanes == 3 && ks_cluster_remote_jobs(r) == 6,
-		      "three lanes, one per rank, rank 0's own included, and every rank's compile threads%s", "");
+		check(ks_cluster_remote_gpus(r) == 3 && ks_cluster_remote_jobs(r) == 6 &&
+			      ks_cluster_remote_backend(r)->lanes == 3 * KS_CLUSTER_LANES_PER_GPU,
+		      "three GPUs, one per rank, rank 0's own included, their lanes, and every rank's compile "
+		      "threads%s",
+		      "");
 	else
-		check(ks_cluster_remote_backend(r)->lanes == 2, "two lanes, one per serving rank%s", "");
+		check(ks_cluster_remote_gpus(r) == 2 && ks_cluster_remote_backend(r)->lanes == 2 * KS_CLUSTER_LANES_PER_GPU,
+		      "two GPUs, one per serving rank, and their lanes%s", "");
 	ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
 	dead = ks_cluster_remote_dead(r, why, sizeof(why));
 	if (!strcmp(scenario, "roundtrip")) {

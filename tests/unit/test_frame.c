@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 
 #include "ksearch/base/frame.h"
 #include "ksearch/base/proc.h"
@@ -148,6 +149,42 @@ static void a_child_replies_on_its_own_pipe(void **state)
 	ks_blobs_free(blobs, n);
 }
 
+/*
+ * A signal sent to every process of a job (scancel --signal, kill on the
+ * group) is for the coordinator: a child it reaches goes on with its work
+ * (the coordinator ends its children itself).
+ */
+static void a_child_ignores_the_signals_meant_for_the_job(void **state)
+{
+	const char *const args[] = { "__compile", NULL };
+	struct ks_child child;
+	json_t *req = json_pack("{s:s, s:s, s:s, s:[]}", "source", "extern \"C\" __global__ void k() {}\n",
+				"source_name", "k.cu", "arch", "sm_80", "defines"),
+	       *reply = NULL;
+	struct ks_blob *blobs = NULL;
+	size_t n = 0;
+	struct ks_error err;
+	int ok = 0;
+
+	(void)state;
+	if (!getenv("KSEARCH"))
+		skip();
+	ks_child_set_program(getenv("KSEARCH"));
+	assert_int_equal(ks_child_spawn(&child, args, NULL, &err), 0);
+	assert_int_equal(kill(child.pid, SIGTERM), 0);
+	assert_int_equal(kill(child.pid, SIGINT), 0);
+	assert_int_equal(kill(child.pid, SIGHUP), 0);
+	assert_int_equal(ks_frame_write(child.to_child, ks_now_ms() + 5000, req, NULL, 0, &err), 0);
+	assert_int_equal(ks_frame_read(child.from_child, ks_now_ms() + 120000, &reply, &blobs, &n, &err),
+			 KS_FRAME_OK);
+	assert_int_equal(json_unpack(reply, "{s:b}", "ok", &ok), 0);
+	assert_true(ok);
+	ks_child_finish(&child, 5000, NULL);
+	json_decref(req);
+	json_decref(reply);
+	ks_blobs_free(blobs, n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -156,6 +193,7 @@ int main(void)
 		cmocka_unit_test(read_waits_until_its_deadline),
 		cmocka_unit_test(malformed_frames_are_errors),
 		cmocka_unit_test(a_child_replies_on_its_own_pipe),
+		cmocka_unit_test(a_child_ignores_the_signals_meant_for_the_job),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

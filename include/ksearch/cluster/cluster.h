@@ -57,6 +57,9 @@ int ks_cluster_comm_send_bytes(struct ks_cluster_comm *c, int rank, const void *
  */
 int ks_cluster_comm_poll(struct ks_cluster_comm *c, int *from, struct ks_cluster_msg *msg,
 			 struct ks_error *err);
+/* the search's lanes per GPU of the ranks (ks_cluster_remote_options.lanes_per_gpu) */
+#define KS_CLUSTER_LANES_PER_GPU 3
+
 /* how long MPI_Finalize may take before the process exits without it */
 #define KS_CLUSTER_FINALIZE_MS 10000
 /*
@@ -75,6 +78,15 @@ struct ks_cluster_remote_options {
 	int64_t dead_after_ms; /* a rank with work that says nothing this long is dead (0: 30 s) */
 	int64_t build_ms;      /* a job's deadline on its rank, to build (0: 10 min) */
 	int64_t eval_ms;       /* and to time (0: 10 min) */
+	/*
+	 * The search's lanes per GPU (0: KS_CLUSTER_LANES_PER_GPU).  A lane
+	 * does not pick the rank that times its candidate (the build's rank
+	 * does), so with one lane per GPU two lanes often wait on one rank's
+	 * GPU while another's idles (4 lanes over 4 ranks cover 2.7 of them on
+	 * average); with three per GPU a rank queues the extra evals and its
+	 * GPU is fed.
+	 */
+	int lanes_per_gpu;
 	/*
 	 * Rank 0's own GPUs, a backend of this process (NULL: only the other
 	 * ranks build and time).  A job placed here is built and timed in the
@@ -100,8 +112,10 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 			   const struct ks_cluster_remote_options *opts, struct ks_error *err);
 /* The backend to hand ks_search_run(); valid until ks_cluster_remote_close(). */
 const struct ks_backend *ks_cluster_remote_backend(struct ks_cluster_remote *r);
-/* The compile threads the search should run: every rank's jobs and two per GPU, so that each stays fed. */
+/* The compile threads the search should run: every rank's jobs, so that each stays fed. */
 int ks_cluster_remote_jobs(const struct ks_cluster_remote *r);
+/* Every rank's GPUs (the backend's lanes are lanes_per_gpu times as many). */
+int ks_cluster_remote_gpus(const struct ks_cluster_remote *r);
 /* The ranks' GPU model. */
 const char *ks_cluster_remote_model(const struct ks_cluster_remote *r);
 /* Ranks found dead (silent, or sending what is not a message) so far; why the first was. */
