@@ -78,8 +78,9 @@ int evolve_cluster_start(struct evolve_cluster *ec, struct ks_error *err)
 int evolve_cluster_serve(struct evolve_cluster *ec, const struct ks_op *op, const struct ks_backend *local,
 			 int jobs, const char *model, struct ks_error *err)
 {
+	struct ks_cluster_serve_options opts = { .jobs = jobs, .model = model };
 	struct ks_cluster_serve_counts counts = { 0 };
-	int rc = ks_cluster_serve(ec->comm, op, local, jobs, model, &counts, err);
+	int rc = ks_cluster_serve(ec->comm, op, local, &opts, &counts, err);
 
 	printf("MPI: rank %d of %d stopped: %lu candidates built, %lu timed here\n", ec->role.rank,
 	       ec->role.size, counts.built, counts.timed);

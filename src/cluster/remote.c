@@ -286,9 +286,17 @@ static void *pump_thread(void *arg)
 {
 	struct ks_cluster_remote *r = arg;
 	struct ks_error err;
+	int64_t last_alive = 0;
 
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
+		if (ks_now_ms() - last_alive >= 1000) {
+			/* a serving rank that stops hearing this gives up (ks_cluster_serve()) */
+			for (int i = 1; i < r->size; i++)
+				if (!r->ranks[i].dead && !r->ranks[i].bye)
+					queue_out(r, i, KS_CLUSTER_ALIVE, 0, 0);
+			last_alive = ks_now_ms();
+		}
 		struct ks_cluster_msg msg;
 		int from, got = 0, rc;
 

@@ -278,6 +278,8 @@ static int handle(struct server *s, struct ks_cluster_msg *msg, int *stopping, s
 	case KS_CLUSTER_STOP:
 		*stopping = 1;
 		break;
+	case KS_CLUSTER_ALIVE:
+		break; /* heard is all it says */
 	default:
 		return ks_fail(err, "rank 0 sent a '%s' message, which only other ranks send",
 			       ks_cluster_type_name(msg->type));
@@ -318,12 +320,16 @@ static int flush(struct server *s, struct ks_error *err)
 }
 
 int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const struct ks_backend *local,
-		     int jobs, const char *model, struct ks_cluster_serve_counts *counts, struct ks_error *err)
+		     const struct ks_cluster_serve_options *opts, struct ks_cluster_serve_counts *counts,
+		     struct ks_error *err)
 {
+	int jobs = opts->jobs;
+	const char *model = opts->model;
+	int64_t silent_ms = opts->silent_ms > 0 ? opts->silent_ms : KS_CLUSTER_SILENT_MS;
 	struct server s = { .c = c, .op = op, .local = local };
 	pthread_t *compilers = ks_calloc((size_t)jobs, sizeof(*compilers));
 	struct lane *lanes = ks_calloc((size_t)local->lanes, sizeof(*lanes));
-	int64_t last_alive = ks_now_ms();
+	int64_t last_alive = ks_now_ms(), last_heard = ks_now_ms();
 	int stopping = 0, ret = -1;
 
 	pthread_mutex_init(&s.lock, NULL);
@@ -347,6 +353,7 @@ int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const st
 			goto cleanup;
 		}
 		if (rc > 0) {
+			last_heard = from == 0 ? ks_now_ms() : last_heard;
 			pthread_mutex_lock(&s.lock);
 			rc = from == 0 ? handle(&s, &msg, &stopping, err)
 				       : ks_fail(err, "rank %d sent this rank a message: only rank 0 may",
@@ -360,6 +367,12 @@ int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const st
 		if (ks_now_ms() - last_alive >= ALIVE_EVERY_MS) {
 			say(&s, KS_CLUSTER_ALIVE, 0, 0, NULL);
 			last_alive = ks_now_ms();
+		}
+		if (ks_now_ms() - last_heard > silent_ms) {
+			/* rank 0 says alive every second: its search is gone, and nobody would stop this rank */
+			ks_fail(err, "rank 0 said nothing for %.0f s: the search is gone, and this rank stops",
+				(double)(ks_now_ms() - last_heard) / 1e3);
+			goto cleanup;
 		}
 		pthread_mutex_lock(&s.lock);
 		if (stopping) {

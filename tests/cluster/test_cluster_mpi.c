@@ -14,6 +14,8 @@
  *              process) beside the ranks': all three build and time jobs
  *   kill       rank 2 is killed (SIGKILL) in its third build: it is found
  *              dead and its jobs are done by rank 1 or by rank 0's own lane
+ *   kill0      rank 0 is killed once the ranks serve it: with nobody to stop
+ *              them, they give up after rank 0's silence, saying why
  *   garbage    rank 2 sends bytes that are not a message: rank 0 says so
  *   one        no MPI: the same jobs on the toy backend in this process
  *              (run alone and under `mpirun -np 1`, the output is the same)
@@ -441,6 +443,7 @@ int main(int argc, char **argv)
 	struct ks_family fam = { 0 };
 	struct ks_op op;
 	struct ks_error err;
+	struct ks_cluster_serve_options serve_opts = { .jobs = 2, .model = "toy GPU" };
 	int initialised = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -469,15 +472,30 @@ int main(int argc, char **argv)
 	if (my_rank == 0 && !strcmp(scenario, "search")) {
 		search_over_ranks(c, &op);
 	} else if (!strcmp(scenario, "search")) {
-		if (ks_cluster_serve(c, &op, &search_toy, 2, "toy GPU", NULL, &err) < 0) {
+		if (ks_cluster_serve(c, &op, &search_toy, &serve_opts, NULL, &err) < 0) {
 			printf("FAIL rank %d: %s\n", my_rank, err.msg);
 			failures++;
 		}
+	} else if (my_rank == 0 && !strcmp(scenario, "kill0")) {
+		struct ks_cluster_remote_options opts = { .hello_ms = 20000 };
+		struct ks_cluster_remote *r;
+
+		if (ks_cluster_remote_open(&r, c, &opts, &err) == 0) {
+			usleep(500000);
+			raise(SIGKILL);
+		}
+		printf("FAIL rank 0: %s\n", err.msg);
+		failures++;
+	} else if (!strcmp(scenario, "kill0")) {
+		serve_opts.silent_ms = 3000;
+		check(ks_cluster_serve(c, &op, &toy, &serve_opts, NULL, &err) < 0 &&
+			      strstr(err.msg, "rank 0 said nothing for") != NULL,
+		      "a serving rank gives up when rank 0 is gone: %s", err.msg);
 	} else if (my_rank == 0) {
 		rank0(c, &fam);
 	} else if (!strcmp(scenario, "garbage") && my_rank == 2) {
 		ks_cluster_comm_send_bytes(c, 0, "KSF1 hello", 10, &err);
-	} else if (ks_cluster_serve(c, &op, &toy, 2, "toy GPU", NULL, &err) < 0) {
+	} else if (ks_cluster_serve(c, &op, &toy, &serve_opts, NULL, &err) < 0) {
 		printf("FAIL rank %d: %s\n", my_rank, err.msg);
 		failures++;
 	}

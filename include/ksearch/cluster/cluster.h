@@ -129,21 +129,32 @@ void ks_cluster_remote_close(struct ks_cluster_remote *r);
 
 /* ---- ranks > 0 ---- */
 
+/* how long a serving rank waits without a word from rank 0 (which says alive every second) */
+#define KS_CLUSTER_SILENT_MS 120000
+
+struct ks_cluster_serve_options {
+	int jobs;	    /* compile threads */
+	const char *model;  /* local's GPUs' model */
+	int64_t silent_ms;  /* give up when rank 0 says nothing this long (0: KS_CLUSTER_SILENT_MS) */
+};
+
+struct ks_cluster_serve_counts {
+	unsigned long built, timed; /* candidates this rank built (a verdict or a build) and timed */
+};
+
 /*
- * Serve rank 0 with local (this rank's backend: op's candidates, `jobs`
- * compile threads, local->lanes GPU lanes, model its GPUs' model) until
- * rank 0 says stop: say hello, then build every job on a compile thread,
+ * Serve rank 0 with local (this rank's backend: op's candidates,
+ * opts->jobs compile threads, local->lanes GPU lanes, opts->model its GPUs'
+ * model) until rank 0 says stop, or says nothing for opts->silent_ms (an
+ * error: rank 0 is gone): say hello, then build every job on a compile thread,
  * answer built (keeping an ok build), time it on a free lane when rank 0
  * says eval, answer the result; while one candidate is timed the next
  * ones compile.  Returns 0 after stop, every job in flight answered; -1
  * when ksearch itself failed (err).  counts (may be NULL): what this rank
  * did, either way.
  */
-struct ks_cluster_serve_counts {
-	unsigned long built, timed; /* candidates this rank built (a verdict or a build) and timed */
-};
-
 int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const struct ks_backend *local,
-		     int jobs, const char *model, struct ks_cluster_serve_counts *counts, struct ks_error *err);
+		     const struct ks_cluster_serve_options *opts, struct ks_cluster_serve_counts *counts,
+		     struct ks_error *err);
 
 #endif
