@@ -70,6 +70,7 @@ void ks_record_init(struct ks_record *rec)
 {
 	memset(rec, 0, sizeof(*rec));
 	rec->op = rec->gpu = rec->source_hash = rec->created = no_text;
+	rec->driver = rec->toolkit = rec->nvrtc = no_text;
 	rec->family = rec->path = rec->mutation = no_text;
 	ks_result_init(&rec->result);
 }
@@ -80,6 +81,9 @@ void ks_record_release(struct ks_record *rec)
 	free_text(&rec->gpu);
 	free_text(&rec->source_hash);
 	free_text(&rec->created);
+	free_text(&rec->driver);
+	free_text(&rec->toolkit);
+	free_text(&rec->nvrtc);
 	free_text(&rec->family);
 	free_text(&rec->path);
 	free_text(&rec->mutation);
@@ -175,6 +179,9 @@ static int read_provenance(const json_t *obj, struct ks_record *rec, struct ks_e
 	    read_text(obj, "gpu", &rec->gpu, err) < 0 ||
 	    read_text(obj, "source_hash", &rec->source_hash, err) < 0 ||
 	    read_text(obj, "created", &rec->created, err) < 0 ||
+	    read_text(obj, "driver", &rec->driver, err) < 0 ||
+	    read_text(obj, "toolkit", &rec->toolkit, err) < 0 ||
+	    read_text(obj, "nvrtc", &rec->nvrtc, err) < 0 ||
 	    read_text(obj, "family", &rec->family, err) < 0 || read_text(obj, "path", &rec->path, err) < 0 ||
 	    read_text(obj, "mutation", &rec->mutation, err) < 0 ||
 	    read_object(obj, "params", &rec->params, err) < 0 ||

@@ -327,70 +327,75 @@ static int pick_record(struct ks_archive *ar, uint64_t given_id, const char *cel
 	return 0;
 }
 
-static json_t *lineage_step(const struct ks_record *rec)
-{
-	json_t *step = json_object();
+/* The exported candidate's lineage (export.h) and the ancestors' records it points to. */
+struct lineage {
+	struct ks_record **ancestors; /* read from the archive, owned: the parent first */
+	size_t n_ancestors, alloc;
+	const struct ks_record **steps; /* oldest first, the candidate last */
+	struct ks_export_lineage chain;
+};
 
-	json_object_set_new(step, "id", json_integer((json_int_t)rec->id));
-	json_object_set_new(step, "mutation", json_string(*rec->mutation ? rec->mutation : "unknown"));
-	if (rec->has & KS_RECORD_FITNESS)
-		json_object_set_new(step, "fitness", json_real(rec->result.fitness));
-	else
-		json_object_set_new(step, "fitness", json_null());
-	if (!ks_record_ok(rec))
-		json_object_set_new(step, "verdict", json_string(ks_verdict_name(rec->result.verdict)));
-	return step;
+static void lineage_release(struct lineage *lin)
+{
+	for (size_t i = 0; i < lin->n_ancestors; i++) {
+		ks_record_release(lin->ancestors[i]);
+		free(lin->ancestors[i]);
+	}
+	free(lin->ancestors);
+	free(lin->steps);
+	memset(lin, 0, sizeof(*lin));
 }
 
-static int in_chain(const json_t *chain, json_int_t id)
+static int in_chain(const struct ks_record *rec, const struct lineage *lin, uint64_t id)
 {
-	size_t i;
-	json_t *step;
-
-	json_array_foreach(chain, i,
-			   step) if (json_integer_value(json_object_get(step, "id")) == id) return 1;
+	if (rec->id == id)
+		return 1;
+	for (size_t i = 0; i < lin->n_ancestors; i++)
+		if (lin->ancestors[i]->id == id)
+			return 1;
 	return 0;
 }
 
 /*
- * The chain of first parents, oldest first, ending with record: each step
- * {id, mutation, fitness}.  A parent the archive lacks (an elites-only
- * import) ends the chain with {id, missing: true}.
+ * The chain of first parents, oldest first, ending with rec (borrowed: it
+ * must outlive lin).  A parent the archive lacks (an elites-only import)
+ * ends the chain as its missing id.  lin must be zeroed.
  */
-static int build_lineage(struct ks_archive *ar, const struct ks_record *rec, json_t **out,
+static int build_lineage(struct ks_archive *ar, const struct ks_record *rec, struct lineage *lin,
 			 struct ks_error *err)
 {
-	json_t *chain = json_array();
-	struct ks_record parent;
 	const struct ks_record *current = rec;
-	int ret = -1;
+	size_t n_steps;
 
-	ks_record_init(&parent);
-	for (size_t n = 0; n < MAX_LINEAGE; n++) {
-		uint64_t pid;
+	for (n_steps = 1; current->n_parents; n_steps++) {
+		uint64_t pid = current->parents[0];
+		struct ks_record *parent;
 
-		json_array_insert_new(chain, 0, lineage_step(current));
-		if (!current->n_parents)
+		if (in_chain(rec, lin, pid))
 			break;
-		pid = current->parents[0];
-		if (in_chain(chain, (json_int_t)pid))
-			break;
-		if (ks_archive_get_record(ar, pid, &parent, NULL, err) < 0)
-			goto cleanup;
-		if (!parent.id) {
-			json_array_insert_new(chain, 0,
-					      json_pack("{s:I, s:b}", "id", (json_int_t)pid, "missing", 1));
+		parent = ks_calloc(1, sizeof(*parent));
+		ks_record_init(parent);
+		KS_ALLOC_GROW(lin->ancestors, lin->n_ancestors + 1, lin->alloc);
+		lin->ancestors[lin->n_ancestors++] = parent;
+		if (ks_archive_get_record(ar, pid, parent, NULL, err) < 0)
+			return -1;
+		if (!parent->id)
+			lin->chain.missing = pid;
+		if (!parent->id || n_steps == MAX_LINEAGE) {
+			ks_record_release(parent);
+			free(parent);
+			lin->n_ancestors--;
 			break;
 		}
-		current = &parent;
+		current = parent;
 	}
-	*out = chain;
-	chain = NULL;
-	ret = 0;
-cleanup:
-	ks_record_release(&parent);
-	json_decref(chain);
-	return ret;
+	lin->steps = ks_calloc(lin->n_ancestors + 1, sizeof(*lin->steps));
+	for (size_t i = 0; i < lin->n_ancestors; i++)
+		lin->steps[i] = lin->ancestors[lin->n_ancestors - 1 - i];
+	lin->steps[lin->n_ancestors] = rec;
+	lin->chain.steps = lin->steps;
+	lin->chain.n_steps = lin->n_ancestors + 1;
+	return 0;
 }
 
 enum export_format { FORMAT_CUDA, FORMAT_FLASHINFER_BENCH, FORMAT_TORCH };
@@ -400,8 +405,9 @@ static const char *const formats[] = { "cuda", "flashinfer-bench", "torch", NULL
 struct format_args {
 	int format;
 	const char *name;
-	const char *solution;	      /* flashinfer-bench: the Solution's name */
-	const json_t *const *records; /* one per benchmark workload: the record whose kernel runs it */
+	const char *solution; /* flashinfer-bench: the Solution's name */
+	/* one per benchmark workload: the record whose kernel runs it */
+	const struct ks_record *const *records;
 	const char *description;
 	const char *out_dir;
 };
@@ -432,7 +438,8 @@ static int write_format(const struct ks_op *op, const struct ks_export_files *pl
 static void print_format(const struct ks_op *op, const struct format_args *fa)
 {
 	if (fa->format == FORMAT_FLASHINFER_BENCH) {
-		char *arch = ks_export_torch_arch(ks_record_str(fa->records[0], "arch", "sm_90a"));
+		const char *built_for = fa->records[0]->result.arch;
+		char *arch = ks_export_torch_arch(*built_for ? built_for : "sm_90a");
 
 		printf("  %s/solutions/.../%s.json   the Solution (sources embedded, entry point "
 		       "%s_binding.cpp::run)\n"
@@ -498,7 +505,7 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 			   int ignore_sanitizer)
 {
 	const char *out_dir = fa->out_dir, *name = fa->name;
-	const json_t **records = ks_calloc(op->n_workloads + 1, sizeof(*records));
+	const struct ks_record **records = ks_calloc(op->n_workloads + 1, sizeof(*records));
 	struct ks_export_files files;
 	struct dispatch_part *parts = ks_calloc(op->n_workloads + 1, sizeof(*parts));
 	struct ks_export_variant *variants = ks_calloc(op->n_workloads + 1, sizeof(*variants));
@@ -555,10 +562,15 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 				     err.msg, op->key);
 			goto cleanup;
 		}
-		variants[w] =
-			(struct ks_export_variant){ &op->workloads[w], &p->cand, p->params, p->record,
-						    json_number_value(json_object_get(best, "median_us")) };
-		records[w] = p->record;
+		variants[w] = (struct ks_export_variant){
+			.workload = &op->workloads[w],
+			.cand = &p->cand,
+			.params = p->params,
+			.record = p->record,
+			.rec = &p->rec,
+			.median_us = json_number_value(json_object_get(best, "median_us")),
+		};
+		records[w] = &p->rec;
 	}
 	if (ks_export_render_dispatch(op, variants, op->n_workloads, name, &files, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
@@ -644,13 +656,14 @@ int cmd_export_best(int argc, char **argv)
 	struct ks_archive *ar = NULL;
 	struct ks_error err;
 	struct ks_op op;
-	json_t *record = NULL, *lineage = NULL;
+	json_t *record = NULL;
 	struct ks_record rec;
+	struct lineage lineage;
 	char *source = NULL, *name = NULL, *out_dir = NULL, *label = NULL, *solution = NULL,
 	     *description = NULL;
 	struct ks_export_files files;
 	struct format_args fa = { 0 };
-	const json_t **records = NULL;
+	const struct ks_record **records = NULL;
 	int64_t *params = NULL;
 	const char **pos;
 	size_t n_pos;
@@ -658,6 +671,7 @@ int cmd_export_best(int argc, char **argv)
 
 	memset(&cand, 0, sizeof(cand));
 	ks_record_init(&rec);
+	memset(&lineage, 0, sizeof(lineage));
 	ks_export_files_init(&files);
 	rc = ks_opts_parse(cmd, opts, &help, argc, argv, &pos, &n_pos);
 	if (rc)
@@ -775,13 +789,13 @@ int cmd_export_best(int argc, char **argv)
 	out_dir = output ? ks_strdup(output)
 			 : ks_asprintf("export/%s-%llu%s%s", op.key, (unsigned long long)rec.id,
 				       format ? "-" : "", format ? formats[format] : "");
-	if (ks_export_render(&op, &cand, params, record, lineage, name, &files, &err) < 0) {
+	if (ks_export_render(&op, &cand, params, record, &lineage.chain, name, &files, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
 	records = ks_calloc(op.n_workloads + 1, sizeof(*records));
 	for (size_t w = 0; w < op.n_workloads; w++)
-		records[w] = record;
+		records[w] = &rec;
 	{
 		char buf[512];
 
@@ -809,8 +823,8 @@ cleanup:
 		ks_op_release(&op);
 	ks_archive_close(ar);
 	json_decref(record);
+	lineage_release(&lineage);
 	ks_record_release(&rec);
-	json_decref(lineage);
 	free(source);
 	free(params);
 	free(label);

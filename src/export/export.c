@@ -476,9 +476,9 @@ struct gen {
 	const struct ks_op *op;
 	const struct ks_candidate *cand;
 	const int64_t *params;
-	const json_t *record; /* as stored: what the export's JSON copies */
-	struct ks_record rec; /* the same, read */
-	const json_t *lineage;
+	const json_t *record;			 /* as stored: what the export's JSON copies */
+	struct ks_record rec;			 /* the same, read */
+	const struct ks_export_lineage *lineage; /* NULL: none */
 	const char *name;
 	const char *arch;
 	unsigned helpers;		 /* enum helper */
@@ -1607,6 +1607,34 @@ static json_t *var_axes_json(const struct ks_op *op, const struct ks_workload *w
 	return axes;
 }
 
+/* The lineage as the export's JSON has it (export.h: ks_export_write()). */
+static json_t *lineage_json(const struct ks_export_lineage *lineage)
+{
+	json_t *chain = json_array();
+
+	if (!lineage)
+		return chain;
+	if (lineage->missing)
+		json_array_append_new(
+			chain, json_pack("{s:I, s:b}", "id", (json_int_t)lineage->missing, "missing", 1));
+	for (size_t i = 0; i < lineage->n_steps; i++) {
+		const struct ks_record *rec = lineage->steps[i];
+		json_t *step = json_object();
+
+		json_object_set_new(step, "id", json_integer((json_int_t)rec->id));
+		json_object_set_new(step, "mutation",
+				    json_string(*rec->mutation ? rec->mutation : "unknown"));
+		json_object_set_new(step, "fitness",
+				    rec->has & KS_RECORD_FITNESS ? json_real(rec->result.fitness)
+								 : json_null());
+		if (!ks_record_ok(rec))
+			json_object_set_new(step, "verdict",
+					    json_string(ks_verdict_name(rec->result.verdict)));
+		json_array_append_new(chain, step);
+	}
+	return chain;
+}
+
 static json_t *record_json(const struct gen *g)
 {
 	static const char *const copied[] = {
@@ -1656,7 +1684,7 @@ static json_t *record_json(const struct gen *g)
 		json_array_append_new(workloads, copy);
 	}
 	json_object_set_new(doc, "workloads", workloads);
-	json_object_set_new(doc, "lineage", g->lineage ? json_deep_copy(g->lineage) : json_array());
+	json_object_set_new(doc, "lineage", lineage_json(g->lineage));
 	for (i = 0; i < cand->n_scratch; i++)
 		json_array_append_new(scratch, json_pack("{s:s, s:s, s:s}", "name", cand->scratch[i].name,
 							 "dtype", ks_dtype_name(cand->scratch[i].dtype),
@@ -1699,7 +1727,6 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 	struct ks_strbuf text, args;
 	char now[32];
 	size_t i;
-	json_t *w;
 
 	ks_strbuf_init(&text);
 	ks_strbuf_init(&args);
@@ -1785,21 +1812,23 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 		"is, its shape, and what the errors mean.\n",
 		g->name, g->cand->n_scratch ? "needs one" : "needs none", g->name);
 	add_wrapped(sb, text.buf, "", 80);
-	if (json_array_size(g->lineage)) {
+	if (g->lineage && (g->lineage->n_steps || g->lineage->missing)) {
 		ks_strbuf_adds(sb,
 			       "\n## Lineage\n\nFrom the seed to this kernel, following first parents:\n\n"
 			       "| id | mutation | fitness |\n| ---: | --- | ---: |\n");
-		json_array_foreach(g->lineage, i, w)
-		{
-			const json_t *f = json_object_get(w, "fitness");
+		if (g->lineage->missing)
+			ks_strbuf_addf(sb, "| %llu | - | - |\n", (unsigned long long)g->lineage->missing);
+		for (i = 0; i < g->lineage->n_steps; i++) {
+			const struct ks_record *step = g->lineage->steps[i];
 
-			ks_strbuf_addf(sb, "| %lld | %s | ",
-				       (long long)json_integer_value(json_object_get(w, "id")),
-				       ks_record_text(w, "mutation", "-"));
-			if (json_is_number(f))
-				ks_strbuf_addf(sb, "%.3f |\n", json_number_value(f));
+			ks_strbuf_addf(sb, "| %llu | %s | ", (unsigned long long)step->id,
+				       *step->mutation ? step->mutation : "unknown");
+			if (step->has & KS_RECORD_FITNESS)
+				ks_strbuf_addf(sb, "%.3f |\n", step->result.fitness);
 			else
-				ks_strbuf_addf(sb, "%s |\n", ks_record_text(w, "verdict", "-"));
+				ks_strbuf_addf(sb, "%s |\n",
+					       ks_record_ok(step) ? "-"
+								  : ks_verdict_name(step->result.verdict));
 		}
 	}
 	ks_strbuf_release(&text);
@@ -1910,7 +1939,7 @@ static int is_arch_word(const char *s)
 }
 
 int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		     const json_t *record, const json_t *lineage, const char *name,
+		     const json_t *record, const struct ks_export_lineage *lineage, const char *name,
 		     struct ks_export_files *out, struct ks_error *err)
 {
 	struct gen g = {
@@ -1994,8 +2023,8 @@ cleanup:
 }
 
 int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		    const json_t *record, const json_t *lineage, const char *out_dir, const char *name,
-		    struct ks_error *err)
+		    const json_t *record, const struct ks_export_lineage *lineage, const char *out_dir,
+		    const char *name, struct ks_error *err)
 {
 	struct ks_export_files files;
 	int ret;
@@ -2042,6 +2071,7 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 	struct ks_strbuf cu, h, readme, text, axes, calls;
 	json_t *doc = json_object(), *table = json_array();
 	char guard[160], *vname = NULL, *json_text = NULL;
+	const char *arch;
 	struct gen g = { .op = op, .name = name, .err = err };
 	size_t n_var_axes = 0, n_kernels = 0, *kernel_of = NULL;
 	int ret = -1;
@@ -2062,15 +2092,15 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 		ks_fail(err, "a dispatch needs 1 to 64 kernels, got %zu", n_variants);
 		goto cleanup;
 	}
+	arch = *variants[0].rec->result.arch ? variants[0].rec->result.arch : "sm_90a";
 	for (size_t a = 0; a < op->n_axes; a++)
 		n_var_axes += !op->axes[a].is_const;
 	/* each distinct kernel (by record id) once, in its own translation unit, named <name>_v<k> */
 	kernel_of = ks_calloc(n_variants, sizeof(*kernel_of));
 	for (size_t k = 0; k < n_variants; k++) {
-		json_int_t id = json_integer_value(json_object_get(variants[k].record, "id"));
 		size_t j = 0;
 
-		while (j < k && json_integer_value(json_object_get(variants[j].record, "id")) != id)
+		while (j < k && variants[j].rec->id != variants[k].rec->id)
 			j++;
 		if (j < k) {
 			kernel_of[k] = kernel_of[j];
@@ -2108,14 +2138,13 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 	ks_strbuf_adds(&h, " *\n");
 	for (size_t k = 0; k < n_variants; k++) {
 		const struct ks_workload *w = variants[k].workload;
-		const json_t *rec = variants[k].record;
+		const struct ks_record *rec = variants[k].rec;
 		json_t *axes_json = json_object();
 		char params[256];
 
 		ks_params_format(variants[k].cand, variants[k].params, params, sizeof(params));
-		ks_strbuf_addf(&h, " *   %-18s ->  %s_v%zu: #%lld %s (%s)", w->id, name, kernel_of[k],
-			       (long long)json_integer_value(json_object_get(rec, "id")),
-			       ks_record_text(rec, "family", "?"), params);
+		ks_strbuf_addf(&h, " *   %-18s ->  %s_v%zu: #%llu %s (%s)", w->id, name, kernel_of[k],
+			       (unsigned long long)rec->id, *rec->family ? rec->family : "?", params);
 		for (size_t a = 0; a < op->n_axes; a++) {
 			int64_t v = 0;
 
@@ -2126,8 +2155,8 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 		}
 		ks_strbuf_addf(&h, ", %.2f us\n", variants[k].median_us);
 		json_array_append_new(table, json_pack("{s:s, s:o, s:s, s:O, s:f}", "workload", w->id, "axes",
-						       axes_json, "variant", "", "record", rec, "median_us",
-						       variants[k].median_us));
+						       axes_json, "variant", "", "record", variants[k].record,
+						       "median_us", variants[k].median_us));
 		json_object_set_new(json_array_get(table, k), "variant",
 				    json_sprintf("%s_v%zu", name, kernel_of[k]));
 	}
@@ -2167,7 +2196,7 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 	ks_strbuf_addf(&cu,
 		       "/*\n * %s.cu - the per-shape dispatch of ksearch op %s (see %s.h for the rule).\n"
 		       " * Build it with the kernels it picks from:\n *     nvcc -c -std=c++17 -arch=%s",
-		       name, op->key, name, ks_record_text(variants[0].record, "arch", "sm_90a"));
+		       name, op->key, name, arch);
 	for (size_t k = 0; k < n_kernels; k++)
 		ks_strbuf_addf(&cu, " %s_v%zu.cu", name, k);
 	ks_strbuf_addf(&cu, " %s.cu\n */\n#include <math.h>\n\n#include \"%s.h\"\n\n", name, name);
@@ -2245,8 +2274,7 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 		       "benchmark workload nearest to the call's sizes (the rule and the table are in\n"
 		       "`%s.h`, the measurements in `%s.json` and `%s_v<k>.json`). Build:\n\n"
 		       "```\nnvcc -c -std=c++17 -arch=%s",
-		       name, op->key, name, name, name, name,
-		       ks_record_text(variants[0].record, "arch", "sm_90a"));
+		       name, op->key, name, name, name, name, arch);
 	for (size_t k = 0; k < n_kernels; k++)
 		ks_strbuf_addf(&readme, " %s_v%zu.cu", name, k);
 	ks_strbuf_addf(&readme, " %s.cu\n```\n\nand include `%s.h`.\n", name, name);

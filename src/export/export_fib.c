@@ -278,28 +278,25 @@ fail:
 
 /* The Trace of one benchmark workload: what the search measured of the kernel that runs it. */
 static json_t *trace_json(const struct ks_op *op, const char *solution, const json_t *workload,
-			  const struct ks_workload *w, const json_t *record)
+			  const struct ks_workload *w, const struct ks_record *rec)
 {
 	static const struct ks_result_workload none;
-	const struct ks_result_workload *m = &none;
+	const struct ks_result_workload *m = &none; /* not timed on w */
 	json_t *libs = json_object(), *tolerances = json_object(), *eval;
-	static const char *const lib_fields[] = { "driver", "toolkit", "nvrtc" };
-	struct ks_record rec;
-	struct ks_error err;
+	const struct {
+		const char *name, *version;
+	} versions[] = { { "driver", rec->driver }, { "toolkit", rec->toolkit }, { "nvrtc", rec->nvrtc } };
 	size_t i;
 	char *log;
 
-	/* the archive's records parse (export_best.c read this one already); none reads as not timed */
-	ks_record_init(&rec);
-	if (ks_record_parse(record, &rec, &err) == 0)
-		for (i = 0; i < rec.result.n_workloads; i++)
-			if (!strcmp(rec.result.workloads[i].id, w->id))
-				m = &rec.result.workloads[i];
+	for (i = 0; i < rec->result.n_workloads; i++)
+		if (!strcmp(rec->result.workloads[i].id, w->id))
+			m = &rec->result.workloads[i];
+	/* what the record says measured it (an empty version says nothing) */
 	json_object_set_new(libs, "ksearch", json_string(KS_VERSION));
-	for (i = 0; i < sizeof(lib_fields) / sizeof(lib_fields[0]); i++)
-		if (json_is_string(json_object_get(record, lib_fields[i])))
-			json_object_set_new(libs, lib_fields[i],
-					    json_string(ks_record_text(record, lib_fields[i], "")));
+	for (i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (*versions[i].version)
+			json_object_set_new(libs, versions[i].name, json_string(versions[i].version));
 	for (i = 0; i < op->n_outputs; i++)
 		json_object_set_new(
 			tolerances, op->outputs[i].name,
@@ -308,11 +305,11 @@ static json_t *trace_json(const struct ks_op *op, const char *solution, const js
 		"measured by ksearch (candidate #%lld, workload %s): the median of %lld timed runs, each "
 		"on fresh inputs with the L2 flushed, half of them verified; the reference is the op's "
 		"reference.cu, timed the same way",
-		(long long)ks_record_id(record), w->id, (long long)m->reps);
+		(long long)rec->id, w->id, (long long)m->reps);
 	eval = json_pack(
 		"{s:s, s:{s:s, s:o}, s:s, s:s, s:{s:{s:s, s:o}}}", "status", "PASSED", "environment",
-		"hardware", ks_record_text(record, "gpu", "unknown GPU"), "libs", libs, "timestamp",
-		ks_record_text(record, "created", "unknown"), "log", log, "correctness", "extra", "ksearch",
+		"hardware", *rec->gpu ? rec->gpu : "unknown GPU", "libs", libs, "timestamp",
+		*rec->created ? rec->created : "unknown", "log", log, "correctness", "extra", "ksearch",
 		"verified within the tolerances against reference.cu on every check workload and on the "
 		"timed runs it verified; the largest errors are not recorded",
 		"tolerances", tolerances);
@@ -320,7 +317,6 @@ static json_t *trace_json(const struct ks_op *op, const char *solution, const js
 			    json_pack("{s:f, s:f, s:f}", "latency_ms", m->median_us / 1000,
 				      "reference_latency_ms", m->ref_median_us / 1000, "speedup_factor",
 				      m->speedup));
-	ks_record_release(&rec);
 	free(log);
 	return json_pack("{s:s, s:O, s:s, s:o}", "definition", op->name, "workload", workload, "solution",
 			 solution, "evaluation", eval);
@@ -365,10 +361,11 @@ static void add_lines(struct ks_strbuf *sb, const json_t *doc)
 }
 
 int ks_export_flashinfer_bench(const struct ks_op *op, const struct ks_export_files *plain, const char *name,
-			       const char *solution, const json_t *const *records, const char *description,
-			       struct ks_export_files *out, struct ks_error *err)
+			       const char *solution, const struct ks_record *const *records,
+			       const char *description, struct ks_export_files *out, struct ks_error *err)
 {
-	const char *arch = ks_record_text(records[0], "arch", "sm_90a");
+	const char *arch = *records[0]->result.arch ? records[0]->result.arch : "sm_90a",
+		   *gpu = records[0]->gpu;
 	const char *type = op->op_type ? op->op_type : "ksearch";
 	json_t *def = NULL, *sol = NULL, *sources = json_array();
 	struct ks_export_files code;
@@ -400,9 +397,9 @@ int ks_export_flashinfer_bench(const struct ks_op *op, const struct ks_export_fi
 	path = ks_asprintf("%s_binding.cpp::run", name);
 	sol = json_pack("{s:s, s:s, s:s, s:{s:s, s:[s, s], s:s, s:[], s:b, s:s}, s:O, s:s}", "name", solution,
 			"definition", op->name, "author", "ksearch " KS_VERSION, "spec", "language", "cuda",
-			"target_hardware", ks_record_text(records[0], "gpu", "cuda"), arch, "entry_point",
-			path, "dependencies", "destination_passing_style", 1, "binding", "torch", "sources",
-			sources, "description", description);
+			"target_hardware", *gpu ? gpu : "cuda", arch, "entry_point", path, "dependencies",
+			"destination_passing_style", 1, "binding", "torch", "sources", sources, "description",
+			description);
 	for (size_t w = 0; w < op->n_workloads; w++) {
 		json_t *wl = workload_json(op, &op->workloads[w], dir, out, err), *wtrace, *trace;
 
@@ -453,8 +450,8 @@ int ks_export_flashinfer_bench(const struct ks_op *op, const struct ks_export_fi
 		"`FIB_ENABLE_APPLY=1 FIB_DATASET_PATH=$PWD` makes `flashinfer_bench.apply` route the\n"
 		"definition's calls to the best Solution of this folder's traces.\n",
 		solution, KS_VERSION, op->name, op->key, solution, description, arch,
-		ks_record_text(records[0], "gpu", "an unrecorded GPU"), type, op->name, type, op->name,
-		solution, name, type, op->name, type, op->name, arch_list);
+		*gpu ? gpu : "an unrecorded GPU", type, op->name, type, op->name, solution, name, type,
+		op->name, type, op->name, arch_list);
 	ks_export_files_add(out, "README.md", readme.buf, readme.len);
 	ret = 0;
 cleanup:

@@ -483,9 +483,9 @@ static void add_py_init(const struct ks_op *op, const char *name, const char *ar
 }
 
 int ks_export_torch(const struct ks_op *op, const struct ks_export_files *plain, const char *name,
-		    const json_t *record, struct ks_export_files *out, struct ks_error *err)
+		    const struct ks_record *record, struct ks_export_files *out, struct ks_error *err)
 {
-	const char *arch = ks_record_text(record, "arch", "sm_90a");
+	const char *arch = *record->result.arch ? record->result.arch : "sm_90a";
 	struct ks_strbuf binding, text, cu_list;
 	char *path = NULL, *gen = gencode(arch), *arch_list = ks_export_torch_arch(arch);
 	int ret = -1;
@@ -554,7 +554,7 @@ int ks_export_torch(const struct ks_op *op, const struct ks_export_files *plain,
 		       "    cmdclass={\"build_ext\": BuildExtension},\n"
 		       ")\n",
 		       name, KS_VERSION, name, cu_list.buf ? cu_list.buf : "", name, name,
-		       (long long)ks_record_id(record), op->name, op->key, name, name, name, gen);
+		       (long long)record->id, op->name, op->key, name, name, name, gen);
 	ks_export_files_add(out, "setup.py", text.buf, text.len);
 	ks_strbuf_release(&text);
 	ks_strbuf_init(&text);
@@ -570,8 +570,8 @@ int ks_export_torch(const struct ks_op *op, const struct ks_export_files *plain,
 		"on first import\n"
 		"```\n\n"
 		"```python\nimport %s\n\n",
-		name, op->name, KS_VERSION, (long long)ks_record_id(record), op->key,
-		ks_record_text(record, "gpu", "an unrecorded GPU"), arch, name, name, name);
+		name, op->name, KS_VERSION, (long long)record->id, op->key,
+		*record->gpu ? record->gpu : "an unrecorded GPU", arch, name, name, name);
 	for (size_t i = 0; i < op->n_outputs; i++)
 		ks_strbuf_addf(&text, "%s%s", i ? ", " : "", op->outputs[i].name);
 	ks_strbuf_addf(&text, " = %s.run(", name);

@@ -10,12 +10,18 @@
  * it as a struct ks_record, parsed once by ks_record_parse() (which reads
  * the result fields with ks_result_from_json()): the archive hands records
  * out that way (archive.h, ks_archive_get_record(), ks_archive_best_record(),
- * ks_archive_foreach_record()).  test_result fails on other code under
- * src/ that reads a record's fields by name.
+ * ks_archive_foreach_record()).  The export formats read it so too; they
+ * hold the stored JSON beside it only to copy it into their files as it
+ * is (export.h).
  *
- * The JSON accessors at the end are for the places that hold a record's
- * JSON on purpose (the archive's own format checks, the export formats
- * that copy a record through) and for JSON that is not a record.
+ * The JSON accessors at the end are for the archive's own files, which
+ * check and change the stored JSON itself (archive.c, archive_verify.c),
+ * and for JSON that is not a record (a profile, a sanitizer check, an
+ * LLM's cost, a strategy prompt).  test_result fails on other code under
+ * src/ that reads a record's fields by name: json_object_get() with one
+ * of a record's keys, or these accessors with any of them, with a key it
+ * cannot see, or as ks_record_id(), ks_record_verdict() and
+ * ks_record_sanitizer_failed().
  */
 #ifndef KSEARCH_RECORD_H
 #define KSEARCH_RECORD_H
@@ -45,6 +51,11 @@ enum ks_record_field {
 struct ks_record {
 	uint64_t id; /* 0: absent (a record not stored yet) */
 	char *op, *gpu, *source_hash, *created;
+	/*
+	 * the software it was measured with, where the record says (stored as
+	 * given: the search writes none of them, records from elsewhere may)
+	 */
+	char *driver, *toolkit, *nvrtc;
 	/* where it came from (the search) */
 	char *family, *path, *mutation;
 	json_t *params;	   /* an object; NULL when absent */

@@ -39,6 +39,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "ksearch/archive/record.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/base/error.h"
 #include "ksearch/base/util.h"
@@ -89,12 +90,24 @@ const struct ks_export_file *ks_export_files_get(const struct ks_export_files *f
 int ks_export_files_write(const struct ks_export_files *f, const char *dir, struct ks_error *err);
 
 /*
+ * Where an exported candidate came from: its chain of first parents from
+ * the seed, oldest first, the candidate last (the records borrowed).
+ * missing, when not 0, is the id of the parent of steps[0] that the
+ * archive lacks (an elites-only import): the chain ends there.
+ */
+struct ks_export_lineage {
+	const struct ks_record *const *steps;
+	size_t n_steps;
+	uint64_t missing;
+};
+
+/*
  * ks_export_write() without the writing: the files it would write are added
  * to out (nothing is added on failure of the checks before the text is
  * made).
  */
 int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		     const json_t *record, const json_t *lineage, const char *name,
+		     const json_t *record, const struct ks_export_lineage *lineage, const char *name,
 		     struct ks_export_files *out, struct ks_error *err);
 
 /*
@@ -103,26 +116,30 @@ int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, co
  *
  * cand must be bound to op (ks_candidate_bind); params holds one value per
  * param.  The plan must resolve on every workload of the op, or nothing is
- * written.  record is the archive record (borrowed; its "id", "gpu",
- * "arch", "driver", "toolkit", "nvrtc", "workloads", "fitness",
+ * written.  record is the archive record as stored (borrowed): its "id",
+ * "gpu", "arch", "driver", "toolkit", "nvrtc", "workloads", "fitness",
  * "sol_fraction", "descriptors", "kernels", "family", "path", "created"
- * are copied when present; "arch" also picks the nvcc target, sm_90a when
- * absent).  lineage is a JSON array (borrowed, may be NULL) copied as the
- * record's "lineage".  name, a C identifier, prefixes every file and
- * function.  Each file is written to a temporary name and renamed, so a
- * failure leaves no half-written file.
+ * are copied as they are when present, and what the files say besides is
+ * read from it as a struct ks_record (record.h), the nvcc target included
+ * ("arch", sm_90a when absent).  lineage (borrowed, may be NULL: none) is
+ * written as the record's "lineage", a step {id, mutation, fitness} per
+ * record ("verdict" too where not ok) after {id, missing: true} for a
+ * missing parent, and as README's table.  name, a C identifier, prefixes
+ * every file and function.  Each file is written to a temporary name and
+ * renamed, so a failure leaves no half-written file.
  */
 int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		    const json_t *record, const json_t *lineage, const char *out_dir, const char *name,
-		    struct ks_error *err);
+		    const json_t *record, const struct ks_export_lineage *lineage, const char *out_dir,
+		    const char *name, struct ks_error *err);
 
 /* One kernel of a dispatch: the fastest on a benchmark workload. */
 struct ks_export_variant {
 	const struct ks_workload *workload; /* the benchmark workload it won */
 	const struct ks_candidate *cand;    /* bound to the op */
 	const int64_t *params;
-	const json_t *record; /* its archive record (borrowed) */
-	double median_us;     /* its time on that workload */
+	const json_t *record;	     /* its archive record as stored (borrowed): what the export copies */
+	const struct ks_record *rec; /* the same, read (borrowed) */
+	double median_us;	     /* its time on that workload */
 };
 
 /*
@@ -181,7 +198,7 @@ char *ks_export_torch_arch(const char *arch);
  * output is a scalar or has a var axis no input names.
  */
 int ks_export_torch(const struct ks_op *op, const struct ks_export_files *plain, const char *name,
-		    const json_t *record, struct ks_export_files *out, struct ks_error *err);
+		    const struct ks_record *record, struct ks_export_files *out, struct ks_error *err);
 
 /*
  * export-best --format flashinfer-bench: a FlashInfer-Bench trace set in
@@ -190,11 +207,13 @@ int ks_export_torch(const struct ks_op *op, const struct ks_export_files *plain,
  * destination-passing, entry point NAME_binding.cpp::run, the sources
  * embedded), workloads/TYPE/DEF.jsonl (the benchmark workloads),
  * traces/TYPE/DEF.jsonl (one PASSED Trace per benchmark workload, from
- * records[w], the record whose kernel runs workload w), blob/ (inputs
- * that cannot be random) and README.md.  description is the Solution's.
+ * records[w], the record whose kernel runs workload w: its timings, GPU,
+ * created, driver, toolkit and nvrtc), blob/ (inputs that cannot be
+ * random) and README.md.  records[0] gives the arch and the GPU of the
+ * Solution.  description is the Solution's.
  */
 int ks_export_flashinfer_bench(const struct ks_op *op, const struct ks_export_files *plain, const char *name,
-			       const char *solution, const json_t *const *records, const char *description,
-			       struct ks_export_files *out, struct ks_error *err);
+			       const char *solution, const struct ks_record *const *records,
+			       const char *description, struct ks_export_files *out, struct ks_error *err);
 
 #endif
