@@ -237,8 +237,8 @@ static int serve_rank(struct evolve_cluster *ec, const struct ks_op *op, const s
 
 	for (size_t i = 0; i < n_gpus && len + 16 < sizeof(list); i++)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", i ? "," : "", gpus[i]);
-	printf("MPI: rank %d of %d serves rank 0 with GPU%s %s (%s) and %d compile processes\n", ec->role.rank,
-	       ec->role.size, n_gpus == 1 ? "" : "s", list, ks_gpu_backend_model(gb), jobs);
+	printf("MPI: rank %d of %d serves rank 0 with GPU%s %s (%s) and %d compile processes\n",
+	       ec->role.rank, ec->role.size, n_gpus == 1 ? "" : "s", list, ks_gpu_backend_model(gb), jobs);
 	fflush(stdout);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
@@ -663,7 +663,8 @@ int cmd_evolve(int argc, char **argv)
 			ks_cli_error("evolve", "%s", err.msg);
 			goto cleanup;
 		}
-		printf("MPI: %d ranks, %d GPUs in all (%zu here), %d compile processes in all (%d here); rank 0 "
+		printf("MPI: %d ranks, %d GPUs in all (%zu here), %d compile processes in all (%d here); "
+		       "rank 0 "
 		       "keeps the archive and the search\n",
 		       ec.role.size, all_gpus_n, n_gpus, jobs, cfg.jobs);
 		cfg.jobs = jobs;

@@ -68,10 +68,11 @@ int evolve_cluster_start(struct evolve_cluster *ec, struct ks_error *err)
 {
 	if (ks_cluster_comm_open(&ec->comm, NULL, NULL, err) < 0)
 		return -1;
-	if (ks_cluster_comm_rank(ec->comm) != ec->role.rank || ks_cluster_comm_size(ec->comm) != ec->role.size)
+	if (ks_cluster_comm_rank(ec->comm) != ec->role.rank ||
+	    ks_cluster_comm_size(ec->comm) != ec->role.size)
 		return ks_fail(err, "MPI says rank %d of %d, the launcher's environment (%s) rank %d of %d",
-			       ks_cluster_comm_rank(ec->comm), ks_cluster_comm_size(ec->comm), ec->role.launcher,
-			       ec->role.rank, ec->role.size);
+			       ks_cluster_comm_rank(ec->comm), ks_cluster_comm_size(ec->comm),
+			       ec->role.launcher, ec->role.rank, ec->role.size);
 	return 0;
 }
 

@@ -74,6 +74,7 @@ int cmd_version(int argc, char **argv)
 		printf("driver  not found: %s\n", driver_err.msg);
 	printf("libs    jansson %s, lmdb %s, %s\n", JANSSON_VERSION, mdb_version(NULL, NULL, NULL),
 	       curl_version());
-	printf("mpi     %s\n", *mpi ? mpi : "none: built without MPI (one search per host; README, \"Many hosts\")");
+	printf("mpi     %s\n",
+	       *mpi ? mpi : "none: built without MPI (one search per host; README, \"Many hosts\")");
 	return KS_EXIT_OK;
 }

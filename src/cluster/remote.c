@@ -553,7 +553,8 @@ static void remote_discard(void *ctx, void *built)
 
 /* Profile (or check with the sanitizer) on one of rank 0's own lanes: the other ranks do neither. */
 static int remote_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
-			  const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out, struct ks_error *err)
+			  const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
+			  struct ks_error *err)
 {
 	struct ks_cluster_remote *r = ctx;
 	const struct ks_backend *local = r->opts.local;
@@ -619,7 +620,9 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 		/* rank 0's own GPUs: the first "rank" to place jobs on, never dead */
 		snprintf(r->model, sizeof(r->model), "%s", opts->local_model ? opts->local_model : "");
 		r->evaluator = opts->local->evaluator;
-		r->ranks[0] = (struct rank_state){ .gpus = opts->local->lanes, .jobs = opts->local_jobs, .hello = 1 };
+		r->ranks[0] = (struct rank_state){ .gpus = opts->local->lanes,
+						   .jobs = opts->local_jobs,
+						   .hello = 1 };
 		lanes = opts->local->lanes;
 		r->jobs = opts->local_jobs;
 		r->lane_busy = ks_calloc((size_t)opts->local->lanes, sizeof(*r->lane_busy));
@@ -670,14 +673,16 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 	r->gpus = lanes;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
-	r->backend = (struct ks_backend){ .ctx = r,
-					  .lanes = lanes * r->opts.lanes_per_gpu,
-					  .evaluator = r->evaluator,
-					  .build = remote_build,
-					  .evaluate = remote_evaluate,
-					  .discard = remote_discard,
-					  .profile = opts->local && opts->local->profile ? remote_profile : NULL,
-					  .sanitize = opts->local && opts->local->sanitize ? remote_sanitize : NULL };
+	r->backend =
+		(struct ks_backend){ .ctx = r,
+				     .lanes = lanes * r->opts.lanes_per_gpu,
+				     .evaluator = r->evaluator,
+				     .build = remote_build,
+				     .evaluate = remote_evaluate,
+				     .discard = remote_discard,
+				     .profile = opts->local && opts->local->profile ? remote_profile : NULL,
+				     .sanitize =
+					     opts->local && opts->local->sanitize ? remote_sanitize : NULL };
 	pthread_create(&r->pump, NULL, pump_thread, r);
 	*out = r;
 	return 0;

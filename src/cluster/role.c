@@ -79,7 +79,9 @@ void ks_cluster_role_detect(struct ks_cluster_role *role, char *const *env)
 
 	if (!env)
 		env = environ;
-	*role = (struct ks_cluster_role){ .rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .launcher = "" };
+	*role = (struct ks_cluster_role){
+		.rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .launcher = ""
+	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		long size = env_number(env, vars[i].size, 1, 1 << 20);
 		long rank = size > 0 ? env_number(env, vars[i].rank, 0, size - 1) : -1;
@@ -92,7 +94,9 @@ void ks_cluster_role_detect(struct ks_cluster_role *role, char *const *env)
 		} else {
 			long node = env_number(env, "SLURM_NODEID", 0, size - 1);
 
-			local_size = node < 0 ? -1 : slurm_tasks_on(env_get(env, "SLURM_STEP_TASKS_PER_NODE"), node);
+			local_size =
+				node < 0 ? -1
+					 : slurm_tasks_on(env_get(env, "SLURM_STEP_TASKS_PER_NODE"), node);
 			if (local_size > size)
 				local_size = -1;
 		}

@@ -45,7 +45,7 @@ struct server {
 	/* encoded answers for rank 0, in the order they were made */
 	char **out;
 	size_t *out_len, n_out, alloc_out, alloc_out_len;
-	int in_flight; /* jobs received and not yet answered, held builds included */
+	int in_flight;		    /* jobs received and not yet answered, held builds included */
 	unsigned long built, timed; /* candidates this rank built and timed (ks_cluster_serve()'s counts) */
 	int shutdown;
 	int failed;
@@ -369,8 +369,10 @@ int ks_cluster_serve(struct ks_cluster_comm *c, const struct ks_op *op, const st
 			last_alive = ks_now_ms();
 		}
 		if (ks_now_ms() - last_heard > silent_ms) {
-			/* rank 0 says alive every second: its search is gone, and nobody would stop this rank */
-			ks_fail(err, "rank 0 said nothing for %.0f s: the search is gone, and this rank stops",
+			/* rank 0 says alive every second: its search is gone, and nobody would stop this rank
+			 */
+			ks_fail(err,
+				"rank 0 said nothing for %.0f s: the search is gone, and this rank stops",
 				(double)(ks_now_ms() - last_heard) / 1e3);
 			goto cleanup;
 		}

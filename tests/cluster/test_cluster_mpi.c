@@ -251,10 +251,11 @@ static char *search_choices(const struct ks_op *op, const struct ks_family *fams
 
 static void search_over_ranks(struct ks_cluster_comm *c, const struct ks_op *op)
 {
-	struct ks_cluster_remote_options opts = {
-		.hello_ms = 20000, .dead_after_ms = 10000, .local = &search_toy, .local_jobs = 2,
-		.local_model = "toy GPU"
-	};
+	struct ks_cluster_remote_options opts = { .hello_ms = 20000,
+						  .dead_after_ms = 10000,
+						  .local = &search_toy,
+						  .local_jobs = 2,
+						  .local_model = "toy GPU" };
 	struct ks_family *fams = NULL;
 	struct ks_cluster_remote *r = NULL;
 	struct ks_backend local = search_toy;
@@ -414,11 +415,13 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 	if (with_local)
 		check(ks_cluster_remote_gpus(r) == 3 && ks_cluster_remote_jobs(r) == 6 &&
 			      ks_cluster_remote_backend(r)->lanes == 3 * KS_CLUSTER_LANES_PER_GPU,
-		      "three GPUs, one per rank, rank 0's own included, their lanes, and every rank's compile "
+		      "three GPUs, one per rank, rank 0's own included, their lanes, and every rank's "
+		      "compile "
 		      "threads%s",
 		      "");
 	else
-		check(ks_cluster_remote_gpus(r) == 2 && ks_cluster_remote_backend(r)->lanes == 2 * KS_CLUSTER_LANES_PER_GPU,
+		check(ks_cluster_remote_gpus(r) == 2 &&
+			      ks_cluster_remote_backend(r)->lanes == 2 * KS_CLUSTER_LANES_PER_GPU,
 		      "two GPUs, one per serving rank, and their lanes%s", "");
 	ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
 	dead = ks_cluster_remote_dead(r, why, sizeof(why));

@@ -119,9 +119,10 @@ static void test_role(void **state)
 	char *ompi_bad_local[] = { "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=3",
 				   "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=2", NULL };
 	char *hydra[] = { "PMI_SIZE=8", "PMI_RANK=5", "MPI_LOCALNRANKS=4", "MPI_LOCALRANKID=3", NULL };
-	char *slurm_nodes[] = { "SLURM_STEP_NUM_TASKS=7", "SLURM_PROCID=6", "SLURM_NODEID=2",
-				"SLURM_STEP_TASKS_PER_NODE=2(x2),3", "SLURM_LOCALID=2", NULL };
-	char *slurm_garbled[] = { "SLURM_STEP_NUM_TASKS=7", "SLURM_PROCID=6", "SLURM_NODEID=2",
+	char *slurm_nodes[] = { "SLURM_STEP_NUM_TASKS=7", "SLURM_PROCID=6",
+				"SLURM_NODEID=2",	  "SLURM_STEP_TASKS_PER_NODE=2(x2),3",
+				"SLURM_LOCALID=2",	  NULL };
+	char *slurm_garbled[] = { "SLURM_STEP_NUM_TASKS=7",	    "SLURM_PROCID=6",  "SLURM_NODEID=2",
 				  "SLURM_STEP_TASKS_PER_NODE=2(x2", "SLURM_LOCALID=2", NULL };
 	struct ks_cluster_role role;
 

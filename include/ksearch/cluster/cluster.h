@@ -133,9 +133,9 @@ void ks_cluster_remote_close(struct ks_cluster_remote *r);
 #define KS_CLUSTER_SILENT_MS 120000
 
 struct ks_cluster_serve_options {
-	int jobs;	    /* compile threads */
-	const char *model;  /* local's GPUs' model */
-	int64_t silent_ms;  /* give up when rank 0 says nothing this long (0: KS_CLUSTER_SILENT_MS) */
+	int jobs;	   /* compile threads */
+	const char *model; /* local's GPUs' model */
+	int64_t silent_ms; /* give up when rank 0 says nothing this long (0: KS_CLUSTER_SILENT_MS) */
 };
 
 struct ks_cluster_serve_counts {
