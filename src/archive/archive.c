@@ -1043,6 +1043,17 @@ int ks_archive_check_record(const json_t *record, struct ks_error *err)
 	v = json_object_get(record, "workloads");
 	if (v && !json_is_array(v) && !json_is_null(v))
 		return ks_fail(err, "workloads: expected a list of per-workload timings");
+	{
+		/* what every reader parses it with: a record they would all refuse is refused here, unstored */
+		struct ks_record rec;
+		int rc;
+
+		ks_record_init(&rec);
+		rc = ks_record_parse(record, &rec, err);
+		ks_record_release(&rec);
+		if (rc < 0)
+			return -1;
+	}
 	return 0;
 }
 

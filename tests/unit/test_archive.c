@@ -166,6 +166,17 @@ static void test_bad_records_are_refused_and_nothing_written(void **state)
 	assert_int_equal(ks_archive_insert(ar, rec, "x", NULL, &err), -1);
 	assert_contains(err.msg, "parents[0]");
 	json_decref(rec);
+	/* a field every reader would refuse (ks_record_parse()) is refused before it is stored */
+	rec = make_record("ok", 1.0, 2, 0, 1);
+	json_object_set_new(rec, "driver", json_integer(5));
+	assert_int_equal(ks_archive_insert(ar, rec, "x", NULL, &err), -1);
+	assert_contains(err.msg, "driver: expected a string");
+	json_decref(rec);
+	rec = make_record("ok", 1.0, 2, 0, 1);
+	json_object_set_new(rec, "family", json_true());
+	assert_int_equal(ks_archive_insert(ar, rec, "x", NULL, &err), -1);
+	assert_contains(err.msg, "family");
+	json_decref(rec);
 	assert_int_equal(ks_archive_metrics(ar, &m, &err), 0);
 	assert_int_equal(m.candidates, 0);
 	assert_int_equal(m.next_id, 1);
@@ -963,6 +974,10 @@ static void test_malformed_import_leaves_archive_unchanged(void **state)
 	assert_import_refused(ar,
 			      HEAD "\"candidates\": [{\"id\": 1, \"verdict\": \"ok\", \"source\": \"a\"}]}",
 			      "an ok candidate needs its fitness");
+	assert_import_refused(ar,
+			      HEAD "\"candidates\": [{\"id\": 1, \"verdict\": \"crash\", \"source\": \"a\", "
+				   "\"toolkit\": [12]}]}",
+			      "candidates[0] (id 1): record 1: toolkit: expected a string");
 	assert_verify_clean(ar);
 	ks_archive_close(ar);
 	test_rmtree(root);
