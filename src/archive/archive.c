@@ -1044,7 +1044,8 @@ int ks_archive_check_record(const json_t *record, struct ks_error *err)
 	if (v && !json_is_array(v) && !json_is_null(v))
 		return ks_fail(err, "workloads: expected a list of per-workload timings");
 	{
-		/* what every reader parses it with: a record they would all refuse is refused here, unstored */
+		/* what every reader parses it with: a record they would all refuse is refused here, unstored
+		 */
 		struct ks_record rec;
 		int rc;
 
