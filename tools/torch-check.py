@@ -631,10 +631,13 @@ def time_candidate(gpu, op, ref_fn, kernels, refcu, params, scratch, launch, arg
             tref = time_events(gpu, lambda i: ref_fn(*sets[i].values()), flush, args.reps, args.warmup)[0]
             tcu = None
             if refcu is not None:
-                rk, rsteps = refcu[0], plan_workload(op, wl, {}, {}, refcu[1])[4]
-                rbufs = alloc_outputs(gpu, op, shapes, {}, {})
-                rargv = [gpu.plan_args(rsteps, op, env, dict(rbufs, **s)) for s in sets]
-                tcu = time_events(gpu, lambda i: gpu.launch(rk, rsteps, rargv[i]), flush, args.reps, args.warmup)[0]
+                rk, rlaunch, rscratch = refcu
+                renv, _, _, rsizes, rsteps = plan_workload(op, wl, {}, rscratch, rlaunch)
+                rbufs = alloc_outputs(gpu, op, shapes, rscratch, rsizes)
+                rargv = [gpu.plan_args(rsteps, op, renv, dict(rbufs, **s)) for s in sets]
+                rzero = zeroed(rscratch, rbufs)
+                tcu = time_events(gpu, lambda i: gpu.launch(rk, rsteps, rargv[i], rzero), flush, args.reps,
+                                  args.warmup)[0]
             ref_times[wl["id"]] = (tref, tcu)
         tref, tcu = ref_times[wl["id"]]
         line = f"  {wl['id']:<18} {med:9.2f} us (min {lo:.2f}, max {hi:.2f})  torch ref {tref:9.2f} us"
@@ -718,8 +721,8 @@ def main(argv=None):
         ref_path = os.path.join(args.op_dir, "reference.cu")
         if args.time and os.path.exists(ref_path) and os.path.realpath(ref_path) != os.path.realpath(args.candidate):
             try:
-                rsrc, _, _, rlaunch = parse_candidate(ref_path, op)
-                refcu = (gpu.compile(rsrc, {}, args.arch, rlaunch, ref_path), rlaunch)
+                rsrc, _, _, rscratch, rlaunch = parse_candidate(ref_path, op)
+                refcu = (gpu.compile(rsrc, {}, args.arch, rlaunch, ref_path), rlaunch, rscratch)
             except Exception as e:
                 raise UsageError(f"{ref_path}: {e}")
         print(f"{op['name']}: {args.candidate}, arch {args.arch}, seed {seed}, "
