@@ -1062,9 +1062,17 @@ static json_t *job_json(const struct search *s, const struct job *job)
 			 "parents", parents, "mutation", job->p.mutation, "rng", "", "");
 }
 
+/* A saved proposal's key in the archive's state: "search/proposal/" and its seq in 20 digits. */
+enum { PROPOSAL_KEY = 40 };
+
+static void proposal_key(char key[PROPOSAL_KEY], uint64_t seq)
+{
+	snprintf(key, PROPOSAL_KEY, "search/proposal/%020llu", (unsigned long long)seq);
+}
+
 static int save_proposal(struct search *s, const struct job *job, struct ks_error *err)
 {
-	char key[64], state[80];
+	char key[PROPOSAL_KEY], state[80];
 	json_t *obj = job_json(s, job);
 	char *text;
 	int ret;
@@ -1087,7 +1095,7 @@ static int save_proposal(struct search *s, const struct job *job, struct ks_erro
 		json_object_set_new(obj, "improvements", json_integer((json_int_t)s->improvements));
 	}
 	text = json_dumps(obj, JSON_COMPACT);
-	snprintf(key, sizeof(key), "search/proposal/%020llu", (unsigned long long)job->seq);
+	proposal_key(key, job->seq);
 	ret = ks_archive_state_put(s->ar, key, text, strlen(text), err);
 	free(text);
 	json_decref(obj);
@@ -1096,7 +1104,7 @@ static int save_proposal(struct search *s, const struct job *job, struct ks_erro
 
 static int load_proposal(struct search *s, uint64_t seq, struct job *job, int *found, struct ks_error *err)
 {
-	char key[64];
+	char key[PROPOSAL_KEY];
 	void *data = NULL;
 	size_t size = 0;
 	json_t *obj;
@@ -1105,7 +1113,7 @@ static int load_proposal(struct search *s, uint64_t seq, struct job *job, int *f
 	json_int_t seeds_done = 0;
 
 	*found = 0;
-	snprintf(key, sizeof(key), "search/proposal/%020llu", (unsigned long long)seq);
+	proposal_key(key, seq);
 	if (ks_archive_state_get(s->ar, key, &data, &size, err) < 0)
 		return -1;
 	if (!data)
@@ -1672,6 +1680,36 @@ static int apply_evidence(struct search *s, struct ks_error *err)
 	return 0;
 }
 
+/*
+ * A stopped run leaves up to its depth of proposals saved but not inserted,
+ * and its depth follows its compile jobs and lanes (an MPI run's lanes are
+ * every rank's).  A resumed run with fewer keeps them all in its ring: two
+ * of them in one slot would leave the insertion waiting for ever.
+ */
+static int fit_saved_proposals(struct search *s, uint64_t from, struct ks_error *err)
+{
+	uint64_t n = 0;
+
+	for (;; n++) {
+		char key[PROPOSAL_KEY];
+		void *data = NULL;
+		size_t size = 0;
+
+		proposal_key(key, from + n);
+		if (ks_archive_state_get(s->ar, key, &data, &size, err) < 0)
+			return -1;
+		if (!data)
+			break;
+		free(data);
+	}
+	if (n > s->depth) {
+		free(s->ring);
+		s->depth = (size_t)n;
+		s->ring = ks_calloc(s->depth, sizeof(*s->ring));
+	}
+	return 0;
+}
+
 int ks_search_default_jobs(long cpus, size_t lanes)
 {
 	long per_lanes, spare;
@@ -1725,7 +1763,8 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	}
 
 	if (ks_archive_metrics(ar, &m0, err) < 0 || load_counter(&s, "search/inserted", &inserted, err) < 0 ||
-	    load_families(&s, err) < 0 || ks_archive_state_each(ar, BINARY_STATE, load_binary, &s, err) < 0)
+	    load_families(&s, err) < 0 || ks_archive_state_each(ar, BINARY_STATE, load_binary, &s, err) < 0 ||
+	    fit_saved_proposals(&s, inserted, err) < 0)
 		goto cleanup;
 	/* a mutator whose start fails is stopped too: it may hold part of its state */
 	while (s.mutators_started < cfg->n_mutators) {

@@ -304,6 +304,8 @@ static struct ks_archive *open_archive(struct fixture *f, const char *name)
 static double test_climb;
 /* The toy backend's evaluator generation (search.h): 0, none to tell, but where a test sets it. */
 static int test_evaluator;
+/* run_with()'s compile jobs and lanes: 3 and 2, but where a test sets them. */
+static int test_jobs = 3, test_lanes = 2;
 
 static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uint64_t budget, double target,
 		      struct ks_mutator *const *first, struct toy *toy, int expect_rc,
@@ -313,7 +315,7 @@ static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uin
 	size_t n_mutators = 0;
 
 	struct ks_backend backend = { .ctx = toy,
-				      .lanes = 2,
+				      .lanes = test_lanes,
 				      .evaluator = test_evaluator,
 				      .build = toy_build,
 				      .evaluate = toy_evaluate,
@@ -321,7 +323,7 @@ static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uin
 	struct ks_search_config cfg = { .seed = seed,
 					.budget = budget,
 					.target_fitness = target,
-					.jobs = 3,
+					.jobs = test_jobs,
 					.explore = 0.3,
 					.exploit = 0.5,
 					.recent = 0.2,
@@ -442,6 +444,48 @@ static void test_resume_continues_the_same_sequence(void **state)
 	free(first);
 	free(second);
 	free(joined);
+}
+
+/*
+ * A stopped run leaves up to jobs + 2 x lanes proposals saved ahead of its
+ * insertions (an MPI run's lanes are every rank's); a run resumed with fewer
+ * jobs and lanes, on one host, evaluates them all and goes on.
+ */
+static void test_a_search_resumes_with_fewer_jobs_and_lanes_than_it_stopped_with(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t1 = { .lock = PTHREAD_MUTEX_INITIALIZER }, t2 = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	struct ks_archive *ar;
+	void *data = NULL;
+	size_t size = 0;
+	char *first, *second;
+
+	test_jobs = 12;
+	test_lanes = 4;
+	first = run(f, "shrink", 5, 11, 0, &t1, 0, &sum, &err);
+	/* the stopped run saved more proposals than the resumed one's depth (1 + 2 x 1) */
+	ar = open_archive(f, "shrink");
+	assert_int_equal(ks_archive_state_get(ar, "search/proposal/00000000000000000015", &data, &size, &err),
+			 0);
+	assert_non_null(data);
+	free(data);
+	ks_archive_close(ar);
+	test_jobs = 1;
+	test_lanes = 1;
+	second = run(f, "shrink", 5, 20, 0, &t2, 0, &sum, &err);
+	test_jobs = 3;
+	test_lanes = 2;
+	assert_int_equal(sum.resumed, 1);
+	assert_int_equal(sum.resumed_from, 11);
+	assert_string_equal(sum.stop_reason, "budget");
+	if (count_lines(second) != 20)
+		fail_msg("the resumed run evaluated %d, not its budget of 20:\n%s", count_lines(second),
+			 second);
+	assert_contains(second, "11 ");
+	free(first);
+	free(second);
 }
 
 static void test_no_duplicates_and_failures_cost_one_evaluation(void **state)
@@ -2170,6 +2214,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_same_seed_same_choices),
 		cmocka_unit_test(test_resume_continues_the_same_sequence),
+		cmocka_unit_test(test_a_search_resumes_with_fewer_jobs_and_lanes_than_it_stopped_with),
 		cmocka_unit_test(test_no_duplicates_and_failures_cost_one_evaluation),
 		cmocka_unit_test(test_the_same_binary_is_evaluated_once),
 
