@@ -72,6 +72,7 @@ struct ks_cluster_remote {
 	int n_dead;
 	char dead_why[512];
 	int *lane_busy; /* rank 0's own lanes (opts.local) */
+	int evidence;	/* profiles and sanitizer checks waiting for or on rank 0's lanes */
 	struct ks_backend backend;
 };
 
@@ -106,16 +107,28 @@ static void forget_job(struct ks_cluster_remote *r, struct rjob *job)
 	free(job);
 }
 
-/* The live rank with the most room for one more job (its jobs and GPUs), or -1. */
+/* Whether a rank other than 0 lives to take jobs. */
+static int other_rank_alive(const struct ks_cluster_remote *r)
+{
+	for (int i = 1; i < r->size; i++)
+		if (!r->ranks[i].dead && r->ranks[i].gpus)
+			return 1;
+	return 0;
+}
+
+/*
+ * The live rank with the most room for one more job (its jobs and GPUs), or
+ * -1; not rank 0 while a profile or check waits for its GPUs (take_evidence_lane()).
+ */
 static int choose_rank(struct ks_cluster_remote *r)
 {
-	int best = -1;
+	int best = -1, skip0 = r->evidence && other_rank_alive(r);
 	double best_load = 0;
 
 	for (int i = r->opts.local ? 0 : 1; i < r->size; i++) {
 		double load;
 
-		if (r->ranks[i].dead || !r->ranks[i].gpus)
+		if (r->ranks[i].dead || !r->ranks[i].gpus || (i == 0 && skip0))
 			continue;
 		load = (double)r->ranks[i].outstanding / (double)(r->ranks[i].jobs + 2 * r->ranks[i].gpus);
 		if (best < 0 || load < best_load) {
@@ -357,6 +370,29 @@ static void give_lane(struct ks_cluster_remote *r, int lane)
 }
 
 /*
+ * A lane of rank 0 for a profile or a sanitizer check, which holds its GPU
+ * for seconds.  The search inserts results in proposal order, so candidates
+ * waiting on rank 0 behind a check would hold up every rank's results
+ * behind them (measured: 4 ranks of one GPU each ran at 2.4 times one GPU,
+ * with rank 0's GPU checking and profiling for 68 s of 116).  So while one
+ * waits no new candidate goes to rank 0 (choose_rank()), and it starts when
+ * rank 0 holds none, or when no other rank lives to take them.
+ */
+static int take_evidence_lane(struct ks_cluster_remote *r)
+{
+	r->evidence++;
+	while (r->ranks[0].outstanding > 0 && other_rank_alive(r) && !r->failed)
+		pthread_cond_wait(&r->cond, &r->lock);
+	return take_lane(r);
+}
+
+static void give_evidence_lane(struct ks_cluster_remote *r, int lane)
+{
+	r->evidence--;
+	give_lane(r, lane);
+}
+
+/*
  * Run the step job waits for on rank 0's backend: build it (BUILDING), and
  * when it came from a dead rank to be timed (EVALUATING), time the build
  * on a free local lane, completing the build's result as the backend does.
@@ -547,11 +583,15 @@ static void remote_discard(void *ctx, void *built)
 			r->ranks[job->rank].outstanding--;
 		}
 	}
-	forget_job(r, job); /* and a build held on rank 0 is discarded there */
+	pthread_cond_broadcast(&r->cond); /* rank 0 may hold none now: take_evidence_lane() */
+	forget_job(r, job);		  /* and a build held on rank 0 is discarded there */
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* Profile (or check with the sanitizer) on one of rank 0's own lanes: the other ranks do neither. */
+/*
+ * Profile (or check with the sanitizer) on one of rank 0's own lanes, once
+ * it holds no candidate (take_evidence_lane()): the other ranks do neither.
+ */
 static int remote_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 			  const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
 			  struct ks_error *err)
@@ -562,11 +602,11 @@ static int remote_profile(void *ctx, int lane, const struct ks_family *fam, cons
 
 	(void)lane;
 	pthread_mutex_lock(&r->lock);
-	lane = take_lane(r);
+	lane = take_evidence_lane(r);
 	pthread_mutex_unlock(&r->lock);
 	rc = local->profile(local->ctx, lane, fam, params, cancel, out, err);
 	pthread_mutex_lock(&r->lock);
-	give_lane(r, lane);
+	give_evidence_lane(r, lane);
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }
@@ -581,11 +621,11 @@ static int remote_sanitize(void *ctx, int lane, const struct ks_family *fam, con
 
 	(void)lane;
 	pthread_mutex_lock(&r->lock);
-	lane = take_lane(r);
+	lane = take_evidence_lane(r);
 	pthread_mutex_unlock(&r->lock);
 	rc = local->sanitize(local->ctx, lane, fam, params, cancel, out, err);
 	pthread_mutex_lock(&r->lock);
-	give_lane(r, lane);
+	give_evidence_lane(r, lane);
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }

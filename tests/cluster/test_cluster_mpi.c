@@ -40,6 +40,7 @@
 #include "ksearch/base/util.h"
 #include "ksearch/cluster/cluster.h"
 #include "ksearch/cluster/role.h"
+#include "ksearch/evaluate/profile.h"
 #include "ksearch/search/mutator.h"
 #include "ksearch/search/search.h"
 
@@ -49,6 +50,9 @@ static int my_rank;
 static const char *scenario;
 static int failures;
 static int builds;
+/* this process's toy candidates being built, held or timed; while a toy profile runs, those started */
+static int here_now, profiling, started_while_profiling;
+static int profiles, profiled_beside_jobs;
 
 static void check(int ok, const char *fmt, const char *detail)
 {
@@ -70,6 +74,9 @@ static int toy_build(void *ctx, const struct ks_family *fam, const int64_t *para
 	(void)fam;
 	(void)err;
 	*built = NULL;
+	__atomic_add_fetch(&here_now, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&profiling, __ATOMIC_SEQ_CST))
+		__atomic_add_fetch(&started_while_profiling, 1, __ATOMIC_SEQ_CST);
 	usleep(20000);
 	/* its third build, whichever job that is: a rank dies with jobs in flight */
 	if (!strcmp(scenario, "kill") && my_rank == 2 &&
@@ -78,6 +85,7 @@ static int toy_build(void *ctx, const struct ks_family *fam, const int64_t *para
 	if (v % 5 == 4) {
 		ks_result_fail(res, KS_VERDICT_COMPILE_ERROR, "toy: %lld does not compile (rank %d)",
 			       (long long)v, my_rank);
+		__atomic_sub_fetch(&here_now, 1, __ATOMIC_SEQ_CST);
 		return 0;
 	}
 	res->verdict = KS_VERDICT_OK;
@@ -98,7 +106,10 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *fam, const 
 	(void)fam;
 	(void)err;
 	free(built);
+	if (__atomic_load_n(&profiling, __ATOMIC_SEQ_CST))
+		__atomic_add_fetch(&started_while_profiling, 1, __ATOMIC_SEQ_CST);
 	usleep(30000);
+	__atomic_sub_fetch(&here_now, 1, __ATOMIC_SEQ_CST);
 	res->has |= KS_RESULT_EVALUATED;
 	res->fitness = 1.5 * (double)params[0];
 	ks_result_set_evidence(res, "toy: built on rank %d, timed on rank %d", built_on, my_rank);
@@ -109,11 +120,42 @@ static void toy_discard(void *ctx, void *built)
 {
 	(void)ctx;
 	free(built);
+	__atomic_sub_fetch(&here_now, 1, __ATOMIC_SEQ_CST);
 }
 
-static const struct ks_backend toy = {
-	.lanes = 1, .evaluator = 3, .build = toy_build, .evaluate = toy_evaluate, .discard = toy_discard
-};
+/*
+ * A profile on one of rank 0's lanes, which holds its GPU for a while: it
+ * should find none of rank 0's candidates built, held or being timed (their
+ * results would wait for it, and every rank's behind them), and none
+ * should start on rank 0 while it runs.
+ */
+static int toy_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
+		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
+		       struct ks_error *err)
+{
+	(void)ctx;
+	(void)lane;
+	(void)fam;
+	(void)params;
+	(void)cancel;
+	(void)err;
+	if (__atomic_load_n(&here_now, __ATOMIC_SEQ_CST))
+		__atomic_add_fetch(&profiled_beside_jobs, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&profiling, 1, __ATOMIC_SEQ_CST);
+	usleep(100000);
+	__atomic_store_n(&profiling, 0, __ATOMIC_SEQ_CST);
+	memset(out, 0, sizeof(*out));
+	out->status = KS_PROFILE_OK;
+	__atomic_add_fetch(&profiles, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static const struct ks_backend toy = { .lanes = 1,
+				       .evaluator = 3,
+				       .build = toy_build,
+				       .evaluate = toy_evaluate,
+				       .discard = toy_discard,
+				       .profile = toy_profile };
 
 /* ---- the search's toy: results are functions of (family, params), as in test_search.c ---- */
 
@@ -370,6 +412,31 @@ static unsigned run_jobs(const struct ks_backend *backend, const struct ks_famil
 	return timed_on;
 }
 
+/* Three profiles through the remote backend while the jobs run, each asked while rank 0 holds one. */
+struct profiler {
+	const struct ks_backend *backend;
+	const struct ks_family *fam;
+	int failed;
+};
+
+static void *profiler(void *arg)
+{
+	struct profiler *p = arg;
+
+	for (int i = 0; i < 3; i++) {
+		int64_t params[KS_CANDIDATE_MAX_PARAMS] = { 0 };
+		struct ks_profile_outcome out;
+		struct ks_error err;
+
+		/* while rank 0 holds one of the jobs (for at most 2 s): what must be waited for */
+		for (int ms = 0; ms < 2000 && !__atomic_load_n(&here_now, __ATOMIC_SEQ_CST); ms++)
+			usleep(1000);
+		if (p->backend->profile(p->backend->ctx, 0, p->fam, params, NULL, &out, &err) < 0)
+			p->failed++;
+	}
+	return NULL;
+}
+
 static int load_family(struct ks_op *op, struct ks_family *fam)
 {
 	struct ks_error err;
@@ -423,7 +490,21 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 		check(ks_cluster_remote_gpus(r) == 2 &&
 			      ks_cluster_remote_backend(r)->lanes == 2 * KS_CLUSTER_LANES_PER_GPU,
 		      "two GPUs, one per serving rank, and their lanes%s", "");
-	ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
+	if (!strcmp(scenario, "local")) {
+		struct profiler p = { .backend = ks_cluster_remote_backend(r), .fam = fam };
+		pthread_t tid;
+
+		pthread_create(&tid, NULL, profiler, &p);
+		ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
+		pthread_join(tid, NULL);
+		check(p.failed == 0 && profiles == 3, "three profiles ran on rank 0's lane%s", "");
+		check(profiled_beside_jobs == 0 && started_while_profiling == 0,
+		      "each waited until rank 0 held no candidate, and none started on rank 0 while it "
+		      "ran%s",
+		      "");
+	} else {
+		ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
+	}
 	dead = ks_cluster_remote_dead(r, why, sizeof(why));
 	if (!strcmp(scenario, "roundtrip")) {
 		check(ranks == 6, "ranks 1 and 2 both timed jobs%s", "");
