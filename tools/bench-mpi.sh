@@ -11,8 +11,10 @@
 #   4x1      mpirun -np 4 ksearch evolve                   (4 ranks, one GPU each)
 #   2x2      mpirun -np 2 ksearch evolve --gpus all        (2 ranks, two GPUs each)
 # and prints each run's evaluations, seconds, evaluations per hour, ratio to
-# `one` and the GPUs' busy share.  Needs 4 GPUs, a ksearch built with MPI
-# (KSEARCH, default build/ksearch) and mpirun on PATH (tools/mpi-wheel.sh).
+# `one` and the GPUs' busy share; then where an evaluation's time went in
+# each run (tools/eval-costs.py over the runs' records in OUTDIR/costs).
+# Needs 4 GPUs, a ksearch built with MPI (KSEARCH, default build/ksearch)
+# and mpirun on PATH (tools/mpi-wheel.sh).
 set -u
 cd "$(dirname "$0")/.."
 op=gqa
@@ -46,6 +48,10 @@ run() { # NAME LAUNCHER... -- EVOLVE-OPTIONS...
 	"${launcher[@]}" "$KSEARCH" evolve --op "$op" --time "${seconds}s" --archive "$OUTDIR/archive-$name" "$@" \
 		>>"$OUTDIR/$name.txt" 2>&1
 	echo "exit $?" >>"$OUTDIR/$name.txt"
+	# the records, for where each run's evaluation time went (tools/eval-costs.py)
+	mkdir -p "$OUTDIR/costs"
+	"$KSEARCH" archive ls --op "$op" --archive "$OUTDIR/archive-$name" --sort id --json \
+		>"$OUTDIR/costs/$name.json" 2>>"$OUTDIR/$name.txt"
 }
 run one --
 run 4x1 "${mpi[@]}" -np 4 --
@@ -68,3 +74,6 @@ for name in one 4x1 2x2; do
 	printf "%-5s %12s %8s %10s %7s %6s\n" "$name" "$evals" "$secs" "$rate" "${ratio}x" "${busy:-?}" |
 		tee -a "$OUTDIR/summary.txt"
 done
+# where an evaluation's time went, run against run and per family every run evaluated
+python3 tools/eval-costs.py "$OUTDIR/costs/one.json" "$OUTDIR/costs/4x1.json" "$OUTDIR/costs/2x2.json" |
+	tee -a "$OUTDIR/summary.txt"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tools/eval-costs.py (where an evaluation's time went, run against run; tools/bench-mpi.sh
+# prints it): over the records of docs/example's gqa archive and a run made of one family's,
+# each run's medians, and per family the runs share; a file that is not `archive ls --json`
+# is named.
+. "$(dirname "$0")/lib.sh"
+
+run 0 "$KSEARCH" archive import docs/example/gqa-h200.json --archive "$TMP/a"
+run 0 "$KSEARCH" archive ls --op gqa --archive "$TMP/a" --sort id --json
+cp "$TMP/out" "$TMP/whole.json"
+python3 -c '
+import json, sys
+records = json.load(open(sys.argv[1]))
+json.dump([r for r in records if r["family"] == "gqa_space_pages"], open(sys.argv[2], "w"))
+' "$TMP/whole.json" "$TMP/pages.json" || fail "could not write one family's records"
+run 0 python3 tools/eval-costs.py "$TMP/whole.json" "$TMP/pages.json"
+out_has "run (median s)"
+out_has "wall avg"
+grep -Eq '^whole +256( +[0-9]+\.[0-9]{3}){8}$' "$TMP/out" || fail "no row of 256 records and 8 figures for 'whole'"
+grep -Eq '^pages +59( +[0-9]+\.[0-9]{3}){8}$' "$TMP/out" || fail "no row of 59 records for 'pages'"
+out_has "family gqa_space_pages:"
+out_lacks "family gqa_space_cluster:" # not in every run
+# within one family both runs hold the same records: the same figures
+rows=$(sed -n '/^family gqa_space_pages:/,$p' "$TMP/out" | sed 's/^ *[a-z]* *//' | sort -u | wc -l)
+[ "$rows" = 2 ] || fail "the family's rows differ between two runs of the same records"
+
+echo '{"not": "records"}' >"$TMP/bad.json"
+run 1 python3 tools/eval-costs.py "$TMP/bad.json"
+err_has "bad.json: not a list of records"
+echo 'garbage' >"$TMP/garbage.json"
+run 1 python3 tools/eval-costs.py "$TMP/garbage.json"
+err_has "garbage.json: Expecting value"
+run 2 python3 tools/eval-costs.py
+done_ok
