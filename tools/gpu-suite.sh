@@ -4,7 +4,8 @@
 # from the machine, the libraries the build linked statically travel in the
 # binary, and test-only libraries in build/carry-libs.  Logs go to $LOG_DIR.
 #   tools/gpu-suite.sh [smoke|tests|all]
-# The hostile suite runs KS_HOSTILE_RUNS times (3), each with a fresh compile cache.
+# The hostile suite runs KS_HOSTILE_RUNS times (3), each with a fresh compile cache;
+# a GPU test that runs past KS_GPU_TEST_TIMEOUT seconds (900) is stopped and fails.
 # Every part runs even when one before it failed; the last line is
 # "gpu-suite: all N parts passed" or "gpu-suite: N of M parts failed: ...",
 # and the exit is 1 when any part failed (a test that skips, 77, is not a failure).
@@ -71,7 +72,9 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
 	step "GPU test suite"
 	for t in tests/gpu/t*.sh; do
 		echo "--- $t"
-		bash "$t" 2>&1 | tee "$LOG_DIR/$(basename "$t" .sh).log" | tail -60
+		# a test that hangs fails (124) instead of taking the machine's time with it
+		timeout -k 10 "${KS_GPU_TEST_TIMEOUT:-900}" bash "$t" 2>&1 | tee "$LOG_DIR/$(basename "$t" .sh).log" |
+			tail -60
 		result "$(basename "$t" .sh)" "${PIPESTATUS[0]}"
 	done
 	# A hole can show one run in a few (the shared-memory one did: 2 of 5):

@@ -4,7 +4,9 @@
 # every rank times candidates, the archive reads while the job runs and
 # verifies after; SIGTERM to every rank (what `scancel --signal=TERM` does)
 # finishes the candidates in flight and stops, and the archive resumes without
-# MPI; `--gpus all` splits the host's GPUs between its ranks.
+# MPI; `--gpus all` splits the host's GPUs between its ranks.  Every run has a
+# time limit: a hang fails (124) rather than holding the machine (the resume
+# hung once, on saved proposals deeper than its ring).
 #
 # Needs 2 GPUs, a ksearch built with MPI and an mpirun (tools/mpi-wheel.sh
 # gives one on a machine without MPI); exit 77 otherwise.  Env: KSEARCH,
@@ -32,7 +34,7 @@ records() { "$KSEARCH" archive ls --op softmax --archive "$1" 2>/dev/null | tail
 
 # ---- a search over two ranks of one GPU each, read while it runs
 A="$TMP/two"
-"${mpi[@]}" -np 2 "$KSEARCH" evolve --op softmax --budget 80 --profile-share 0 --archive "$A" \
+timeout -k 10 240 "${mpi[@]}" -np 2 "$KSEARCH" evolve --op softmax --budget 80 --profile-share 0 --archive "$A" \
 	>"$TMP/two.out" 2>"$TMP/two.err" &
 pid=$!
 seen=0
@@ -93,7 +95,7 @@ out_has "stopped (signal)"
 out_has "MPI: rank 1 of 2 stopped:"
 run 0 "$KSEARCH" archive verify --op softmax --archive "$B"
 before=$(records "$B")
-run 0 "$KSEARCH" evolve --op softmax --budget 3 --profile-share 0 --archive "$B"
+run 0 timeout -k 10 120 "$KSEARCH" evolve --op softmax --budget 3 --profile-share 0 --archive "$B"
 out_lacks "MPI:"
 after=$(records "$B")
 checks=$((checks + 1))
@@ -101,7 +103,7 @@ checks=$((checks + 1))
 echo "SIGTERM: stopped cleanly after $before records; resumed without MPI to $after"
 
 # ---- --gpus all is per host: two ranks split its GPUs
-run 0 "${mpi[@]}" -np 2 "$KSEARCH" evolve --op softmax --budget 20 --profile-share 0 --gpus all \
+run 0 timeout -k 10 180 "${mpi[@]}" -np 2 "$KSEARCH" evolve --op softmax --budget 20 --profile-share 0 --gpus all \
 	--archive "$TMP/all"
 out_has "MPI: 2 ranks, $N_GPUS GPUs in all ($(((N_GPUS + 1) / 2)) here)"
 if [ "$N_GPUS" -ge 4 ]; then
