@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ksearch/base/frame.h"
@@ -376,13 +377,24 @@ static void give_lane(struct ks_cluster_remote *r, int lane)
  * behind them (measured: 4 ranks of one GPU each ran at 2.4 times one GPU,
  * with rank 0's GPU checking and profiling for 68 s of 116).  So while one
  * waits no new candidate goes to rank 0 (choose_rank()), and it starts when
- * rank 0 holds none, or when no other rank lives to take them.
+ * rank 0 holds none, when no other rank lives to take them, or when the
+ * search cancels it (the backend's own call then ends at once).
  */
-static int take_evidence_lane(struct ks_cluster_remote *r)
+static int take_evidence_lane(struct ks_cluster_remote *r, const volatile sig_atomic_t *cancel)
 {
 	r->evidence++;
-	while (r->ranks[0].outstanding > 0 && other_rank_alive(r) && !r->failed)
-		pthread_cond_wait(&r->cond, &r->lock);
+	while (r->ranks[0].outstanding > 0 && other_rank_alive(r) && !r->failed && !(cancel && *cancel)) {
+		/* a stopping search cancels without a broadcast: look again every 100 ms */
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 100 * 1000 * 1000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&r->cond, &r->lock, &until);
+	}
 	return take_lane(r);
 }
 
@@ -602,7 +614,7 @@ static int remote_profile(void *ctx, int lane, const struct ks_family *fam, cons
 
 	(void)lane;
 	pthread_mutex_lock(&r->lock);
-	lane = take_evidence_lane(r);
+	lane = take_evidence_lane(r, cancel);
 	pthread_mutex_unlock(&r->lock);
 	rc = local->profile(local->ctx, lane, fam, params, cancel, out, err);
 	pthread_mutex_lock(&r->lock);
@@ -621,7 +633,7 @@ static int remote_sanitize(void *ctx, int lane, const struct ks_family *fam, con
 
 	(void)lane;
 	pthread_mutex_lock(&r->lock);
-	lane = take_evidence_lane(r);
+	lane = take_evidence_lane(r, cancel);
 	pthread_mutex_unlock(&r->lock);
 	rc = local->sanitize(local->ctx, lane, fam, params, cancel, out, err);
 	pthread_mutex_lock(&r->lock);
