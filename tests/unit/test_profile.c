@@ -406,6 +406,264 @@ static void test_a_hanging_profile_is_killed_with_its_children(void **state)
 	free(body);
 }
 
+/* ---- the outcome between ranks ---- */
+
+/* Doubles must come back bit for bit, not nearly. */
+#define assert_same_double(a, b)                                                                             \
+	do {                                                                                                 \
+		if ((a) != (b))                                                                              \
+			fail_msg("%s: sent %.17g, got %.17g", #a, (a), (b));                                 \
+	} while (0)
+
+/* text of len bytes, each c, in buf (of at least len + 1) */
+static char *repeat(char *buf, char c, size_t len)
+{
+	memset(buf, c, len);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* Every field distinctive, the lists full, the text as long as its array allows. */
+static void full_outcome(struct ks_profile_outcome *o)
+{
+	struct ks_profile *p = &o->profile;
+	static const double awkward[] = { 0.1, 1e-300, 1.0 / 3, 5e-324, 1.7976931348623157e308, 123456.789 };
+
+	memset(o, 0, sizeof(*o));
+	o->status = KS_PROFILE_FAILED;
+	snprintf(o->why, sizeof(o->why), "ncu: ==ERROR== \"quoted\", a tab\tand \xc3\xa9 (UTF-8)");
+	repeat(p->tool, 't', sizeof(p->tool) - 1);
+	snprintf(p->workload, sizeof(p->workload), "b64_kv46287");
+	p->launches = 4000000000u;
+	p->duration_us = 0.1;
+	p->dram_fraction = 1e-300;
+	p->achieved_occupancy = 1.0 / 3;
+	p->l2_hit_rate = 0.7;
+	p->sm_throughput = 5e-324;
+	p->local_load_bytes = 2048;
+	p->local_store_bytes = 1.7976931348623157e308;
+	p->seconds = 12.345678901234567;
+	for (size_t i = 0; i < KS_PROFILE_STALLS; i++) {
+		snprintf(p->stalls[i].reason, sizeof(p->stalls[i].reason), "stall_%zu", i);
+		p->stalls[i].share = awkward[i];
+	}
+	repeat(p->stalls[1].reason, 'r', sizeof(p->stalls[1].reason) - 1);
+	p->n_stalls = KS_PROFILE_STALLS;
+	for (size_t i = 0; i < KS_PROFILE_MAX_KERNELS; i++) {
+		struct ks_profile_kernel *k = &p->kernels[i];
+
+		snprintf(k->name, sizeof(k->name), "void attention<%zu>(float const*)", i);
+		k->duration_us = awkward[i % 6] + (double)i;
+		k->dram_fraction = awkward[(i + 1) % 6];
+		k->achieved_occupancy = awkward[(i + 2) % 6];
+		k->l2_hit_rate = awkward[(i + 3) % 6];
+		k->sm_throughput = awkward[(i + 4) % 6];
+		k->local_load_bytes = awkward[(i + 5) % 6];
+		k->local_store_bytes = (double)i * 1024;
+	}
+	repeat(p->kernels[KS_PROFILE_MAX_KERNELS - 1].name, 'k', sizeof(p->kernels[0].name) - 1);
+	p->n_kernels = KS_PROFILE_MAX_KERNELS;
+}
+
+static void test_a_profile_outcome_comes_back_whole(void **state)
+{
+	struct ks_profile_outcome *sent = calloc(1, sizeof(*sent)), *got = calloc(1, sizeof(*got));
+	const struct ks_profile *a = &sent->profile, *b = &got->profile;
+	struct ks_error err;
+
+	(void)state;
+	full_outcome(sent);
+	for (int s = KS_PROFILE_OK; s <= KS_PROFILE_NO_PERMISSION; s++) {
+		json_t *j = ks_profile_outcome_to_json((sent->status = s, sent)), *back;
+		char *text = json_dumps(j, JSON_COMPACT);
+
+		assert_non_null(text);
+		back = json_loads(text, 0, NULL);
+		assert_non_null(back);
+		memset(got, 0x5a, sizeof(*got));
+		if (ks_profile_outcome_from_json(back, got, &err) < 0)
+			fail_msg("%s", err.msg);
+		assert_int_equal(got->status, s);
+		assert_string_equal(got->why, sent->why);
+		assert_string_equal(b->tool, a->tool);
+		assert_string_equal(b->workload, a->workload);
+		assert_int_equal(b->launches, a->launches);
+		assert_same_double(a->duration_us, b->duration_us);
+		assert_same_double(a->dram_fraction, b->dram_fraction);
+		assert_same_double(a->achieved_occupancy, b->achieved_occupancy);
+		assert_same_double(a->l2_hit_rate, b->l2_hit_rate);
+		assert_same_double(a->sm_throughput, b->sm_throughput);
+		assert_same_double(a->local_load_bytes, b->local_load_bytes);
+		assert_same_double(a->local_store_bytes, b->local_store_bytes);
+		assert_same_double(a->seconds, b->seconds);
+		assert_int_equal(b->n_stalls, KS_PROFILE_STALLS);
+		for (size_t i = 0; i < KS_PROFILE_STALLS; i++) {
+			assert_string_equal(b->stalls[i].reason, a->stalls[i].reason);
+			assert_same_double(a->stalls[i].share, b->stalls[i].share);
+		}
+		assert_int_equal(b->n_kernels, KS_PROFILE_MAX_KERNELS);
+		for (size_t i = 0; i < KS_PROFILE_MAX_KERNELS; i++) {
+			const struct ks_profile_kernel *x = &a->kernels[i], *y = &b->kernels[i];
+
+			assert_string_equal(y->name, x->name);
+			assert_same_double(x->duration_us, y->duration_us);
+			assert_same_double(x->dram_fraction, y->dram_fraction);
+			assert_same_double(x->achieved_occupancy, y->achieved_occupancy);
+			assert_same_double(x->l2_hit_rate, y->l2_hit_rate);
+			assert_same_double(x->sm_throughput, y->sm_throughput);
+			assert_same_double(x->local_load_bytes, y->local_load_bytes);
+			assert_same_double(x->local_store_bytes, y->local_store_bytes);
+		}
+		/* nothing beyond the lists: the decoder zeroed it, as the sender had */
+		assert_memory_equal(got, sent, sizeof(*got));
+		json_decref(back);
+		json_decref(j);
+		free(text);
+	}
+	free(sent);
+	free(got);
+}
+
+/* The value at a path like "profile.kernels.15" (object keys and list indices). */
+static json_t *find(json_t *root, const char *path)
+{
+	char buf[128], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *part = strtok_r(buf, ".", &save); part && root; part = strtok_r(NULL, ".", &save))
+		root = json_is_array(root) ? json_array_get(root, strtoul(part, NULL, 10))
+					   : json_object_get(root, part);
+	assert_non_null(root);
+	return root;
+}
+
+/*
+ * good with where.key replaced by value (deleted when value is NULL; where
+ * a list: the entry at index key) must be refused, the message naming named.
+ */
+static void assert_refused(const json_t *good, const char *where, const char *key, json_t *value,
+			   const char *named)
+{
+	json_t *bad = json_deep_copy(good), *in = find(bad, where);
+	struct ks_profile_outcome *out = malloc(sizeof(*out)), *zero = calloc(1, sizeof(*zero));
+	struct ks_error err;
+
+	if (json_is_array(in))
+		assert_int_equal(json_array_set_new(in, strtoul(key, NULL, 10), value), 0);
+	else if (value)
+		assert_int_equal(json_object_set_new(in, key, value), 0);
+	else
+		assert_int_equal(json_object_del(in, key), 0);
+	memset(out, 0x5a, sizeof(*out));
+	err.msg[0] = '\0';
+	if (ks_profile_outcome_from_json(bad, out, &err) == 0)
+		fail_msg("%s%s%s: accepted", where, *where ? "." : "", key);
+	assert_contains(err.msg, named);
+	assert_memory_equal(out, zero, sizeof(*out)); /* no half outcome */
+	json_decref(bad);
+	free(out);
+	free(zero);
+}
+
+static json_t *text_of_length(size_t len)
+{
+	char buf[KS_ERROR_MAX + 1];
+
+	return json_string(repeat(buf, 'x', len));
+}
+
+static void test_a_malformed_profile_outcome_is_refused_by_field(void **state)
+{
+	struct ks_profile_outcome *o = malloc(sizeof(*o));
+	struct ks_error err;
+	json_t *good, *list;
+
+	(void)state;
+	full_outcome(o);
+	good = ks_profile_outcome_to_json(o);
+	assert_non_null(good);
+
+	/* not an outcome at all */
+	assert_int_equal(ks_profile_outcome_from_json(NULL, o, &err), -1);
+	assert_contains(err.msg, "profile outcome");
+	list = json_array();
+	assert_int_equal(ks_profile_outcome_from_json(list, o, &err), -1);
+	assert_contains(err.msg, "profile outcome: expected an object, got a list");
+	json_decref(list);
+
+	/* a status that is not one of ks_profile_status_name()'s */
+	assert_refused(good, "", "status", json_string("clean"), "status: \"clean\" is not one of \"ok\"");
+	assert_refused(good, "", "status", json_string("?"), "status");
+	assert_refused(good, "", "status", json_integer(0), "status: expected a string, got an integer");
+	assert_refused(good, "", "status", NULL, "status: missing");
+
+	/* missing, or of the wrong type */
+	assert_refused(good, "", "why", NULL, "why: missing");
+	assert_refused(good, "", "profile", NULL, "profile: missing");
+	assert_refused(good, "", "profile", json_string("none"), "profile: expected an object, got a string");
+	assert_refused(good, "profile", "workload", NULL, "profile.workload: missing");
+	assert_refused(good, "profile", "tool", json_integer(2025), "profile.tool: expected a string");
+	assert_refused(good, "profile", "launches", json_real(3.0), "profile.launches: expected an integer");
+	assert_refused(good, "profile", "launches", json_string("3"),
+		       "profile.launches: expected an integer");
+	assert_refused(good, "profile", "dram_fraction", json_null(),
+		       "profile.dram_fraction: expected a number");
+	assert_refused(good, "profile", "seconds", NULL, "profile.seconds: missing");
+	assert_refused(good, "profile", "stalls", json_object(), "profile.stalls: expected a list");
+	assert_refused(good, "profile.stalls", "0", json_string("long_scoreboard"),
+		       "profile.stalls[0]: expected an object, got a string");
+	assert_refused(good, "profile.stalls.2", "share", NULL, "profile.stalls[2].share: missing");
+	assert_refused(good, "profile.kernels.7", "sm_throughput", json_true(),
+		       "profile.kernels[7].sm_throughput: expected a number, got a boolean");
+	assert_refused(good, "profile.kernels.0", "name", json_stringn("a\0b", 3),
+		       "profile.kernels[0].name: holds a NUL byte");
+
+	/* text longer than its array: refused, not cut */
+	assert_refused(good, "", "why", text_of_length(KS_ERROR_MAX), "why: 4096 bytes");
+	assert_refused(good, "profile", "tool", text_of_length(64), "profile.tool: 64 bytes");
+	assert_refused(good, "profile.stalls.1", "reason", text_of_length(48), "profile.stalls[1].reason");
+	assert_refused(good, "profile.kernels.15", "name", text_of_length(128), "profile.kernels[15].name");
+
+	/* more stalls or kernels than the struct keeps */
+	list = json_deep_copy(json_object_get(json_object_get(good, "profile"), "stalls"));
+	json_array_append(list, json_array_get(list, 0));
+	assert_refused(good, "profile", "stalls", list, "profile.stalls: 4 entries, more than the 3 kept");
+	list = json_deep_copy(json_object_get(json_object_get(good, "profile"), "kernels"));
+	json_array_append(list, json_array_get(list, 0));
+	assert_refused(good, "profile", "kernels", list,
+		       "profile.kernels: 17 entries, more than the 16 kept");
+
+	/* a negative count or duration (or byte count) */
+	assert_refused(good, "profile", "launches", json_integer(-1), "profile.launches: -1 is negative");
+	assert_refused(good, "profile", "duration_us", json_real(-0.5),
+		       "profile.duration_us: -0.5 is negative");
+	assert_refused(good, "profile", "seconds", json_integer(-2), "profile.seconds: -2 is negative");
+	assert_refused(good, "profile", "local_store_bytes", json_real(-1), "profile.local_store_bytes");
+	assert_refused(good, "profile.kernels.3", "duration_us", json_real(-1e-9),
+		       "profile.kernels[3].duration_us");
+
+	/*
+	 * A number that is not finite cannot arrive (jansson neither reads nor
+	 * makes one), so the sender is where it is refused: no outcome at all
+	 * rather than one short of a kernel or a field.
+	 */
+	assert_null(json_loads("{\"seconds\": 1e999}", 0, NULL));
+	o->profile.seconds = INFINITY;
+	assert_null(ks_profile_outcome_to_json(o));
+	full_outcome(o);
+	o->profile.kernels[5].l2_hit_rate = NAN;
+	assert_null(ks_profile_outcome_to_json(o));
+	full_outcome(o);
+	snprintf(o->why, sizeof(o->why), "not UTF-8: \xff");
+	assert_null(ks_profile_outcome_to_json(o));
+	full_outcome(o);
+	o->profile.n_kernels = KS_PROFILE_MAX_KERNELS + 1;
+	assert_null(ks_profile_outcome_to_json(o));
+
+	json_decref(good);
+	free(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -414,6 +672,8 @@ int main(void)
 		cmocka_unit_test(test_what_is_not_ncu_csv_is_refused),
 		cmocka_unit_test(test_profile_json_and_its_lines),
 		cmocka_unit_test(test_budget_keeps_profiling_to_its_share),
+		cmocka_unit_test(test_a_profile_outcome_comes_back_whole),
+		cmocka_unit_test(test_a_malformed_profile_outcome_is_refused_by_field),
 		cmocka_unit_test_setup_teardown(test_no_ncu_no_permission_and_no_profiler_are_said, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_profile_runs_ncu_over_the_runner, setup, teardown),

@@ -8,6 +8,8 @@
  */
 #include "testlib.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -252,6 +254,216 @@ static void test_the_check_runs_tools_in_turn(void **state)
 	ks_op_release(&op);
 }
 
+/* ---- the outcome between ranks ---- */
+
+/* text of len bytes, each c, in buf (of at least len + 1) */
+static char *repeat(char *buf, char c, size_t len)
+{
+	memset(buf, c, len);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* Every field distinctive, the lists full, the text as long as its array allows. */
+static void full_outcome(struct ks_sanitize_outcome *o)
+{
+	struct ks_sanitize *c = &o->check;
+
+	memset(o, 0, sizeof(*o));
+	o->status = KS_SANITIZE_FAILED;
+	snprintf(o->why, sizeof(o->why), "2 errors, the first (memcheck): \"Invalid\"\twrite \xc3\xa9");
+	repeat(c->version, 'v', sizeof(c->version) - 1);
+	snprintf(c->tools[0], sizeof(c->tools[0]), "memcheck");
+	repeat(c->tools[1], 'r', sizeof(c->tools[1]) - 1);
+	c->n_tools = 2;
+	for (size_t i = 0; i < KS_SANITIZE_MAX_WORKLOADS; i++)
+		snprintf(c->workloads[i], sizeof(c->workloads[i]), "b%zu_kv%zu", i, 1000 + 37 * i);
+	repeat(c->workloads[KS_SANITIZE_MAX_WORKLOADS - 1], 'w', sizeof(c->workloads[0]) - 1);
+	c->n_workloads = KS_SANITIZE_MAX_WORKLOADS;
+	c->errors = UINT_MAX;
+	repeat(c->first, 'f', sizeof(c->first) - 1);
+	snprintf(c->first_tool, sizeof(c->first_tool), "racecheck");
+	c->smem_bytes = LLONG_MAX;
+	c->seconds = 0.1;
+}
+
+static void test_a_sanitizer_outcome_comes_back_whole(void **state)
+{
+	struct ks_sanitize_outcome *sent = calloc(1, sizeof(*sent)), *got = calloc(1, sizeof(*got));
+	const struct ks_sanitize *a = &sent->check, *b = &got->check;
+	static const double seconds[] = { 0.1, 1e-300, 5e-324, 1.0 / 3 };
+	struct ks_error err;
+
+	(void)state;
+	full_outcome(sent);
+	for (int s = KS_SANITIZE_CLEAN; s <= KS_SANITIZE_UNAVAILABLE; s++) {
+		json_t *j, *back;
+		char *text;
+
+		sent->status = s;
+		sent->check.seconds = seconds[s];
+		j = ks_sanitize_outcome_to_json(sent);
+		text = json_dumps(j, JSON_COMPACT);
+		assert_non_null(text);
+		back = json_loads(text, 0, NULL);
+		assert_non_null(back);
+		memset(got, 0x5a, sizeof(*got));
+		if (ks_sanitize_outcome_from_json(back, got, &err) < 0)
+			fail_msg("%s", err.msg);
+		assert_int_equal(got->status, s);
+		assert_string_equal(got->why, sent->why);
+		assert_string_equal(b->version, a->version);
+		assert_int_equal(b->n_tools, 2);
+		assert_string_equal(b->tools[0], a->tools[0]);
+		assert_string_equal(b->tools[1], a->tools[1]);
+		assert_int_equal(b->n_workloads, KS_SANITIZE_MAX_WORKLOADS);
+		for (size_t i = 0; i < KS_SANITIZE_MAX_WORKLOADS; i++)
+			assert_string_equal(b->workloads[i], a->workloads[i]);
+		assert_int_equal(b->errors, UINT_MAX);
+		assert_string_equal(b->first, a->first);
+		assert_string_equal(b->first_tool, a->first_tool);
+		assert_true(b->smem_bytes == LLONG_MAX);
+		if (b->seconds != a->seconds) /* bit for bit, not nearly */
+			fail_msg("seconds: sent %.17g, got %.17g", a->seconds, b->seconds);
+		/* nothing beyond the lists: the decoder zeroed it, as the sender had */
+		assert_memory_equal(got, sent, sizeof(*got));
+		json_decref(back);
+		json_decref(j);
+		free(text);
+	}
+	free(sent);
+	free(got);
+}
+
+/* The value at a path like "check.workloads.31" (object keys and list indices). */
+static json_t *find(json_t *root, const char *path)
+{
+	char buf[128], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *part = strtok_r(buf, ".", &save); part && root; part = strtok_r(NULL, ".", &save))
+		root = json_is_array(root) ? json_array_get(root, strtoul(part, NULL, 10))
+					   : json_object_get(root, part);
+	assert_non_null(root);
+	return root;
+}
+
+/*
+ * good with where.key replaced by value (deleted when value is NULL; where
+ * a list: the entry at index key) must be refused, the message naming named.
+ */
+static void assert_refused(const json_t *good, const char *where, const char *key, json_t *value,
+			   const char *named)
+{
+	json_t *bad = json_deep_copy(good), *in = find(bad, where);
+	struct ks_sanitize_outcome *out = malloc(sizeof(*out)), *zero = calloc(1, sizeof(*zero));
+	struct ks_error err;
+
+	if (json_is_array(in))
+		assert_int_equal(json_array_set_new(in, strtoul(key, NULL, 10), value), 0);
+	else if (value)
+		assert_int_equal(json_object_set_new(in, key, value), 0);
+	else
+		assert_int_equal(json_object_del(in, key), 0);
+	memset(out, 0x5a, sizeof(*out));
+	err.msg[0] = '\0';
+	if (ks_sanitize_outcome_from_json(bad, out, &err) == 0)
+		fail_msg("%s%s%s: accepted", where, *where ? "." : "", key);
+	assert_contains(err.msg, named);
+	assert_memory_equal(out, zero, sizeof(*out)); /* no half outcome */
+	json_decref(bad);
+	free(out);
+	free(zero);
+}
+
+static json_t *text_of_length(size_t len)
+{
+	char buf[KS_ERROR_MAX + 1];
+
+	return json_string(repeat(buf, 'x', len));
+}
+
+static void test_a_malformed_sanitizer_outcome_is_refused_by_field(void **state)
+{
+	struct ks_sanitize_outcome *o = malloc(sizeof(*o));
+	struct ks_error err;
+	json_t *good, *list;
+
+	(void)state;
+	full_outcome(o);
+	good = ks_sanitize_outcome_to_json(o);
+	assert_non_null(good);
+
+	/* not an outcome at all */
+	assert_int_equal(ks_sanitize_outcome_from_json(NULL, o, &err), -1);
+	assert_contains(err.msg, "sanitizer outcome");
+	list = json_array();
+	assert_int_equal(ks_sanitize_outcome_from_json(list, o, &err), -1);
+	assert_contains(err.msg, "sanitizer outcome: expected an object, got a list");
+	json_decref(list);
+
+	/* a status that is not one of ks_sanitize_status_name()'s (ok is the profiler's) */
+	assert_refused(good, "", "status", json_string("ok"), "status: \"ok\" is not one of \"clean\"");
+	assert_refused(good, "", "status", json_false(), "status: expected a string, got a boolean");
+	assert_refused(good, "", "status", NULL, "status: missing");
+
+	/* missing, or of the wrong type */
+	assert_refused(good, "", "why", json_null(), "why: expected a string, got null");
+	assert_refused(good, "", "check", NULL, "check: missing");
+	assert_refused(good, "", "check", json_array(), "check: expected an object, got a list");
+	assert_refused(good, "check", "version", NULL, "check.version: missing");
+	assert_refused(good, "check", "tools", json_string("memcheck"), "check.tools: expected a list");
+	assert_refused(good, "check.tools", "0", json_integer(1), "check.tools[0]: expected a string");
+	assert_refused(good, "check", "workloads", NULL, "check.workloads: missing");
+	assert_refused(good, "check", "errors", json_real(2.0), "check.errors: expected an integer");
+	assert_refused(good, "check", "first_tool", NULL, "check.first_tool: missing");
+	assert_refused(good, "check", "smem_bytes", json_string("48K"),
+		       "check.smem_bytes: expected an integer");
+	assert_refused(good, "check", "seconds", json_string("fast"), "check.seconds: expected a number");
+	assert_refused(good, "check", "first", json_stringn("a\0b", 3), "check.first: holds a NUL byte");
+
+	/* text longer than its array: refused, not cut */
+	assert_refused(good, "", "why", text_of_length(KS_ERROR_MAX), "why: 4096 bytes");
+	assert_refused(good, "check", "version", text_of_length(64), "check.version: 64 bytes");
+	assert_refused(good, "check.tools", "1", text_of_length(16), "check.tools[1]: 16 bytes");
+	assert_refused(good, "check.workloads", "31", text_of_length(64), "check.workloads[31]: 64 bytes");
+	assert_refused(good, "check", "first", text_of_length(512), "check.first: 512 bytes");
+	assert_refused(good, "check", "first_tool", text_of_length(16), "check.first_tool: 16 bytes");
+
+	/* more tools or workloads than the struct keeps */
+	assert_refused(good, "check", "tools", json_pack("[s, s, s]", "memcheck", "racecheck", "initcheck"),
+		       "check.tools: 3 entries, more than the 2 kept");
+	list = json_deep_copy(json_object_get(json_object_get(good, "check"), "workloads"));
+	json_array_append_new(list, json_string("one_more"));
+	assert_refused(good, "check", "workloads", list,
+		       "check.workloads: 33 entries, more than the 32 kept");
+
+	/* a negative count or duration, a count the struct cannot hold */
+	assert_refused(good, "check", "errors", json_integer(-1), "check.errors: -1 is negative");
+	assert_refused(good, "check", "errors", json_integer((json_int_t)UINT_MAX + 1),
+		       "check.errors: 4294967296 is more than 4294967295");
+	assert_refused(good, "check", "smem_bytes", json_integer(-49152),
+		       "check.smem_bytes: -49152 is negative");
+	assert_refused(good, "check", "seconds", json_real(-0.25), "check.seconds: -0.25 is negative");
+
+	/*
+	 * A number that is not finite cannot arrive (jansson neither reads nor
+	 * makes one), so the sender is where it is refused.
+	 */
+	assert_null(json_loads("{\"seconds\": -1e999}", 0, NULL));
+	o->check.seconds = NAN;
+	assert_null(ks_sanitize_outcome_to_json(o));
+	full_outcome(o);
+	snprintf(o->check.workloads[3], sizeof(o->check.workloads[3]), "not UTF-8: \xc3");
+	assert_null(ks_sanitize_outcome_to_json(o));
+	full_outcome(o);
+	o->check.n_tools = 3;
+	assert_null(ks_sanitize_outcome_to_json(o));
+
+	json_decref(good);
+	free(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -260,6 +472,8 @@ int main(void)
 		cmocka_unit_test(test_device_not_supported_is_unavailable_not_an_error),
 		cmocka_unit_test(test_only_the_sanitizers_own_lines_count),
 		cmocka_unit_test(test_the_check_runs_tools_in_turn),
+		cmocka_unit_test(test_a_sanitizer_outcome_comes_back_whole),
+		cmocka_unit_test(test_a_malformed_sanitizer_outcome_is_refused_by_field),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -124,6 +124,27 @@ struct ks_profile_outcome {
 };
 
 /*
+ * The outcome as it travels between the ranks of a job: {"status", "why",
+ * "profile": ks_profile_to_json()'s object}, every field, read back equal
+ * (doubles are written with 17 digits).  A new reference; NULL when the
+ * outcome cannot be read back whole: a status without a name, more stalls
+ * or kernels than the struct holds, a number that is not finite, text
+ * that is not UTF-8.
+ */
+json_t *ks_profile_outcome_to_json(const struct ks_profile_outcome *o);
+
+/*
+ * Read what ks_profile_outcome_to_json() wrote into *out.  Refuses (-1,
+ * *out zeroed, err naming the field: "profile.kernels[2].name: 130 bytes,
+ * more than the 127 it may have") anything the struct cannot hold as
+ * sent: an unknown status, a missing field or one of the wrong type, text
+ * too long for its array, more stalls or kernels than kept, a number that
+ * is not finite, a negative count, duration or byte count.  Keys it does
+ * not know ("profiled") are ignored.
+ */
+int ks_profile_outcome_from_json(const json_t *obj, struct ks_profile_outcome *out, struct ks_error *err);
+
+/*
  * Profile one candidate.  Returns 0 with out->status saying how it went,
  * or -1 when ksearch itself failed (no temporary folder).
  */

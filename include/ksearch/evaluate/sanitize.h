@@ -121,6 +121,28 @@ int ks_sanitize_run(const struct ks_sanitize_request *req, struct ks_sanitize_ou
 json_t *ks_sanitize_to_json(const struct ks_sanitize_outcome *o);
 
 /*
+ * The outcome as it travels between the ranks of a job: {"status", "why",
+ * "check": {"version", "tools", "workloads", "errors", "first",
+ * "first_tool", "smem_bytes", "seconds"}}, every field of every status,
+ * read back equal (doubles are written with 17 digits).  Not the record's
+ * form: ks_sanitize_to_json() leaves out what a record does not keep.  A
+ * new reference; NULL when the outcome cannot be read back whole: a
+ * status without a name, more tools or workloads than the struct holds, a
+ * number that is not finite, text that is not UTF-8.
+ */
+json_t *ks_sanitize_outcome_to_json(const struct ks_sanitize_outcome *o);
+
+/*
+ * Read what ks_sanitize_outcome_to_json() wrote into *out.  Refuses (-1,
+ * *out zeroed, err naming the field: "check.workloads[3]: 70 bytes, more
+ * than the 63 it may have") anything the struct cannot hold as sent: an
+ * unknown status, a missing field or one of the wrong type, text too long
+ * for its array, more tools or workloads than kept, a number that is not
+ * finite, a negative or too large count, a negative duration.
+ */
+int ks_sanitize_outcome_from_json(const json_t *obj, struct ks_sanitize_outcome *out, struct ks_error *err);
+
+/*
  * One line from a record's "sanitizer" object, for people: "clean
  * (memcheck, racecheck on 9 workloads, compute-sanitizer 2025.3.0,
  * 4.1 s)" or "FAILED: 2 errors, the first (memcheck): Invalid __global__
