@@ -1,5 +1,6 @@
 #include "ksearch/base/json.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,4 +41,98 @@ const char *ks_json_type_word(const json_t *value)
 		return "null";
 	}
 	return "?";
+}
+
+const json_t *ks_json_field(const json_t *obj, const char *at, const char *key, struct ks_error *err)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		ks_fail(err, "%s%s: missing", at, key);
+	return v;
+}
+
+int ks_json_want_object(const json_t *v, const char *name, struct ks_error *err)
+{
+	if (!v)
+		return ks_fail(err, "%s: missing", name);
+	if (!json_is_object(v))
+		return ks_fail(err, "%s: expected an object, got %s", name, ks_json_type_word(v));
+	return 0;
+}
+
+int ks_json_text_into(const json_t *v, const char *at, const char *key, char *buf, size_t size,
+		      struct ks_error *err)
+{
+	size_t len;
+
+	if (!json_is_string(v))
+		return ks_fail(err, "%s%s: expected a string, got %s", at, key, ks_json_type_word(v));
+	len = json_string_length(v);
+	if (len >= size)
+		return ks_fail(err, "%s%s: %zu bytes, more than the %zu it may have", at, key, len, size - 1);
+	if (memchr(json_string_value(v), '\0', len))
+		return ks_fail(err, "%s%s: holds a NUL byte", at, key);
+	memcpy(buf, json_string_value(v), len + 1);
+	return 0;
+}
+
+int ks_json_field_text(const json_t *obj, const char *at, const char *key, char *buf, size_t size,
+		       struct ks_error *err)
+{
+	const json_t *v = ks_json_field(obj, at, key, err);
+
+	return v ? ks_json_text_into(v, at, key, buf, size, err) : -1;
+}
+
+int ks_json_field_number(const json_t *obj, const char *at, const char *key, int at_least_zero, double *out,
+			 struct ks_error *err)
+{
+	const json_t *v = ks_json_field(obj, at, key, err);
+
+	if (!v)
+		return -1;
+	if (!json_is_number(v))
+		return ks_fail(err, "%s%s: expected a number, got %s", at, key, ks_json_type_word(v));
+	*out = json_number_value(v);
+	if (!isfinite(*out))
+		return ks_fail(err, "%s%s: not a finite number", at, key);
+	if (at_least_zero && *out < 0)
+		return ks_fail(err, "%s%s: %g is negative", at, key, *out);
+	return 0;
+}
+
+int ks_json_field_count(const json_t *obj, const char *at, const char *key, json_int_t max, json_int_t *out,
+			struct ks_error *err)
+{
+	const json_t *v = ks_json_field(obj, at, key, err);
+
+	if (!v)
+		return -1;
+	if (!json_is_integer(v))
+		return ks_fail(err, "%s%s: expected an integer, got %s", at, key, ks_json_type_word(v));
+	*out = json_integer_value(v);
+	if (*out < 0)
+		return ks_fail(err, "%s%s: %lld is negative", at, key, (long long)*out);
+	if (*out > max)
+		return ks_fail(err, "%s%s: %lld is more than %lld", at, key, (long long)*out, (long long)max);
+	return 0;
+}
+
+const json_t *ks_json_field_list(const json_t *obj, const char *at, const char *key, size_t max,
+				 struct ks_error *err)
+{
+	const json_t *v = ks_json_field(obj, at, key, err);
+
+	if (!v)
+		return NULL;
+	if (!json_is_array(v)) {
+		ks_fail(err, "%s%s: expected a list, got %s", at, key, ks_json_type_word(v));
+		return NULL;
+	}
+	if (json_array_size(v) > max) {
+		ks_fail(err, "%s%s: %zu entries, more than the %zu kept", at, key, json_array_size(v), max);
+		return NULL;
+	}
+	return v;
 }

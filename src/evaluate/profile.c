@@ -447,107 +447,15 @@ json_t *ks_profile_outcome_to_json(const struct ks_profile_outcome *o)
 }
 
 /*
- * The readers below refuse rather than repair, and name the field by its
- * path from the outcome ("profile.kernels[2].name"), at being the path's
- * start up to the key: "" or "profile.kernels[2].".
+ * The readers below (with base/json.h's ks_json_field_*) refuse rather
+ * than repair, and name the field by its path from the outcome
+ * ("profile.kernels[2].name"), at being the path's start up to the key: ""
+ * or "profile.kernels[2].".
  */
-
-static const json_t *field(const json_t *obj, const char *at, const char *key, struct ks_error *err)
-{
-	const json_t *v = json_object_get(obj, key);
-
-	if (!v)
-		ks_fail(err, "%s%s: missing", at, key);
-	return v;
-}
-
-static int get_object(const json_t *v, const char *name, struct ks_error *err)
-{
-	if (!v)
-		return ks_fail(err, "%s: missing", name);
-	if (!json_is_object(v))
-		return ks_fail(err, "%s: expected an object, got %s", name, ks_json_type_word(v));
-	return 0;
-}
-
-/* Text that fits buf whole: too long is refused, never cut. */
-static int get_text(const json_t *obj, const char *at, const char *key, char *buf, size_t size,
-		    struct ks_error *err)
-{
-	const json_t *v = field(obj, at, key, err);
-	size_t len;
-
-	if (!v)
-		return -1;
-	if (!json_is_string(v))
-		return ks_fail(err, "%s%s: expected a string, got %s", at, key, ks_json_type_word(v));
-	len = json_string_length(v);
-	if (len >= size)
-		return ks_fail(err, "%s%s: %zu bytes, more than the %zu it may have", at, key, len, size - 1);
-	if (memchr(json_string_value(v), '\0', len))
-		return ks_fail(err, "%s%s: holds a NUL byte", at, key);
-	memcpy(buf, json_string_value(v), len + 1);
-	return 0;
-}
-
-/* A finite number; with at_least_zero, not negative either (a duration, a byte count). */
-static int get_number(const json_t *obj, const char *at, const char *key, int at_least_zero, double *out,
-		      struct ks_error *err)
-{
-	const json_t *v = field(obj, at, key, err);
-
-	if (!v)
-		return -1;
-	if (!json_is_number(v))
-		return ks_fail(err, "%s%s: expected a number, got %s", at, key, ks_json_type_word(v));
-	*out = json_number_value(v);
-	if (!isfinite(*out))
-		return ks_fail(err, "%s%s: not a finite number", at, key);
-	if (at_least_zero && *out < 0)
-		return ks_fail(err, "%s%s: %g is negative", at, key, *out);
-	return 0;
-}
-
-/* A whole number from 0 to max. */
-static int get_count(const json_t *obj, const char *at, const char *key, json_int_t max, json_int_t *out,
-		     struct ks_error *err)
-{
-	const json_t *v = field(obj, at, key, err);
-
-	if (!v)
-		return -1;
-	if (!json_is_integer(v))
-		return ks_fail(err, "%s%s: expected an integer, got %s", at, key, ks_json_type_word(v));
-	*out = json_integer_value(v);
-	if (*out < 0)
-		return ks_fail(err, "%s%s: %lld is negative", at, key, (long long)*out);
-	if (*out > max)
-		return ks_fail(err, "%s%s: %lld is more than %lld", at, key, (long long)*out, (long long)max);
-	return 0;
-}
-
-/* A list of at most max entries; NULL (err set) otherwise. */
-static const json_t *get_list(const json_t *obj, const char *at, const char *key, size_t max,
-			      struct ks_error *err)
-{
-	const json_t *v = field(obj, at, key, err);
-
-	if (!v)
-		return NULL;
-	if (!json_is_array(v)) {
-		ks_fail(err, "%s%s: expected a list, got %s", at, key, ks_json_type_word(v));
-		return NULL;
-	}
-	if (json_array_size(v) > max) {
-		ks_fail(err, "%s%s: %zu entries, more than the %zu kept", at, key, json_array_size(v), max);
-		return NULL;
-	}
-	return v;
-}
 
 static int get_status(const json_t *obj, enum ks_profile_status *out, struct ks_error *err)
 {
-	const json_t *v = field(obj, "", "status", err);
+	const json_t *v = ks_json_field(obj, "", "status", err);
 	char names[256] = "";
 
 	if (!v)
@@ -571,11 +479,11 @@ static int get_stall(const json_t *obj, size_t i, struct ks_profile_stall *s, st
 	char at[48];
 
 	snprintf(at, sizeof(at), "profile.stalls[%zu]", i);
-	if (get_object(obj, at, err) < 0)
+	if (ks_json_want_object(obj, at, err) < 0)
 		return -1;
 	strcat(at, ".");
-	if (get_text(obj, at, "reason", s->reason, sizeof(s->reason), err) < 0 ||
-	    get_number(obj, at, "share", 0, &s->share, err) < 0)
+	if (ks_json_field_text(obj, at, "reason", s->reason, sizeof(s->reason), err) < 0 ||
+	    ks_json_field_number(obj, at, "share", 0, &s->share, err) < 0)
 		return -1;
 	return 0;
 }
@@ -585,17 +493,17 @@ static int get_kernel(const json_t *obj, size_t i, struct ks_profile_kernel *k, 
 	char at[48];
 
 	snprintf(at, sizeof(at), "profile.kernels[%zu]", i);
-	if (get_object(obj, at, err) < 0)
+	if (ks_json_want_object(obj, at, err) < 0)
 		return -1;
 	strcat(at, ".");
-	if (get_text(obj, at, "name", k->name, sizeof(k->name), err) < 0 ||
-	    get_number(obj, at, "duration_us", 1, &k->duration_us, err) < 0 ||
-	    get_number(obj, at, "dram_fraction", 0, &k->dram_fraction, err) < 0 ||
-	    get_number(obj, at, "achieved_occupancy", 0, &k->achieved_occupancy, err) < 0 ||
-	    get_number(obj, at, "l2_hit_rate", 0, &k->l2_hit_rate, err) < 0 ||
-	    get_number(obj, at, "sm_throughput", 0, &k->sm_throughput, err) < 0 ||
-	    get_number(obj, at, "local_load_bytes", 1, &k->local_load_bytes, err) < 0 ||
-	    get_number(obj, at, "local_store_bytes", 1, &k->local_store_bytes, err) < 0)
+	if (ks_json_field_text(obj, at, "name", k->name, sizeof(k->name), err) < 0 ||
+	    ks_json_field_number(obj, at, "duration_us", 1, &k->duration_us, err) < 0 ||
+	    ks_json_field_number(obj, at, "dram_fraction", 0, &k->dram_fraction, err) < 0 ||
+	    ks_json_field_number(obj, at, "achieved_occupancy", 0, &k->achieved_occupancy, err) < 0 ||
+	    ks_json_field_number(obj, at, "l2_hit_rate", 0, &k->l2_hit_rate, err) < 0 ||
+	    ks_json_field_number(obj, at, "sm_throughput", 0, &k->sm_throughput, err) < 0 ||
+	    ks_json_field_number(obj, at, "local_load_bytes", 1, &k->local_load_bytes, err) < 0 ||
+	    ks_json_field_number(obj, at, "local_store_bytes", 1, &k->local_store_bytes, err) < 0)
 		return -1;
 	return 0;
 }
@@ -606,20 +514,20 @@ static int get_profile(const json_t *obj, struct ks_profile *p, struct ks_error 
 	const json_t *stalls, *kernels;
 	json_int_t launches = 0;
 
-	if (get_object(obj, "profile", err) < 0 ||
-	    get_text(obj, at, "tool", p->tool, sizeof(p->tool), err) < 0 ||
-	    get_text(obj, at, "workload", p->workload, sizeof(p->workload), err) < 0 ||
-	    get_count(obj, at, "launches", LLONG_MAX, &launches, err) < 0 ||
-	    get_number(obj, at, "duration_us", 1, &p->duration_us, err) < 0 ||
-	    get_number(obj, at, "dram_fraction", 0, &p->dram_fraction, err) < 0 ||
-	    get_number(obj, at, "achieved_occupancy", 0, &p->achieved_occupancy, err) < 0 ||
-	    get_number(obj, at, "l2_hit_rate", 0, &p->l2_hit_rate, err) < 0 ||
-	    get_number(obj, at, "sm_throughput", 0, &p->sm_throughput, err) < 0 ||
-	    get_number(obj, at, "local_load_bytes", 1, &p->local_load_bytes, err) < 0 ||
-	    get_number(obj, at, "local_store_bytes", 1, &p->local_store_bytes, err) < 0 ||
-	    get_number(obj, at, "seconds", 1, &p->seconds, err) < 0 ||
-	    !(stalls = get_list(obj, at, "stalls", KS_PROFILE_STALLS, err)) ||
-	    !(kernels = get_list(obj, at, "kernels", KS_PROFILE_MAX_KERNELS, err)))
+	if (ks_json_want_object(obj, "profile", err) < 0 ||
+	    ks_json_field_text(obj, at, "tool", p->tool, sizeof(p->tool), err) < 0 ||
+	    ks_json_field_text(obj, at, "workload", p->workload, sizeof(p->workload), err) < 0 ||
+	    ks_json_field_count(obj, at, "launches", LLONG_MAX, &launches, err) < 0 ||
+	    ks_json_field_number(obj, at, "duration_us", 1, &p->duration_us, err) < 0 ||
+	    ks_json_field_number(obj, at, "dram_fraction", 0, &p->dram_fraction, err) < 0 ||
+	    ks_json_field_number(obj, at, "achieved_occupancy", 0, &p->achieved_occupancy, err) < 0 ||
+	    ks_json_field_number(obj, at, "l2_hit_rate", 0, &p->l2_hit_rate, err) < 0 ||
+	    ks_json_field_number(obj, at, "sm_throughput", 0, &p->sm_throughput, err) < 0 ||
+	    ks_json_field_number(obj, at, "local_load_bytes", 1, &p->local_load_bytes, err) < 0 ||
+	    ks_json_field_number(obj, at, "local_store_bytes", 1, &p->local_store_bytes, err) < 0 ||
+	    ks_json_field_number(obj, at, "seconds", 1, &p->seconds, err) < 0 ||
+	    !(stalls = ks_json_field_list(obj, at, "stalls", KS_PROFILE_STALLS, err)) ||
+	    !(kernels = ks_json_field_list(obj, at, "kernels", KS_PROFILE_MAX_KERNELS, err)))
 		return -1;
 	p->launches = (size_t)launches;
 	for (; p->n_stalls < json_array_size(stalls); p->n_stalls++)
@@ -636,8 +544,9 @@ static int get_profile(const json_t *obj, struct ks_profile *p, struct ks_error 
 int ks_profile_outcome_from_json(const json_t *obj, struct ks_profile_outcome *out, struct ks_error *err)
 {
 	memset(out, 0, sizeof(*out));
-	if (get_object(obj, "the profile outcome", err) < 0 || get_status(obj, &out->status, err) < 0 ||
-	    get_text(obj, "", "why", out->why, sizeof(out->why), err) < 0 ||
+	if (ks_json_want_object(obj, "the profile outcome", err) < 0 ||
+	    get_status(obj, &out->status, err) < 0 ||
+	    ks_json_field_text(obj, "", "why", out->why, sizeof(out->why), err) < 0 ||
 	    get_profile(json_object_get(obj, "profile"), &out->profile, err) < 0) {
 		/* half an outcome is none: nothing read before the refusal is left */
 		memset(out, 0, sizeof(*out));

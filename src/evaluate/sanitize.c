@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -632,59 +631,17 @@ json_t *ks_sanitize_outcome_to_json(const struct ks_sanitize_outcome *o)
 }
 
 /*
- * The readers below refuse rather than repair, and name the field by its
- * path from the outcome ("check.workloads[3]"), at being the path's start
- * up to the key: "" or "check.".  profile.c reads its outcome the same way.
+ * The readers below (with base/json.h's ks_json_field_*) refuse rather
+ * than repair, and name the field by its path from the outcome
+ * ("check.workloads[3]"), at being the path's start up to the key: "" or
+ * "check.".  profile.c reads its outcome the same way.
  */
-
-static const json_t *field(const json_t *obj, const char *at, const char *key, struct ks_error *err)
-{
-	const json_t *v = json_object_get(obj, key);
-
-	if (!v)
-		ks_fail(err, "%s%s: missing", at, key);
-	return v;
-}
-
-static int get_object(const json_t *v, const char *name, struct ks_error *err)
-{
-	if (!v)
-		return ks_fail(err, "%s: missing", name);
-	if (!json_is_object(v))
-		return ks_fail(err, "%s: expected an object, got %s", name, ks_json_type_word(v));
-	return 0;
-}
-
-/* Text that fits buf whole: too long is refused, never cut. */
-static int text_of(const json_t *v, const char *at, const char *key, char *buf, size_t size,
-		   struct ks_error *err)
-{
-	size_t len;
-
-	if (!json_is_string(v))
-		return ks_fail(err, "%s%s: expected a string, got %s", at, key, ks_json_type_word(v));
-	len = json_string_length(v);
-	if (len >= size)
-		return ks_fail(err, "%s%s: %zu bytes, more than the %zu it may have", at, key, len, size - 1);
-	if (memchr(json_string_value(v), '\0', len))
-		return ks_fail(err, "%s%s: holds a NUL byte", at, key);
-	memcpy(buf, json_string_value(v), len + 1);
-	return 0;
-}
-
-static int get_text(const json_t *obj, const char *at, const char *key, char *buf, size_t size,
-		    struct ks_error *err)
-{
-	const json_t *v = field(obj, at, key, err);
-
-	return v ? text_of(v, at, key, buf, size, err) : -1;
-}
 
 /* A list of at most max names into names (max arrays of width bytes). */
 static int get_names(const json_t *obj, const char *at, const char *key, size_t max, char *names,
 		     size_t width, size_t *n, struct ks_error *err)
 {
-	const json_t *v = field(obj, at, key, err);
+	const json_t *v = ks_json_field(obj, at, key, err);
 	char item[48];
 
 	if (!v)
@@ -696,50 +653,15 @@ static int get_names(const json_t *obj, const char *at, const char *key, size_t 
 			       max);
 	for (*n = 0; *n < json_array_size(v); ++*n) {
 		snprintf(item, sizeof(item), "%s[%zu]", key, *n);
-		if (text_of(json_array_get(v, *n), at, item, names + *n * width, width, err) < 0)
+		if (ks_json_text_into(json_array_get(v, *n), at, item, names + *n * width, width, err) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-/* A finite number, not negative (a duration). */
-static int get_duration(const json_t *obj, const char *at, const char *key, double *out, struct ks_error *err)
-{
-	const json_t *v = field(obj, at, key, err);
-
-	if (!v)
-		return -1;
-	if (!json_is_number(v))
-		return ks_fail(err, "%s%s: expected a number, got %s", at, key, ks_json_type_word(v));
-	*out = json_number_value(v);
-	if (!isfinite(*out))
-		return ks_fail(err, "%s%s: not a finite number", at, key);
-	if (*out < 0)
-		return ks_fail(err, "%s%s: %g is negative", at, key, *out);
-	return 0;
-}
-
-/* A whole number from 0 to max. */
-static int get_count(const json_t *obj, const char *at, const char *key, json_int_t max, json_int_t *out,
-		     struct ks_error *err)
-{
-	const json_t *v = field(obj, at, key, err);
-
-	if (!v)
-		return -1;
-	if (!json_is_integer(v))
-		return ks_fail(err, "%s%s: expected an integer, got %s", at, key, ks_json_type_word(v));
-	*out = json_integer_value(v);
-	if (*out < 0)
-		return ks_fail(err, "%s%s: %lld is negative", at, key, (long long)*out);
-	if (*out > max)
-		return ks_fail(err, "%s%s: %lld is more than %lld", at, key, (long long)*out, (long long)max);
-	return 0;
-}
-
 static int get_status(const json_t *obj, enum ks_sanitize_status *out, struct ks_error *err)
 {
-	const json_t *v = field(obj, "", "status", err);
+	const json_t *v = ks_json_field(obj, "", "status", err);
 	char names[256] = "";
 
 	if (!v)
@@ -763,16 +685,16 @@ static int get_check(const json_t *obj, struct ks_sanitize *c, struct ks_error *
 	const char *at = "check.";
 	json_int_t errors = 0, smem_bytes = 0;
 
-	if (get_object(obj, "check", err) < 0 ||
-	    get_text(obj, at, "version", c->version, sizeof(c->version), err) < 0 ||
+	if (ks_json_want_object(obj, "check", err) < 0 ||
+	    ks_json_field_text(obj, at, "version", c->version, sizeof(c->version), err) < 0 ||
 	    get_names(obj, at, "tools", MAX_TOOLS, c->tools[0], sizeof(c->tools[0]), &c->n_tools, err) < 0 ||
 	    get_names(obj, at, "workloads", KS_SANITIZE_MAX_WORKLOADS, c->workloads[0],
 		      sizeof(c->workloads[0]), &c->n_workloads, err) < 0 ||
-	    get_count(obj, at, "errors", UINT_MAX, &errors, err) < 0 ||
-	    get_text(obj, at, "first", c->first, sizeof(c->first), err) < 0 ||
-	    get_text(obj, at, "first_tool", c->first_tool, sizeof(c->first_tool), err) < 0 ||
-	    get_count(obj, at, "smem_bytes", LLONG_MAX, &smem_bytes, err) < 0 ||
-	    get_duration(obj, at, "seconds", &c->seconds, err) < 0)
+	    ks_json_field_count(obj, at, "errors", UINT_MAX, &errors, err) < 0 ||
+	    ks_json_field_text(obj, at, "first", c->first, sizeof(c->first), err) < 0 ||
+	    ks_json_field_text(obj, at, "first_tool", c->first_tool, sizeof(c->first_tool), err) < 0 ||
+	    ks_json_field_count(obj, at, "smem_bytes", LLONG_MAX, &smem_bytes, err) < 0 ||
+	    ks_json_field_number(obj, at, "seconds", 1, &c->seconds, err) < 0)
 		return -1;
 	c->errors = (unsigned)errors;
 	c->smem_bytes = smem_bytes;
@@ -782,8 +704,9 @@ static int get_check(const json_t *obj, struct ks_sanitize *c, struct ks_error *
 int ks_sanitize_outcome_from_json(const json_t *obj, struct ks_sanitize_outcome *out, struct ks_error *err)
 {
 	memset(out, 0, sizeof(*out));
-	if (get_object(obj, "the sanitizer outcome", err) < 0 || get_status(obj, &out->status, err) < 0 ||
-	    get_text(obj, "", "why", out->why, sizeof(out->why), err) < 0 ||
+	if (ks_json_want_object(obj, "the sanitizer outcome", err) < 0 ||
+	    get_status(obj, &out->status, err) < 0 ||
+	    ks_json_field_text(obj, "", "why", out->why, sizeof(out->why), err) < 0 ||
 	    get_check(json_object_get(obj, "check"), &out->check, err) < 0) {
 		/* half an outcome is none: nothing read before the refusal is left */
 		memset(out, 0, sizeof(*out));
