@@ -14,10 +14,10 @@
 #define MAGIC_LEN 4
 
 static const char *const type_names[KS_CLUSTER_TYPE_COUNT] = {
-	[KS_CLUSTER_HELLO] = "hello",	[KS_CLUSTER_JOB] = "job",     [KS_CLUSTER_BUILT] = "built",
-	[KS_CLUSTER_EVAL] = "eval",	[KS_CLUSTER_DROP] = "drop",   [KS_CLUSTER_RESULT] = "result",
-	[KS_CLUSTER_FAILED] = "failed", [KS_CLUSTER_ALIVE] = "alive", [KS_CLUSTER_STOP] = "stop",
-	[KS_CLUSTER_BYE] = "bye",
+	[KS_CLUSTER_HELLO] = "hello",	[KS_CLUSTER_JOB] = "job",	    [KS_CLUSTER_BUILT] = "built",
+	[KS_CLUSTER_EVAL] = "eval",	[KS_CLUSTER_DROP] = "drop",	    [KS_CLUSTER_RESULT] = "result",
+	[KS_CLUSTER_FAILED] = "failed", [KS_CLUSTER_ALIVE] = "alive",	    [KS_CLUSTER_STOP] = "stop",
+	[KS_CLUSTER_BYE] = "bye",	[KS_CLUSTER_EVIDENCE] = "evidence", [KS_CLUSTER_OUTCOME] = "outcome",
 };
 
 const char *ks_cluster_type_name(enum ks_cluster_type type)
@@ -39,6 +39,7 @@ void ks_cluster_msg_release(struct ks_cluster_msg *msg)
 	free(msg->source);
 	free(msg->error);
 	free(msg->model);
+	json_decref(msg->outcome);
 	ks_result_release(&msg->result);
 	ks_cluster_msg_init(msg, msg->type);
 }
@@ -59,7 +60,12 @@ void ks_cluster_msg_encode(const struct ks_cluster_msg *msg, char **buf, size_t 
 		json_object_set_new(obj, "model", ks_json_text(msg->model));
 		break;
 	case KS_CLUSTER_JOB:
+	case KS_CLUSTER_EVIDENCE:
 		json_object_set_new(obj, "job", json_integer((json_int_t)msg->job));
+		if (msg->type == KS_CLUSTER_EVIDENCE)
+			json_object_set_new(
+				obj, "kind",
+				json_string(msg->kind == KS_CLUSTER_SANITIZE ? "sanitize" : "profile"));
 		json_object_set_new(obj, "family", ks_json_text(msg->family));
 		json_object_set_new(obj, "path", ks_json_text(msg->path));
 		json_object_set_new(obj, "source", ks_json_text(msg->source));
@@ -68,7 +74,12 @@ void ks_cluster_msg_encode(const struct ks_cluster_msg *msg, char **buf, size_t 
 			json_array_append_new(params, json_integer(msg->params[i]));
 		json_object_set_new(obj, "params", params);
 		json_object_set_new(obj, "deadline_ms", json_integer(msg->deadline_ms));
-		json_object_set_new(obj, "evaluate", json_boolean(msg->evaluate));
+		if (msg->type == KS_CLUSTER_JOB)
+			json_object_set_new(obj, "evaluate", json_boolean(msg->evaluate));
+		break;
+	case KS_CLUSTER_OUTCOME:
+		json_object_set_new(obj, "job", json_integer((json_int_t)msg->job));
+		json_object_set_new(obj, "outcome", msg->outcome ? json_incref(msg->outcome) : json_object());
 		break;
 	case KS_CLUSTER_BUILT:
 	case KS_CLUSTER_RESULT:
@@ -150,6 +161,22 @@ static int get_bool(const json_t *obj, const char *type, const char *key, int *o
 	return 0;
 }
 
+/* An evidence message's "kind": "profile" or "sanitize". */
+static int get_kind(const json_t *obj, struct ks_cluster_msg *msg, struct ks_error *err)
+{
+	const char *kind = json_string_value(json_object_get(obj, "kind"));
+
+	if (kind && !strcmp(kind, "profile"))
+		msg->kind = KS_CLUSTER_PROFILE;
+	else if (kind && !strcmp(kind, "sanitize"))
+		msg->kind = KS_CLUSTER_SANITIZE;
+	else
+		return ks_fail(err,
+			       "an 'evidence' message's 'kind' is %s, expected \"profile\" or \"sanitize\"",
+			       kind ? "another word" : "missing or not a string");
+	return 0;
+}
+
 static int get_job(const json_t *obj, const char *type, struct ks_cluster_msg *msg, struct ks_error *err)
 {
 	int64_t job;
@@ -193,26 +220,28 @@ static int decode_fields(const json_t *obj, const char *type, struct ks_cluster_
 		msg->evaluator = (int)v;
 		return get_str(obj, type, "model", 256, &msg->model, err);
 	case KS_CLUSTER_JOB:
+	case KS_CLUSTER_EVIDENCE:
 		if (get_job(obj, type, msg, err) < 0 ||
+		    (msg->type == KS_CLUSTER_EVIDENCE && get_kind(obj, msg, err) < 0) ||
 		    get_str(obj, type, "family", 4096, &msg->family, err) < 0 ||
 		    get_str(obj, type, "path", 4096, &msg->path, err) < 0 ||
 		    get_str(obj, type, "source", KS_CANDIDATE_MAX_BYTES, &msg->source, err) < 0 ||
 		    get_int(obj, type, "deadline_ms", 1, INT32_MAX, &msg->deadline_ms, err) < 0 ||
-		    get_bool(obj, type, "evaluate", &msg->evaluate, err) < 0)
+		    (msg->type == KS_CLUSTER_JOB && get_bool(obj, type, "evaluate", &msg->evaluate, err) < 0))
 			return -1;
 		params = json_object_get(obj, "params");
 		if (!json_is_array(params))
-			return ks_fail(err, "a 'job' message's 'params' is %s, expected a list",
+			return ks_fail(err, "a '%s' message's 'params' is %s, expected a list", type,
 				       params ? ks_json_type_word(params) : "missing");
 		if (json_array_size(params) > KS_CANDIDATE_MAX_PARAMS)
-			return ks_fail(err, "a 'job' message has %zu params, at most %d",
+			return ks_fail(err, "a '%s' message has %zu params, at most %d", type,
 				       json_array_size(params), KS_CANDIDATE_MAX_PARAMS);
 		for (size_t i = 0; i < json_array_size(params); i++) {
 			const json_t *p = json_array_get(params, i);
 
 			if (!json_is_integer(p))
-				return ks_fail(err, "a 'job' message's param %zu is %s, expected an integer",
-					       i, ks_json_type_word(p));
+				return ks_fail(err, "a '%s' message's param %zu is %s, expected an integer",
+					       type, i, ks_json_type_word(p));
 			msg->params[i] = json_integer_value(p);
 		}
 		msg->n_params = json_array_size(params);
@@ -235,6 +264,17 @@ static int decode_fields(const json_t *obj, const char *type, struct ks_cluster_
 		if (get_job(obj, type, msg, err) < 0)
 			return -1;
 		return get_str(obj, type, "error", 1 << 20, &msg->error, err);
+	case KS_CLUSTER_OUTCOME: {
+		json_t *outcome = json_object_get(obj, "outcome");
+
+		if (get_job(obj, type, msg, err) < 0)
+			return -1;
+		if (!json_is_object(outcome))
+			return ks_fail(err, "an 'outcome' message's 'outcome' is %s, expected an object",
+				       outcome ? ks_json_type_word(outcome) : "missing");
+		msg->outcome = json_incref(outcome);
+		return 0;
+	}
 	default:
 		return 0;
 	}

@@ -33,13 +33,17 @@ struct rjob {
 	char *error;
 	void *local_built; /* rank 0's own build, held for evaluate() */
 	int local_busy;	   /* a search thread runs its step on rank 0's backend now */
+	/* a profile or sanitizer check on another rank (0: a candidate to build and time) */
+	enum ks_cluster_evidence kind;
+	void *outcome; /* the caller's ks_profile_outcome or ks_sanitize_outcome; NULL once it gave up */
 };
 
 struct rank_state {
 	int gpus, jobs;
 	int hello, bye, dead;
 	int64_t last_heard;
-	int outstanding; /* jobs sent and not yet done, held builds included */
+	int outstanding; /* jobs sent and not yet done, held builds and evidence included */
+	int draining;	 /* profiles or checks waiting for this rank to hold no candidate */
 };
 
 /* A message to send; a job's contents are read from its rjob when it is sent. */
@@ -72,8 +76,8 @@ struct ks_cluster_remote {
 	struct ks_error fail_err;
 	int n_dead;
 	char dead_why[512];
-	int *lane_busy; /* rank 0's own lanes (opts.local) */
-	int evidence;	/* profiles and sanitizer checks waiting for or on rank 0's lanes */
+	int *lane_busy;	   /* rank 0's own lanes (opts.local) */
+	int next_evidence; /* the rank the next profile or check goes to, in turn */
 	struct ks_backend backend;
 };
 
@@ -108,33 +112,42 @@ static void forget_job(struct ks_cluster_remote *r, struct rjob *job)
 	free(job);
 }
 
-/* Whether a rank other than 0 lives to take jobs. */
-static int other_rank_alive(const struct ks_cluster_remote *r)
+/* Whether rank i takes jobs: alive, with GPUs, and rank 0 only with lanes of its own. */
+static int takes_jobs(const struct ks_cluster_remote *r, int i)
 {
-	for (int i = 1; i < r->size; i++)
-		if (!r->ranks[i].dead && r->ranks[i].gpus)
+	return (i > 0 || r->opts.local) && !r->ranks[i].dead && r->ranks[i].gpus;
+}
+
+/* Whether a rank other than i takes jobs and is not draining for a profile or check. */
+static int another_takes_jobs(const struct ks_cluster_remote *r, int i)
+{
+	for (int k = 0; k < r->size; k++)
+		if (k != i && takes_jobs(r, k) && !r->ranks[k].draining)
 			return 1;
 	return 0;
 }
 
 /*
- * The live rank with the most room for one more job (its jobs and GPUs), or
- * -1; not rank 0 while a profile or check waits for its GPUs (take_evidence_lane()).
+ * The live rank with the most room for one more job (its jobs and GPUs),
+ * or -1; not one draining for a profile or check (take_evidence_rank())
+ * while another can take it.
  */
 static int choose_rank(struct ks_cluster_remote *r)
 {
-	int best = -1, skip0 = r->evidence && other_rank_alive(r);
+	int best = -1, best_draining = 0;
 	double best_load = 0;
 
-	for (int i = r->opts.local ? 0 : 1; i < r->size; i++) {
+	for (int i = 0; i < r->size; i++) {
+		int draining = r->ranks[i].draining > 0;
 		double load;
 
-		if (r->ranks[i].dead || !r->ranks[i].gpus || (i == 0 && skip0))
+		if (!takes_jobs(r, i))
 			continue;
 		load = (double)r->ranks[i].outstanding / (double)(r->ranks[i].jobs + 2 * r->ranks[i].gpus);
-		if (best < 0 || load < best_load) {
+		if (best < 0 || draining < best_draining || (draining == best_draining && load < best_load)) {
 			best = i;
 			best_load = load;
+			best_draining = draining;
 		}
 	}
 	return best;
@@ -178,6 +191,15 @@ static void declare_dead(struct ks_cluster_remote *r, int rank, const char *why)
 
 		if (job->rank != rank || job->stage == DONE || job->stage == FAILED)
 			continue;
+		if (job->kind) {
+			/* a profile or check: its caller says so, and the search goes on */
+			free(job->error);
+			job->error = ks_asprintf(
+				"rank %d died during the %s: %s", rank,
+				job->kind == KS_CLUSTER_PROFILE ? "profile" : "sanitizer check", why);
+			job->stage = FAILED;
+			continue;
+		}
 		if (job->stage == HELD) {
 			/* its build is lost with the rank: build it again where it will be timed */
 			job->stage = BUILDING;
@@ -186,6 +208,28 @@ static void declare_dead(struct ks_cluster_remote *r, int rank, const char *why)
 		dispatch(r, job, job->stage == EVALUATING);
 	}
 	pthread_cond_broadcast(&r->cond);
+}
+
+/* An outcome message's object into the caller's outcome: DONE, or FAILED naming what was wrong. */
+static void read_outcome(struct ks_cluster_remote *r, int from, struct rjob *job, const json_t *outcome)
+{
+	struct ks_error err;
+	int rc;
+
+	(void)r;
+	if (!job->outcome) {
+		job->stage = DONE; /* its caller stopped waiting: nobody reads it */
+		return;
+	}
+	rc = job->kind == KS_CLUSTER_PROFILE ? ks_profile_outcome_from_json(outcome, job->outcome, &err)
+					     : ks_sanitize_outcome_from_json(outcome, job->outcome, &err);
+	if (rc < 0) {
+		free(job->error);
+		job->error = ks_asprintf("rank %d sent a malformed outcome: %s", from, err.msg);
+		job->stage = FAILED;
+		return;
+	}
+	job->stage = DONE;
 }
 
 static void handle(struct ks_cluster_remote *r, int from, struct ks_cluster_msg *msg)
@@ -200,7 +244,8 @@ static void handle(struct ks_cluster_remote *r, int from, struct ks_cluster_msg 
 	case KS_CLUSTER_RESULT:
 	case KS_CLUSTER_FAILED:
 		job = find_job(r, msg->job);
-		if (!job || job->rank != from || (msg->type == KS_CLUSTER_BUILT && job->stage != BUILDING) ||
+		if (!job || job->rank != from || (job->kind && msg->type != KS_CLUSTER_FAILED) ||
+		    (msg->type == KS_CLUSTER_BUILT && job->stage != BUILDING) ||
 		    (msg->type == KS_CLUSTER_RESULT && job->stage != EVALUATING) ||
 		    (job->stage != BUILDING && job->stage != EVALUATING)) {
 			declare_dead(r, from, "it answered a job it was not given");
@@ -219,6 +264,16 @@ static void handle(struct ks_cluster_remote *r, int from, struct ks_cluster_msg 
 		}
 		if (job->stage == DONE || job->stage == FAILED)
 			r->ranks[from].outstanding--;
+		pthread_cond_broadcast(&r->cond);
+		break;
+	case KS_CLUSTER_OUTCOME:
+		job = find_job(r, msg->job);
+		if (!job || job->rank != from || !job->kind || job->stage != EVALUATING) {
+			declare_dead(r, from, "it answered a profile or check it was not asked for");
+			return;
+		}
+		read_outcome(r, from, job, msg->outcome);
+		r->ranks[from].outstanding--;
 		pthread_cond_broadcast(&r->cond);
 		break;
 	case KS_CLUSTER_BYE:
@@ -271,15 +326,20 @@ static void pump_failed(struct ks_cluster_remote *r, const struct ks_error *err)
 static int send_out(struct ks_cluster_remote *r, const struct outgoing *o, struct ks_error *err)
 {
 	struct ks_cluster_msg msg;
-	struct rjob *job = o->type == KS_CLUSTER_JOB ? find_job(r, o->job) : NULL;
+	int with_job = o->type == KS_CLUSTER_JOB || o->type == KS_CLUSTER_EVIDENCE;
+	struct rjob *job = with_job ? find_job(r, o->job) : NULL;
 	int ret;
 
-	if (r->ranks[o->rank].dead || (o->type == KS_CLUSTER_JOB && (!job || job->rank != o->rank)))
+	if (r->ranks[o->rank].dead || (with_job && (!job || job->rank != o->rank)))
 		return 0; /* sent elsewhere since */
 	ks_cluster_msg_init(&msg, o->type);
 	msg.job = o->job;
 	msg.evaluate = o->evaluate;
 	msg.deadline_ms = o->type == KS_CLUSTER_EVAL ? r->opts.eval_ms : r->opts.build_ms;
+	if (o->type == KS_CLUSTER_EVIDENCE) {
+		msg.kind = job->kind;
+		msg.deadline_ms += r->opts.eval_ms;
+	}
 	if (job) {
 		/* borrowed for the call: the message is encoded before it returns */
 		msg.family = job->fam->name;
@@ -370,38 +430,18 @@ static void give_lane(struct ks_cluster_remote *r, int lane)
 	pthread_cond_broadcast(&r->cond);
 }
 
-/*
- * A lane of rank 0 for a profile or a sanitizer check, which holds its GPU
- * for seconds.  The search inserts results in proposal order, so candidates
- * waiting on rank 0 behind a check would hold up every rank's results
- * behind them (measured: 4 ranks of one GPU each ran at 2.4 times one GPU,
- * with rank 0's GPU checking and profiling for 68 s of 116).  So while one
- * waits no new candidate goes to rank 0 (choose_rank()), and it starts when
- * rank 0 holds none, when no other rank lives to take them, or when the
- * search cancels it (the backend's own call then ends at once).
- */
-static int take_evidence_lane(struct ks_cluster_remote *r, const volatile sig_atomic_t *cancel)
+/* Wait for a broadcast, or 100 ms: a stopping search cancels without one. */
+static void wait_a_while(struct ks_cluster_remote *r)
 {
-	r->evidence++;
-	while (r->ranks[0].outstanding > 0 && other_rank_alive(r) && !r->failed && !(cancel && *cancel)) {
-		/* a stopping search cancels without a broadcast: look again every 100 ms */
-		struct timespec until;
+	struct timespec until;
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 100 * 1000 * 1000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&r->cond, &r->lock, &until);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 100 * 1000 * 1000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
 	}
-	return take_lane(r);
-}
-
-static void give_evidence_lane(struct ks_cluster_remote *r, int lane)
-{
-	r->evidence--;
-	give_lane(r, lane);
+	pthread_cond_timedwait(&r->cond, &r->lock, &until);
 }
 
 /*
@@ -595,51 +635,152 @@ static void remote_discard(void *ctx, void *built)
 			r->ranks[job->rank].outstanding--;
 		}
 	}
-	pthread_cond_broadcast(&r->cond); /* rank 0 may hold none now: take_evidence_lane() */
+	pthread_cond_broadcast(&r->cond); /* the rank may hold none now: take_evidence_rank() */
 	forget_job(r, job);		  /* and a build held on rank 0 is discarded there */
 	pthread_mutex_unlock(&r->lock);
 }
 
 /*
- * Profile (or check with the sanitizer) on one of rank 0's own lanes, once
- * it holds no candidate (take_evidence_lane()): the other ranks do neither.
+ * Profiles and sanitizer checks go to the ranks in turn, each on one of
+ * the chosen rank's GPUs.  A check holds that GPU for seconds, and the
+ * search inserts results in proposal order: candidates waiting on the rank
+ * behind it would hold up every rank's results behind them (measured with
+ * every check on rank 0: 4 ranks of one GPU ran at 2.4 times one GPU, rank
+ * 0's GPU checking and profiling for 68 s of 116).  So while one waits for
+ * its rank, no new candidate goes there (choose_rank()), and it starts when
+ * the rank holds none, when no other rank could take them, after
+ * KS_CLUSTER_DRAIN_MS, or when the search cancels it.  Under lock; the
+ * rank, with its draining count raised (give it back with
+ * ranks[rank].draining--), or -1 when no rank takes jobs.
  */
+static int take_evidence_rank(struct ks_cluster_remote *r, const volatile sig_atomic_t *cancel)
+{
+	int64_t until = ks_now_ms() + KS_CLUSTER_DRAIN_MS;
+	int rank = -1;
+
+	for (int k = 0; k < r->size && rank < 0; k++) {
+		int i = (r->next_evidence + k) % r->size;
+
+		if (takes_jobs(r, i))
+			rank = i;
+	}
+	if (rank < 0)
+		return -1;
+	r->next_evidence = (rank + 1) % r->size;
+	r->ranks[rank].draining++;
+	while (r->ranks[rank].outstanding > 0 && !r->ranks[rank].dead && another_takes_jobs(r, rank) &&
+	       !r->failed && !(cancel && *cancel) && ks_now_ms() < until)
+		wait_a_while(r);
+	return rank;
+}
+
+/* The caller's outcome when it was cancelled before the answer came. */
+static void cancelled(enum ks_cluster_evidence kind, void *outcome)
+{
+	if (kind == KS_CLUSTER_PROFILE) {
+		struct ks_profile_outcome *o = outcome;
+
+		o->status = KS_PROFILE_FAILED;
+		snprintf(o->why, sizeof(o->why), "stopped before it finished");
+	} else {
+		struct ks_sanitize_outcome *o = outcome;
+
+		o->status = KS_SANITIZE_INCOMPLETE;
+		snprintf(o->why, sizeof(o->why), "stopped before it finished");
+	}
+}
+
+/* Profile or check on rank 0's own lane.  Under lock, released while it runs. */
+static int evidence_here(struct ks_cluster_remote *r, enum ks_cluster_evidence kind,
+			 const struct ks_family *fam, const int64_t *params,
+			 const volatile sig_atomic_t *cancel, void *outcome, struct ks_error *err)
+{
+	const struct ks_backend *local = r->opts.local;
+	int lane = take_lane(r), rc;
+
+	pthread_mutex_unlock(&r->lock);
+	rc = kind == KS_CLUSTER_PROFILE
+		     ? local->profile(local->ctx, lane, fam, params, cancel, outcome, err)
+		     : local->sanitize(local->ctx, lane, fam, params, cancel, outcome, err);
+	pthread_mutex_lock(&r->lock);
+	give_lane(r, lane);
+	return rc;
+}
+
+/* Profile or check on rank's GPUs, through MPI.  Under lock. */
+static int evidence_there(struct ks_cluster_remote *r, int rank, enum ks_cluster_evidence kind,
+			  const struct ks_family *fam, const int64_t *params,
+			  const volatile sig_atomic_t *cancel, void *outcome, struct ks_error *err)
+{
+	struct rjob *job = ks_calloc(1, sizeof(*job));
+	int ret = 0;
+
+	job->fam = fam;
+	job->n_params = fam->cand.n_params;
+	memcpy(job->params, params, job->n_params * sizeof(*params));
+	ks_result_init(&job->res);
+	job->kind = kind;
+	job->outcome = outcome;
+	job->id = ++r->next_id;
+	job->rank = rank;
+	job->stage = EVALUATING;
+	job->deadline_ms = job_deadline(r, 1);
+	KS_ALLOC_GROW(r->live, r->n_live + 1, r->alloc_live);
+	r->live[r->n_live++] = job;
+	r->ranks[rank].outstanding++;
+	queue_out(r, rank, KS_CLUSTER_EVIDENCE, job->id, 0);
+	while (job->stage == EVALUATING && !r->failed && !(cancel && *cancel))
+		wait_a_while(r);
+	if (job->stage == EVALUATING) {
+		/* cancelled, or MPI failed: the answer, if it comes, is dropped (read_outcome()) */
+		job->outcome = NULL;
+		if (r->failed) {
+			*err = r->fail_err;
+			return -1;
+		}
+		cancelled(kind, outcome);
+		return 0;
+	}
+	if (job->stage == FAILED)
+		ret = ks_fail(err, "%s", job->error);
+	forget_job(r, job);
+	return ret;
+}
+
+static int remote_evidence(struct ks_cluster_remote *r, enum ks_cluster_evidence kind,
+			   const struct ks_family *fam, const int64_t *params,
+			   const volatile sig_atomic_t *cancel, void *outcome, struct ks_error *err)
+{
+	int rank, rc;
+
+	pthread_mutex_lock(&r->lock);
+	rank = take_evidence_rank(r, cancel);
+	if (rank < 0) {
+		pthread_mutex_unlock(&r->lock);
+		return ks_fail(err, "every rank has died; the first: %s", r->dead_why);
+	}
+	rc = rank == 0 ? evidence_here(r, kind, fam, params, cancel, outcome, err)
+		       : evidence_there(r, rank, kind, fam, params, cancel, outcome, err);
+	r->ranks[rank].draining--;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
 static int remote_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 			  const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
 			  struct ks_error *err)
 {
-	struct ks_cluster_remote *r = ctx;
-	const struct ks_backend *local = r->opts.local;
-	int rc;
-
-	(void)lane;
-	pthread_mutex_lock(&r->lock);
-	lane = take_evidence_lane(r, cancel);
-	pthread_mutex_unlock(&r->lock);
-	rc = local->profile(local->ctx, lane, fam, params, cancel, out, err);
-	pthread_mutex_lock(&r->lock);
-	give_evidence_lane(r, lane);
-	pthread_mutex_unlock(&r->lock);
-	return rc;
+	(void)lane; /* on the rank whose turn it is, on one of its GPUs */
+	return remote_evidence(ctx, KS_CLUSTER_PROFILE, fam, params, cancel, out, err);
 }
 
 static int remote_sanitize(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 			   const volatile sig_atomic_t *cancel, struct ks_sanitize_outcome *out,
 			   struct ks_error *err)
 {
-	struct ks_cluster_remote *r = ctx;
-	const struct ks_backend *local = r->opts.local;
-	int rc;
-
 	(void)lane;
-	pthread_mutex_lock(&r->lock);
-	lane = take_evidence_lane(r, cancel);
-	pthread_mutex_unlock(&r->lock);
-	rc = local->sanitize(local->ctx, lane, fam, params, cancel, out, err);
-	pthread_mutex_lock(&r->lock);
-	give_evidence_lane(r, lane);
-	pthread_mutex_unlock(&r->lock);
-	return rc;
+	return remote_evidence(ctx, KS_CLUSTER_SANITIZE, fam, params, cancel, out, err);
 }
 
 int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_comm *c,

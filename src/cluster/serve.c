@@ -1,9 +1,12 @@
 /*
  * serve.c - a rank > 0: build and time rank 0's candidates with this
- * host's backend (cluster.h).  Compile threads and one thread per lane take
- * work from queues; the caller's thread alone talks MPI.
+ * host's backend (cluster.h), and profile or check them with the sanitizer
+ * when rank 0 asks.  Compile threads and one thread per lane take work from
+ * queues; the caller's thread alone talks MPI.
  */
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +14,8 @@
 #include "ksearch/base/frame.h"
 #include "ksearch/base/util.h"
 #include "ksearch/cluster/cluster.h"
+#include "ksearch/evaluate/profile.h"
+#include "ksearch/evaluate/sanitize.h"
 
 #define ALIVE_EVERY_MS 1000
 
@@ -18,7 +23,8 @@ struct sjob {
 	uint64_t id;
 	const struct ks_family *fam;
 	int64_t params[KS_CANDIDATE_MAX_PARAMS];
-	int evaluate; /* time it when built, without waiting for eval */
+	int evaluate;		       /* time it when built, without waiting for eval */
+	enum ks_cluster_evidence kind; /* not a candidate to build: profile or check it (0: build) */
 	void *built;
 	struct ks_result res;
 	struct sjob *next;
@@ -48,6 +54,7 @@ struct server {
 	int in_flight;		    /* jobs received and not yet answered, held builds included */
 	unsigned long built, timed; /* candidates this rank built and timed (ks_cluster_serve()'s counts) */
 	int shutdown;
+	volatile sig_atomic_t cancel; /* rank 0 said stop: a profile or check running ends at once */
 	int failed;
 	struct ks_error fail_err;
 
@@ -175,6 +182,64 @@ struct lane {
 	pthread_t thread;
 };
 
+/*
+ * Profile job's candidate, or check it with the sanitizer, on lane; answer
+ * rank 0 with the outcome, or failed when ksearch itself failed.  Without
+ * the lock.
+ */
+static void run_evidence(struct server *s, int lane, struct sjob *job)
+{
+	const struct ks_backend *local = s->local;
+	struct ks_cluster_msg msg;
+	struct ks_error err;
+	int rc = 0;
+
+	ks_error_clear(&err);
+	ks_cluster_msg_init(&msg, KS_CLUSTER_OUTCOME);
+	msg.job = job->id;
+	if (job->kind == KS_CLUSTER_PROFILE) {
+		struct ks_profile_outcome *out = ks_calloc(1, sizeof(*out));
+
+		if (local->profile) {
+			rc = local->profile(local->ctx, lane, job->fam, job->params, &s->cancel, out, &err);
+		} else {
+			out->status = KS_PROFILE_UNAVAILABLE;
+			snprintf(out->why, sizeof(out->why), "this rank's evaluator cannot profile");
+		}
+		if (rc == 0)
+			msg.outcome = ks_profile_outcome_to_json(out);
+		free(out);
+	} else {
+		struct ks_sanitize_outcome *out = ks_calloc(1, sizeof(*out));
+
+		if (local->sanitize) {
+			rc = local->sanitize(local->ctx, lane, job->fam, job->params, &s->cancel, out, &err);
+		} else {
+			out->status = KS_SANITIZE_UNAVAILABLE;
+			snprintf(out->why, sizeof(out->why),
+				 "this rank's evaluator cannot run the sanitizer");
+		}
+		if (rc == 0)
+			msg.outcome = ks_sanitize_outcome_to_json(out);
+		free(out);
+	}
+	if (rc == 0 && !msg.outcome)
+		rc = ks_fail(&err,
+			     "this rank's %s outcome could not be written as JSON (a count past its limit, "
+			     "a number that is not finite, or text that is not UTF-8)",
+			     job->kind == KS_CLUSTER_PROFILE ? "profile" : "sanitizer");
+	pthread_mutex_lock(&s->lock);
+	if (rc < 0)
+		answer_job(s, job, KS_CLUSTER_FAILED, 0, &err);
+	else
+		answer(s, &msg);
+	s->in_flight--;
+	job_free(job);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	ks_cluster_msg_release(&msg);
+}
+
 static void *lane_thread(void *arg)
 {
 	struct lane *lane = arg;
@@ -192,6 +257,10 @@ static void *lane_thread(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		if (!job)
 			return NULL;
+		if (job->kind) {
+			run_evidence(s, lane->index, job);
+			continue;
+		}
 		ks_error_clear(&err);
 		rc = s->local->evaluate(s->local->ctx, lane->index, job->fam, job->params, job->built,
 					&job->res, &err);
@@ -258,6 +327,28 @@ static int handle(struct server *s, struct ks_cluster_msg *msg, int *stopping, s
 		s->in_flight++;
 		push(&s->build_q, job);
 		break;
+	case KS_CLUSTER_EVIDENCE:
+		/* on a GPU lane, in turn with the candidates to time (rank 0 sends none meanwhile) */
+		f = family(s, msg);
+		job = ks_calloc(1, sizeof(*job));
+		job->id = msg->job;
+		job->fam = &f->fam;
+		job->kind = msg->kind;
+		ks_result_init(&job->res);
+		if (f->error || msg->n_params != f->fam.cand.n_params) {
+			struct ks_error why;
+
+			ks_fail(&why, "rank 0 asked for %s of a candidate this rank cannot use: %s",
+				msg->kind == KS_CLUSTER_PROFILE ? "a profile" : "a sanitizer check",
+				f->error ? f->error : "the wrong number of params");
+			answer_job(s, job, KS_CLUSTER_FAILED, 0, &why);
+			job_free(job);
+			return 0;
+		}
+		memcpy(job->params, msg->params, msg->n_params * sizeof(*msg->params));
+		s->in_flight++;
+		push(&s->eval_q, job);
+		break;
 	case KS_CLUSTER_EVAL:
 		job = take(&s->held, msg->job);
 		if (!job)
@@ -277,6 +368,7 @@ static int handle(struct server *s, struct ks_cluster_msg *msg, int *stopping, s
 		break;
 	case KS_CLUSTER_STOP:
 		*stopping = 1;
+		s->cancel = 1; /* rank 0's search has stopped: nobody waits for a profile */
 		break;
 	case KS_CLUSTER_ALIVE:
 		break; /* heard is all it says */

@@ -52,7 +52,6 @@ static int failures;
 static int builds;
 /* this process's toy candidates being built, held or timed; while a toy profile runs, those started */
 static int here_now, profiling, started_while_profiling;
-static int profiles, profiled_beside_jobs;
 
 static void check(int ok, const char *fmt, const char *detail)
 {
@@ -124,29 +123,34 @@ static void toy_discard(void *ctx, void *built)
 }
 
 /*
- * A profile on one of rank 0's lanes, which holds its GPU for a while: it
- * should find none of rank 0's candidates built, held or being timed (their
- * results would wait for it, and every rank's behind them), and none
- * should start on rank 0 while it runs.
+ * A profile, which holds a GPU for a while, on whichever rank's turn it is:
+ * it should find none of that rank's candidates built, held or being timed
+ * (their results would wait for it, and every rank's behind them), and
+ * none should start there while it runs.  It says what it found in why:
+ * "rank R, beside N candidates, S started during it".
  */
 static int toy_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
 		       struct ks_error *err)
 {
+	int beside = __atomic_load_n(&here_now, __ATOMIC_SEQ_CST), started;
+
 	(void)ctx;
 	(void)lane;
 	(void)fam;
 	(void)params;
 	(void)cancel;
 	(void)err;
-	if (__atomic_load_n(&here_now, __ATOMIC_SEQ_CST))
-		__atomic_add_fetch(&profiled_beside_jobs, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&started_while_profiling, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&profiling, 1, __ATOMIC_SEQ_CST);
 	usleep(100000);
 	__atomic_store_n(&profiling, 0, __ATOMIC_SEQ_CST);
+	started = __atomic_load_n(&started_while_profiling, __ATOMIC_SEQ_CST);
 	memset(out, 0, sizeof(*out));
 	out->status = KS_PROFILE_OK;
-	__atomic_add_fetch(&profiles, 1, __ATOMIC_SEQ_CST);
+	snprintf(out->profile.tool, sizeof(out->profile.tool), "toy");
+	snprintf(out->why, sizeof(out->why), "rank %d, beside %d candidates, %d started during it", my_rank,
+		 beside, started);
 	return 0;
 }
 
@@ -412,29 +416,60 @@ static unsigned run_jobs(const struct ks_backend *backend, const struct ks_famil
 	return timed_on;
 }
 
-/* Three profiles through the remote backend while the jobs run, each asked while rank 0 holds one. */
+/* Six profiles through the remote backend while the jobs run, each asked while rank 0 holds one. */
+#define N_PROFILES 6
+
 struct profiler {
 	const struct ks_backend *backend;
 	const struct ks_family *fam;
 	int failed;
+	char why[N_PROFILES][KS_ERROR_MAX];
 };
 
 static void *profiler(void *arg)
 {
 	struct profiler *p = arg;
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < N_PROFILES; i++) {
 		int64_t params[KS_CANDIDATE_MAX_PARAMS] = { 0 };
-		struct ks_profile_outcome out;
+		struct ks_profile_outcome *out = ks_calloc(1, sizeof(*out));
 		struct ks_error err;
 
-		/* while rank 0 holds one of the jobs (for at most 2 s): what must be waited for */
+		/* while rank 0 holds one of the jobs (for at most 2 s): jobs are in flight */
 		for (int ms = 0; ms < 2000 && !__atomic_load_n(&here_now, __ATOMIC_SEQ_CST); ms++)
 			usleep(1000);
-		if (p->backend->profile(p->backend->ctx, 0, p->fam, params, NULL, &out, &err) < 0)
+		if (p->backend->profile(p->backend->ctx, 0, p->fam, params, NULL, out, &err) < 0 ||
+		    out->status != KS_PROFILE_OK || strcmp(out->profile.tool, "toy"))
 			p->failed++;
+		snprintf(p->why[i], sizeof(p->why[i]), "%s", out->why);
+		free(out);
 	}
 	return NULL;
+}
+
+/* The profiles went to every rank in turn, and each found its rank holding no candidate. */
+static void check_profiles(const struct profiler *p)
+{
+	unsigned ranks = 0;
+	int wrong = 0;
+	char what[600] = "";
+
+	for (int i = 0; i < N_PROFILES; i++) {
+		int rank, beside, started;
+
+		if (sscanf(p->why[i], "rank %d, beside %d candidates, %d started during it", &rank, &beside,
+			   &started) != 3 ||
+		    beside || started) {
+			if (!wrong++)
+				snprintf(what, sizeof(what), ": '%s'", p->why[i]);
+			continue;
+		}
+		ranks |= 1u << rank;
+	}
+	check(p->failed == 0, "six profiles through the remote backend came back%s", "");
+	check(ranks == 7, "they ran on ranks 0, 1 and 2, in turn%s", "");
+	check(!wrong, "each found its rank holding no candidate, and none started there while it ran%s",
+	      what);
 }
 
 static int load_family(struct ks_op *op, struct ks_family *fam)
@@ -497,11 +532,7 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 		pthread_create(&tid, NULL, profiler, &p);
 		ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
 		pthread_join(tid, NULL);
-		check(p.failed == 0 && profiles == 3, "three profiles ran on rank 0's lane%s", "");
-		check(profiled_beside_jobs == 0 && started_while_profiling == 0,
-		      "each waited until rank 0 held no candidate, and none started on rank 0 while it "
-		      "ran%s",
-		      "");
+		check_profiles(&p);
 	} else {
 		ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
 	}

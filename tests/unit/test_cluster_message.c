@@ -83,6 +83,51 @@ static void test_result_round_trip(void **state)
 	ks_cluster_msg_release(&out);
 }
 
+static void test_evidence_round_trip(void **state)
+{
+	struct ks_cluster_msg in, out;
+	struct ks_error err;
+	char *bytes;
+	size_t len;
+
+	(void)state;
+	ks_cluster_msg_init(&in, KS_CLUSTER_EVIDENCE);
+	in.job = 12;
+	in.kind = KS_CLUSTER_SANITIZE;
+	in.family = strdup("gqa_ws");
+	in.path = strdup("operators/gqa/seeds/gqa_ws.cu");
+	in.source = strdup("__global__ void k() {}");
+	in.params[0] = 3;
+	in.n_params = 1;
+	in.deadline_ms = 900000;
+	ks_cluster_msg_encode(&in, &bytes, &len);
+	assert_int_equal(ks_cluster_msg_decode(bytes, len, &out, &err), 0);
+	assert_int_equal(out.type, KS_CLUSTER_EVIDENCE);
+	assert_int_equal(out.job, 12);
+	assert_int_equal(out.kind, KS_CLUSTER_SANITIZE);
+	assert_string_equal(out.family, "gqa_ws");
+	assert_string_equal(out.source, in.source);
+	assert_int_equal(out.n_params, 1);
+	assert_int_equal(out.params[0], 3);
+	assert_int_equal(out.deadline_ms, 900000);
+	free(bytes);
+	ks_cluster_msg_release(&out);
+
+	/* the answer: an outcome object, carried as it is */
+	ks_cluster_msg_release(&in);
+	ks_cluster_msg_init(&in, KS_CLUSTER_OUTCOME);
+	in.job = 12;
+	in.outcome = json_pack("{s:s, s:s}", "status", "clean", "why", "");
+	ks_cluster_msg_encode(&in, &bytes, &len);
+	assert_int_equal(ks_cluster_msg_decode(bytes, len, &out, &err), 0);
+	assert_int_equal(out.type, KS_CLUSTER_OUTCOME);
+	assert_int_equal(out.job, 12);
+	assert_true(json_equal(out.outcome, in.outcome));
+	free(bytes);
+	ks_cluster_msg_release(&in);
+	ks_cluster_msg_release(&out);
+}
+
 static void test_malformed(void **state)
 {
 	(void)state;
@@ -103,6 +148,16 @@ static void test_malformed(void **state)
 		     "0,0,0,0,"
 		     "0,0,0,0,0,0,0,0,0,0]}",
 		     "has 33 params, at most 32");
+	decode_fails("KSD1{\"type\":\"evidence\",\"job\":1,\"kind\":\"trace\",\"family\":\"f\"}",
+		     "'kind' is another word, expected \"profile\" or \"sanitize\"");
+	decode_fails("KSD1{\"type\":\"evidence\",\"job\":1,\"family\":\"f\"}", "'kind' is missing");
+	decode_fails(
+		"KSD1{\"type\":\"evidence\",\"job\":1,\"kind\":\"profile\",\"family\":\"f\",\"path\":\"p\","
+		"\"source\":\"s\",\"deadline_ms\":9,\"params\":{}}",
+		"'evidence' message's 'params' is an object, expected a list");
+	decode_fails("KSD1{\"type\":\"outcome\",\"job\":4,\"outcome\":\"clean\"}",
+		     "'outcome' is a string, expected an object");
+	decode_fails("KSD1{\"type\":\"outcome\",\"job\":4}", "'outcome' is missing");
 	decode_fails("KSD1{\"type\":\"failed\",\"job\":1,\"error\":\"a\\u0000b\"}",
 		     "is not allowed without JSON_ALLOW_NUL");
 }
@@ -167,6 +222,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_job_round_trip),
 		cmocka_unit_test(test_result_round_trip),
+		cmocka_unit_test(test_evidence_round_trip),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_role),
 	};

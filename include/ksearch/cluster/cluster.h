@@ -60,6 +60,9 @@ int ks_cluster_comm_poll(struct ks_cluster_comm *c, int *from, struct ks_cluster
 /* the search's lanes per GPU of the ranks (ks_cluster_remote_options.lanes_per_gpu) */
 #define KS_CLUSTER_LANES_PER_GPU 3
 
+/* how long a profile or check waits for its rank to finish the candidates it holds */
+#define KS_CLUSTER_DRAIN_MS 10000
+
 /* how long MPI_Finalize may take before the process exits without it */
 #define KS_CLUSTER_FINALIZE_MS 10000
 /*
@@ -90,9 +93,10 @@ struct ks_cluster_remote_options {
 	/*
 	 * Rank 0's own GPUs, a backend of this process (NULL: only the other
 	 * ranks build and time).  A job placed here is built and timed in the
-	 * search thread that waits on it; profiles and sanitizer checks run
-	 * on these lanes only.  Its GPU model and evaluator are the ones every
-	 * other rank must have.
+	 * search thread that waits on it.  With it the backend profiles and
+	 * checks with the sanitizer too, on every rank in turn (these lanes
+	 * among them).  Its GPU model and evaluator are the ones every other
+	 * rank must have.
 	 */
 	const struct ks_backend *local;
 	int local_jobs;		 /* compile threads rank 0 runs for it */

@@ -17,6 +17,13 @@
  *   alive  rank -> 0       {}: sent every second, so that a silent rank is found
  *   stop   0 -> rank       {}: finish what is in flight, answer it, then bye
  *   bye    rank -> 0       {}: the rank is done
+ *   evidence 0 -> rank     {"job", "kind", "family", "path", "source", "params",
+ *                          "deadline_ms"}: profile (kind "profile") or check with the
+ *                          sanitizer (kind "sanitize") the candidate on one of the rank's GPUs
+ *   outcome  rank -> 0     {"job", "outcome"}: the profile's or the check's outcome, an
+ *                          object rank 0 reads with ks_profile_outcome_from_json() or
+ *                          ks_sanitize_outcome_from_json() (or failed, when ksearch
+ *                          itself failed)
  *
  * A job with "evaluate": true is built and timed without waiting for eval
  * (a job handed back from a dead rank, which had already been built).
@@ -29,6 +36,7 @@
 #define KSEARCH_CLUSTER_MESSAGE_H
 
 #include <stddef.h>
+#include <jansson.h>
 #include <stdint.h>
 
 #include "ksearch/base/error.h"
@@ -49,8 +57,13 @@ enum ks_cluster_type {
 	KS_CLUSTER_ALIVE,
 	KS_CLUSTER_STOP,
 	KS_CLUSTER_BYE,
+	KS_CLUSTER_EVIDENCE,
+	KS_CLUSTER_OUTCOME,
 	KS_CLUSTER_TYPE_COUNT
 };
+
+/* What an evidence message asks for. */
+enum ks_cluster_evidence { KS_CLUSTER_PROFILE = 1, KS_CLUSTER_SANITIZE };
 
 const char *ks_cluster_type_name(enum ks_cluster_type type);
 
@@ -62,12 +75,14 @@ const char *ks_cluster_type_name(enum ks_cluster_type type);
 struct ks_cluster_msg {
 	enum ks_cluster_type type;
 	uint64_t job;
-	/* job */
+	/* job, evidence */
 	char *family, *path, *source;
 	int64_t params[KS_CANDIDATE_MAX_PARAMS];
 	size_t n_params;
 	int64_t deadline_ms; /* job, eval: how long the rank may take, from when it reads it */
 	int evaluate;
+	enum ks_cluster_evidence kind; /* evidence */
+	json_t *outcome;	       /* outcome: the message's own reference */
 	/* built, result */
 	int held;
 	struct ks_result result; /* initialised by ks_cluster_msg_init() */
