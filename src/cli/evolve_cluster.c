@@ -83,8 +83,9 @@ int evolve_cluster_serve(struct evolve_cluster *ec, const struct ks_op *op, cons
 	struct ks_cluster_serve_counts counts = { 0 };
 	int rc = ks_cluster_serve(ec->comm, op, local, &opts, &counts, err);
 
-	printf("MPI: rank %d of %d stopped: %lu candidates built, %lu timed here\n", ec->role.rank,
-	       ec->role.size, counts.built, counts.timed);
+	printf("MPI: rank %d of %d stopped: %lu candidates built, %lu timed here; %lu profiled, %lu "
+	       "sanitizer-checked\n",
+	       ec->role.rank, ec->role.size, counts.built, counts.timed, counts.profiled, counts.checked);
 	fflush(stdout);
 	return rc;
 }

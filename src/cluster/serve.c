@@ -53,6 +53,7 @@ struct server {
 	size_t *out_len, n_out, alloc_out, alloc_out_len;
 	int in_flight;		    /* jobs received and not yet answered, held builds included */
 	unsigned long built, timed; /* candidates this rank built and timed (ks_cluster_serve()'s counts) */
+	unsigned long profiled, checked; /* outcomes it answered */
 	int shutdown;
 	volatile sig_atomic_t cancel; /* rank 0 said stop: a profile or check running ends at once */
 	int failed;
@@ -229,10 +230,12 @@ static void run_evidence(struct server *s, int lane, struct sjob *job)
 			     "a number that is not finite, or text that is not UTF-8)",
 			     job->kind == KS_CLUSTER_PROFILE ? "profile" : "sanitizer");
 	pthread_mutex_lock(&s->lock);
-	if (rc < 0)
+	if (rc < 0) {
 		answer_job(s, job, KS_CLUSTER_FAILED, 0, &err);
-	else
+	} else {
 		answer(s, &msg);
+		*(job->kind == KS_CLUSTER_PROFILE ? &s->profiled : &s->checked) += 1;
+	}
 	s->in_flight--;
 	job_free(job);
 	pthread_cond_broadcast(&s->cond);
@@ -518,7 +521,9 @@ cleanup:
 	free(compilers);
 	free(lanes);
 	if (counts)
-		*counts = (struct ks_cluster_serve_counts){ .built = s.built, .timed = s.timed };
+		*counts = (struct ks_cluster_serve_counts){
+			.built = s.built, .timed = s.timed, .profiled = s.profiled, .checked = s.checked
+		};
 	pthread_mutex_destroy(&s.lock);
 	pthread_cond_destroy(&s.cond);
 	return ret;

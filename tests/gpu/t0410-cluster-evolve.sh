@@ -4,7 +4,8 @@
 # every rank times candidates, the archive reads while the job runs and
 # verifies after; SIGTERM to every rank (what `scancel --signal=TERM` does)
 # finishes the candidates in flight and stops, and the archive resumes without
-# MPI; `--gpus all` splits the host's GPUs between its ranks.  Every run has a
+# MPI; profiles and sanitizer checks go to rank 1 too; `--gpus all` splits
+# the host's GPUs between its ranks.  Every run has a
 # time limit: a hang fails (124) rather than holding the machine (the resume
 # hung once, on saved proposals deeper than its ring).
 #
@@ -53,7 +54,7 @@ out_has "MPI: 2 ranks, 2 GPUs in all (1 here)"
 out_has "MPI: rank 1 of 2 serves rank 0 with GPU 1"
 out_has "stopped (budget) after"
 checks=$((checks + 1))
-timed=$(sed -n 's/^MPI: rank 1 of 2 stopped: [0-9]* candidates built, \([0-9]*\) timed here$/\1/p' "$TMP/out")
+timed=$(sed -n 's/^MPI: rank 1 of 2 stopped: [0-9]* candidates built, \([0-9]*\) timed here;.*$/\1/p' "$TMP/out")
 [ "${timed:-0}" -gt 0 ] || fail "rank 1 timed nothing: '$(grep 'rank 1 of 2 stopped' "$TMP/out")'"
 checks=$((checks + 1))
 [ "$seen" -gt 0 ] || fail "archive ls read nothing while the job ran"
@@ -101,6 +102,19 @@ after=$(records "$B")
 checks=$((checks + 1))
 [ "$after" -gt "$before" ] || fail "resuming without MPI added nothing ($before then $after records)"
 echo "SIGTERM: stopped cleanly after $before records; resumed without MPI to $after"
+
+# ---- profiles and sanitizer checks go to every rank in turn: rank 1 answers some
+run 0 timeout -k 10 300 "${mpi[@]}" -np 2 "$KSEARCH" evolve --op softmax --budget 60 --profile-share 0.5 \
+	--sanitize-share 0.5 --archive "$TMP/evidence"
+out_has "MPI: rank 1 of 2 stopped:"
+checks=$((checks + 1))
+line=$(grep '^MPI: rank 1 of 2 stopped:' "$TMP/out")
+far=$(sed -n 's/.*; \([0-9]*\) profiled, \([0-9]*\) sanitizer-checked$/\1 \2/p' <<<"$line")
+[ -n "$far" ] && [ "$far" != "0 0" ] || fail "rank 1 neither profiled nor checked: '$line'"
+checks=$((checks + 1))
+grep -Eq '^(profiler|sanitizer): [1-9][0-9]* new' "$TMP/out" || fail "no profile or check was recorded"
+run 0 "$KSEARCH" archive verify --op softmax --archive "$TMP/evidence"
+echo "evidence: rank 1 answered (profiled, checked) = ($far)"
 
 # ---- --gpus all is per host: two ranks split its GPUs
 run 0 timeout -k 10 180 "${mpi[@]}" -np 2 "$KSEARCH" evolve --op softmax --budget 20 --profile-share 0 --gpus all \

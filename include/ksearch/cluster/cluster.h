@@ -143,7 +143,8 @@ struct ks_cluster_serve_options {
 };
 
 struct ks_cluster_serve_counts {
-	unsigned long built, timed; /* candidates this rank built (a verdict or a build) and timed */
+	unsigned long built, timed;	 /* candidates this rank built (a verdict or a build) and timed */
+	unsigned long profiled, checked; /* profiles and sanitizer checks it answered with an outcome */
 };
 
 /*
