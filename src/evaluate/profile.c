@@ -424,25 +424,51 @@ char *ks_profile_text(const json_t *profile, const char *prefix)
 
 /* ---- the outcome's form, between the ranks of a job ---- */
 
+static int is_utf8(const char *text)
+{
+	json_t *j = json_string(text);
+
+	json_decref(j);
+	return j != NULL;
+}
+
+/*
+ * Whether ks_profile_to_json() writes every stall and kernel of p: it
+ * leaves out one with a number that is not finite or a name that is not
+ * UTF-8, and an outcome short of one would arrive looking whole.
+ */
+static int writes_whole(const struct ks_profile *p)
+{
+	for (size_t i = 0; i < p->n_stalls; i++)
+		if (!isfinite(p->stalls[i].share) || !is_utf8(p->stalls[i].reason))
+			return 0;
+	for (size_t i = 0; i < p->n_kernels; i++) {
+		const struct ks_profile_kernel *k = &p->kernels[i];
+		const double v[] = { k->duration_us,	  k->dram_fraction, k->achieved_occupancy,
+				     k->l2_hit_rate,	  k->sm_throughput, k->local_load_bytes,
+				     k->local_store_bytes };
+
+		if (!is_utf8(k->name))
+			return 0;
+		for (size_t j = 0; j < sizeof(v) / sizeof(v[0]); j++)
+			if (!isfinite(v[j]))
+				return 0;
+	}
+	return 1;
+}
+
 json_t *ks_profile_outcome_to_json(const struct ks_profile_outcome *o)
 {
 	const struct ks_profile *p = &o->profile;
 	const char *status = ks_profile_status_name(o->status);
 	json_t *profile;
 
-	if (!strcmp(status, "?") || p->n_stalls > KS_PROFILE_STALLS || p->n_kernels > KS_PROFILE_MAX_KERNELS)
+	if (!strcmp(status, "?") || p->n_stalls > KS_PROFILE_STALLS ||
+	    p->n_kernels > KS_PROFILE_MAX_KERNELS || !writes_whole(p))
 		return NULL;
 	profile = ks_profile_to_json(p);
-	/*
-	 * ks_profile_to_json() leaves out a stall or kernel it cannot write (a
-	 * number that is not finite, a name that is not UTF-8); an outcome
-	 * short of one would arrive looking whole, so none is sent.
-	 */
-	if (!profile || json_array_size(json_object_get(profile, "stalls")) != p->n_stalls ||
-	    json_array_size(json_object_get(profile, "kernels")) != p->n_kernels) {
-		json_decref(profile);
+	if (!profile)
 		return NULL;
-	}
 	return json_pack("{s:s, s:s, s:o}", "status", status, "why", o->why, "profile", profile);
 }
 
