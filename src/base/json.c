@@ -1,6 +1,7 @@
 #include "ksearch/base/json.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,4 +136,25 @@ const json_t *ks_json_field_list(const json_t *obj, const char *at, const char *
 		return NULL;
 	}
 	return v;
+}
+
+int ks_json_field_word(const json_t *obj, const char *at, const char *key, const char *const *names, int n,
+		       int *out, struct ks_error *err)
+{
+	const json_t *v = ks_json_field(obj, at, key, err);
+	char list[256] = "";
+
+	if (!v)
+		return -1;
+	if (!json_is_string(v))
+		return ks_fail(err, "%s%s: expected a string, got %s", at, key, ks_json_type_word(v));
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(json_string_value(v), names[i])) {
+			*out = i;
+			return 0;
+		}
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"%s\"", i ? ", " : "",
+			 names[i]);
+	}
+	return ks_fail(err, "%s%s: \"%.64s\" is not one of %s", at, key, json_string_value(v), list);
 }

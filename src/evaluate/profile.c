@@ -481,23 +481,18 @@ json_t *ks_profile_outcome_to_json(const struct ks_profile_outcome *o)
 
 static int get_status(const json_t *obj, enum ks_profile_status *out, struct ks_error *err)
 {
-	const json_t *v = ks_json_field(obj, "", "status", err);
-	char names[256] = "";
-
-	if (!v)
-		return -1;
-	if (!json_is_string(v))
-		return ks_fail(err, "status: expected a string, got %s", ks_json_type_word(v));
 	/* the statuses are 0, 1, ... up to the first that has no name */
-	for (int s = 0; strcmp(ks_profile_status_name(s), "?"); s++) {
-		if (!strcmp(json_string_value(v), ks_profile_status_name(s))) {
-			*out = s;
-			return 0;
-		}
-		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s\"%s\"", s ? ", " : "",
-			 ks_profile_status_name(s));
+	const char *names[8];
+	int n = 0, status;
+
+	while (n < 8 && strcmp(ks_profile_status_name(n), "?")) {
+		names[n] = ks_profile_status_name(n);
+		n++;
 	}
-	return ks_fail(err, "status: \"%.64s\" is not one of %s", json_string_value(v), names);
+	if (ks_json_field_word(obj, "", "status", names, n, &status, err) < 0)
+		return -1;
+	*out = status;
+	return 0;
 }
 
 static int get_stall(const json_t *obj, size_t i, struct ks_profile_stall *s, struct ks_error *err)

@@ -42,6 +42,9 @@ int ks_json_field_number(const json_t *obj, const char *at, const char *key, int
 /* A whole number from 0 to max. */
 int ks_json_field_count(const json_t *obj, const char *at, const char *key, json_int_t max, json_int_t *out,
 			struct ks_error *err);
+/* One of the n words names[] (an enum's names, in order); its index into *out. */
+int ks_json_field_word(const json_t *obj, const char *at, const char *key, const char *const *names, int n,
+		       int *out, struct ks_error *err);
 /* A list of at most max entries. */
 const json_t *ks_json_field_list(const json_t *obj, const char *at, const char *key, size_t max,
 				 struct ks_error *err);
