@@ -8,6 +8,12 @@
 //      op.json's generator does), each token's 1 KiB K page and 1 KiB V page copied by
 //      16-byte cp.async into a shared-memory ring (TILE tokens per stage, STAGES
 //      stages), nothing computed; equal token ranges per CTA, for several grid sizes.
+//   3. (2026-11-27) the same gather by other means: a producer warp issuing one 1 KiB
+//      cp.async.bulk (TMA) per page into a deep mbarrier ring, and plain 16-byte register
+//      loads with many pages in flight per thread; each over three index orders: random
+//      (as above), the same pages sorted by address (a sparse stream), and dense (pages
+//      0..N-1); and a streaming read of the same bytes. Separates what the random page
+//      order costs from what the gather method costs.
 // Build and run on a machine with an sm_90 GPU:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gather-bench tools/gather-bench.cu
 //   ./gather-bench
@@ -59,9 +65,106 @@ __global__ void __launch_bounds__(THREADS) gather(const int *idx, const char *k,
     if (acc == 12345.f) out[blockIdx.x] = acc;
 }
 
-int main() {
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n.reg .pred P1;\nW:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n@P1 bra.uni D;\nbra.uni W;\nD:\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+// warp 0 produces (one 1 KiB bulk copy per K page and per V page, TILE tokens a stage),
+// warp 1 consumes (waits "full", touches the stage, arrives "empty")
+template <int TILE, int STAGES>
+__global__ void __launch_bounds__(64) gather_bulk(const int *idx, const char *k, const char *v, int n, int chunk, float *out) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    constexpr int UNIT = 2 * TILE * 1024;
+    const unsigned base = (unsigned)__cvta_generic_to_shared(sm);
+    const unsigned full = base + STAGES * UNIT, empty = full + STAGES * 8;
+    const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
+    const int ntiles = r1 > r0 ? (r1 - r0 + TILE - 1) / TILE : 0;
+    const int lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) { mbar_init(full + 8 * s, 1); mbar_init(empty + 8 * s, 1); }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % STAGES;
+            if (t >= STAGES) mbar_wait(empty + 8 * s, ((t / STAGES) - 1) & 1);
+            const int got = min(TILE, r1 - (r0 + t * TILE));
+            if (lane == 0) mbar_expect(full + 8 * s, got * 2048);
+            __syncwarp();
+            for (int i = lane; i < got; i += 32) {
+                const long long pg = idx[r0 + t * TILE + i];
+                bulk(base + s * UNIT + i * 1024, k + pg * 1024, 1024, full + 8 * s);
+                bulk(base + s * UNIT + (TILE + i) * 1024, v + pg * 1024, 1024, full + 8 * s);
+            }
+        }
+    } else {
+        float acc = 0.f;
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % STAGES;
+            mbar_wait(full + 8 * s, (t / STAGES) & 1);
+            acc += reinterpret_cast<float *>(sm + s * UNIT)[lane];
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty + 8 * s);
+        }
+        if (acc == 12345.f) out[blockIdx.x] = acc;
+    }
+}
+
+// plain loads: each warp takes U tokens at a time, every lane holding 2 16-byte pieces of
+// each token's K page and 2 of its V page in registers (4U loads in flight per lane)
+template <int U>
+__global__ void __launch_bounds__(256) gather_ld(const int *idx, const char *k, const char *v, int n, int chunk, float *out) {
+    const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
+    unsigned acc = 0;
+    for (int t0 = r0 + warp * U; t0 < r1; t0 += nw * U) {
+        uint4 r[U][4];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int tok = t0 + u;
+            if (tok < r1) {
+                const long long pg = idx[tok];
+                const uint4 *kp = reinterpret_cast<const uint4 *>(k + pg * 1024), *vp = reinterpret_cast<const uint4 *>(v + pg * 1024);
+                r[u][0] = __ldg(kp + lane); r[u][1] = __ldg(kp + 32 + lane);
+                r[u][2] = __ldg(vp + lane); r[u][3] = __ldg(vp + 32 + lane);
+            } else {
+                r[u][0] = r[u][1] = r[u][2] = r[u][3] = make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            for (int j = 0; j < 4; j++) acc ^= r[u][j].x ^ r[u][j].y ^ r[u][j].z ^ r[u][j].w;
+    }
+    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
+}
+
+// streaming read of a contiguous buffer
+__global__ void __launch_bounds__(512) stream_read(const uint4 *p, long long n16, float *out) {
+    unsigned acc = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
+        const uint4 x = __ldg(p + i); acc ^= x.x ^ x.y ^ x.z ^ x.w;
+    }
+    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
+}
+
+int main(int argc, char **argv) {
     int dev = 0; cudaDeviceProp pr; CK(cudaGetDeviceProperties(&pr, dev));
-    printf("%s, %d SMs\n", pr.name, pr.multiProcessorCount);
+    const int sms = pr.multiProcessorCount;
+    printf("%s, %d SMs\n", pr.name, sms);
     const size_t flush_bytes = 256u << 20; char *flush; CK(cudaMalloc(&flush, flush_bytes));
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     auto timeit = [&](auto launch, int reps) {
@@ -74,35 +177,64 @@ int main() {
         std::sort(ts.begin(), ts.end()); return ts[ts.size() / 2];
     };
     int *dummy; CK(cudaMalloc(&dummy, 4));
-    printf("empty kernel 1 CTA: %.2f us\n", timeit([&] { empty_kernel<<<1, 32>>>(dummy); }, 30));
+    const float empty_us = timeit([&] { empty_kernel<<<1, 32>>>(dummy); }, 30);
+    printf("empty kernel 1 CTA: %.2f us\n", empty_us);
     printf("empty kernel x2:    %.2f us\n", timeit([&] { empty_kernel<<<1, 32>>>(dummy); empty_kernel<<<1, 32>>>(dummy); }, 30));
     printf("memset 256B + empty: %.2f us\n", timeit([&] { cudaMemsetAsync(dummy, 0, 4); empty_kernel<<<1, 32>>>(dummy); }, 30));
+    const bool quick = argc > 1 && argv[1][0] == 'q';
+    float *out; CK(cudaMalloc(&out, 1 << 20));
     for (int n : {28815, 46287}) {
         const int pool = 2 * n + 1024;
-        std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-        std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
-        int *idx; CK(cudaMalloc(&idx, n * 4)); CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
-        char *k, *v; CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMalloc(&v, (size_t)pool * 1024));
-        float *out; CK(cudaMalloc(&out, 1 << 20));
         const double bytes = 2.0 * n * 1024;
-        auto run = [&](auto kern, int tile, int stages, int threads, int ctas, const char *name) {
-            const int smem = stages * 2 * tile * 1024;
-            CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-            const int chunk = (n + ctas - 1) / ctas;
-            float us = timeit([&] { kern<<<ctas, threads, smem>>>(idx, k, v, n, chunk, out); }, 20);
-            CK(cudaGetLastError());
-            printf("n=%d %-28s ctas=%4d smem=%6d: %7.2f us  %.2f TB/s\n", n, name, ctas, smem, us, bytes / us / 1e6);
-        };
-        for (int ctas : {132, 264, 396, 528}) {
-            run(gather<1024, 16, 2, 128>, 16, 2, 128, ctas, "T16 S2 128t");
-            run(gather<1024, 16, 4, 128>, 16, 4, 128, ctas, "T16 S4 128t");
-            run(gather<1024, 16, 6, 256>, 16, 6, 256, ctas, "T16 S6 256t");
-            run(gather<1024, 32, 3, 256>, 32, 3, 256, ctas, "T32 S3 256t");
-            run(gather<1024, 8, 8, 128>, 8, 8, 128, ctas, "T8 S8 128t");
+        char *k, *v; CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMalloc(&v, (size_t)pool * 1024));
+        int *idx; CK(cudaMalloc(&idx, n * 4));
+        {
+            char *s; CK(cudaMalloc(&s, (size_t)bytes));
+            const long long n16 = (long long)bytes / 16;
+            for (int g : {sms * 2, sms * 4, sms * 8}) {
+                float us = timeit([&] { stream_read<<<g, 512>>>(reinterpret_cast<const uint4 *>(s), n16, out); }, 20);
+                CK(cudaGetLastError());
+                printf("n=%d stream read of the same bytes, %d CTAs: %.2f us  %.2f TB/s (%.2f without the empty kernel)\n", n, g, us, bytes / us / 1e6, bytes / (us - empty_us) / 1e6);
+            }
+            CK(cudaFree(s));
         }
-        CK(cudaFree(idx)); CK(cudaFree(k)); CK(cudaFree(v)); CK(cudaFree(out));
+        for (const char *order : {"random", "sorted", "dense"}) {
+            std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
+            if (order[0] != 'd') { std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); }
+            perm.resize(n);
+            if (order[0] == 's') std::sort(perm.begin(), perm.end());
+            CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+            float best = 1e9f; char bestname[96] = "";
+            auto run = [&](auto kern, int threads, int smem, int ctas, const char *name) {
+                if (smem > 48 * 1024) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+                const int chunk = (n + ctas - 1) / ctas;
+                float us = timeit([&] { kern<<<ctas, threads, smem>>>(idx, k, v, n, chunk, out); }, 20);
+                CK(cudaGetLastError());
+                printf("n=%d %-6s %-24s ctas=%4d smem=%6d: %7.2f us  %.2f TB/s\n", n, order, name, ctas, smem, us, bytes / us / 1e6);
+                if (us < best) { best = us; snprintf(bestname, sizeof bestname, "%s ctas=%d", name, ctas); }
+            };
+            for (int ctas : {sms, 2 * sms, 3 * sms, 4 * sms, 8 * sms}) {
+                if (!quick) {
+                    run(gather<1024, 16, 4, 128>, 128, 4 * 2 * 16 * 1024, ctas, "cp.async T16 S4");
+                    run(gather<1024, 32, 3, 256>, 256, 3 * 2 * 32 * 1024, ctas, "cp.async T32 S3");
+                }
+                if (ctas <= 2 * sms) {
+                    run(gather_bulk<16, 6>, 64, 6 * 32768 + 256, ctas, "bulk T16 S6");
+                    run(gather_bulk<8, 12>, 64, 12 * 16384 + 256, ctas, "bulk T8 S12");
+                    run(gather_bulk<32, 3>, 64, 3 * 65536 + 256, ctas, "bulk T32 S3");
+                }
+                if (ctas >= 2 * sms) {
+                    run(gather_bulk<16, 3>, 64, 3 * 32768 + 256, ctas, "bulk T16 S3");
+                    run(gather_bulk<8, 6>, 64, 6 * 16384 + 256, ctas, "bulk T8 S6");
+                }
+                run(gather_ld<2>, 256, 0, ctas, "ld U2 256t");
+                run(gather_ld<4>, 256, 0, ctas, "ld U4 256t");
+                run(gather_ld<8>, 256, 0, ctas, "ld U8 256t");
+            }
+            printf("n=%d %-6s BEST %s: %.2f us  %.2f TB/s (%.2f without the empty kernel)\n", n, order, bestname, best, bytes / best / 1e6, bytes / (best - empty_us) / 1e6);
+        }
+        CK(cudaFree(idx)); CK(cudaFree(k)); CK(cudaFree(v));
     }
-    // streaming copy reference
     {
         size_t nb = 1u << 30; char *a, *b; CK(cudaMalloc(&a, nb)); CK(cudaMalloc(&b, nb));
         float us = timeit([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); }, 5);

@@ -53,6 +53,19 @@ PY
 sanitize 0 operators/rmsnorm/seeds/row_block.cu row_block
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["status"] == "clean", d' "$TMP/out" ||
 	fail "the row_block seed: expected clean"
+# the warp-specialised seeds sync their rings with mbarriers only (no __syncthreads): racecheck
+# once reported gqa_ws's refill of a 2-stage ring as a race (one arrival per warp on "empty",
+# after a __syncwarp), which demoted every gqa_ws best the search found
+for args in "gqa operators/gqa/seeds/gqa_ws.cu" "gqa operators/gqa/seeds/gqa_ws.cu --param STAGES=2 --param CTAS=132 --param HINT=1 --param PART=1" \
+	"mla_decode operators/mla_decode/seeds/mla_ws.cu"; do
+	set -- $args
+	label=$(basename "$2" .cu)-$#
+	start=$(date +%s)
+	run 0 "$KSEARCH" sanitize --op "$@" --json --raw "$LOGS/sanitizer-$label.raw"
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["status"] == "clean" and "racecheck" in d["tools"], d' "$TMP/out" ||
+		fail "$args: expected clean under memcheck and racecheck"
+	echo "  $label: clean after $(($(date +%s) - start)) s"
+done
 
 n=0
 for f in tests/gpu/hostile/*.cu; do
