@@ -7,8 +7,10 @@
 For each run (a file of `archive ls --json` records, named by its file), the
 median seconds per candidate of the build (compile_s) and of the GPU worker's
 steps: inputs, prepare, checks and verify (host and GPU work around the
-checks), time (timing the benchmark workloads), and the evaluator's wall
-clock (wall, from the job sent to the answer), and the mean of wall.  Then the same medians over
+checks), time (timing the benchmark workloads), wait (within time: the
+worker blocked on the end of each timed run, its launches and the GPU; "-"
+for records from before it was measured), and the evaluator's wall clock
+(wall, from the job sent to the answer), and the mean of wall.  Then the same medians over
 the families every run evaluated, per family, so that a run that reached
 slower kernels is told apart from one whose evaluations were slower (a busy
 host).  Only evaluated candidates (verdict ok or wrong) count.
@@ -20,7 +22,8 @@ import sys
 
 STEPS = [("compile", "timing", "compile_s"), ("inputs", "overhead", "inputs_s"),
          ("prepare", "overhead", "prepare_s"), ("checks", "overhead", "checks_s"),
-         ("verify", "timing", "verify_s"), ("time", "timing", "time_s"), ("wall", "timing", "wall_s")]
+         ("verify", "timing", "verify_s"), ("time", "timing", "time_s"), ("wait", "overhead", "wait_s"),
+         ("wall", "timing", "wall_s")]
 
 
 def load(path):

@@ -180,7 +180,7 @@ struct worker {
 	CUevent prepared; /* recorded before a timed run's preparation: prepared..start is its GPU time */
 	/* where a job's time goes besides the timed launches (seconds), for the record */
 	struct {
-		double inputs, prepare, checks, verify;
+		double inputs, prepare, checks, verify, wait;
 		int runs, verified;
 	} overhead;
 	/* device printf, captured from our stdout */
@@ -1205,7 +1205,7 @@ static int run_timed(struct worker *w, const struct timed *t, int run, double *u
 	float ms = 0;
 	CUresult rc;
 
-	double t0 = now_s(), t1;
+	double t0 = now_s(), t1, waited;
 	float prep_ms = 0;
 
 	if (inputs_fill(w, t->wl, NULL, FILL_FRESH, t->in, oc) < 0)
@@ -1221,11 +1221,13 @@ static int run_timed(struct worker *w, const struct timed *t, int run, double *u
 	rc = w->cu->event_record(w->start, w->stream);
 	if (rc != CUDA_SUCCESS)
 		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: recording an event", t->wl->id);
+	t1 = now_s();
 	if (program_launch(w, t->prog, t->plan, t->wl, t->in, t->out, t->s, oc) < 0)
 		return -1;
 	rc = w->cu->event_record(w->stop, w->stream);
 	if (rc == CUDA_SUCCESS)
 		rc = w->cu->event_synchronize(w->stop);
+	waited = now_s() - t1;
 	if (rc == CUDA_SUCCESS)
 		rc = w->cu->event_elapsed_time(&ms, w->start, w->stop);
 	printf_collect(w);
@@ -1237,6 +1239,7 @@ static int run_timed(struct worker *w, const struct timed *t, int run, double *u
 	if (!t->g)
 		return 0;
 	w->overhead.runs++;
+	w->overhead.wait += waited;
 	snprintf(when, sizeof(when), " (timed run %d)", run);
 	t1 = now_s();
 	if (check_after_run(w, t->prog, t->wl, t->in, t->g, 1, when, oc) < 0)
@@ -1779,6 +1782,7 @@ done:
 							    .prepare_s = w->overhead.prepare,
 							    .checks_s = w->overhead.checks,
 							    .verify_s = w->overhead.verify,
+							    .wait_s = w->overhead.wait,
 							    .runs = w->overhead.runs,
 							    .verified_runs = w->overhead.verified };
 		res.has = KS_RESULT_EVALUATED | KS_RESULT_OVERHEAD;

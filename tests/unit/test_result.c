@@ -120,7 +120,13 @@ static void full_result(struct ks_result *r)
 	l->occupancy = 0.375;
 	l->threads = 256;
 	l->dynamic_smem = 4096;
-	r->overhead = (struct ks_result_overhead){ 0.25, 0.5, 0.125, 1.0, 40, 21 };
+	r->overhead = (struct ks_result_overhead){ .inputs_s = 0.25,
+						   .prepare_s = 0.5,
+						   .checks_s = 0.125,
+						   .verify_s = 1.0,
+						   .wait_s = 0.375,
+						   .runs = 40,
+						   .verified_runs = 21 };
 	r->printf_bytes = 9000;
 	r->printf_head = ks_strdup("hello\n");
 	r->timing = (struct ks_result_timing){ 0.5, 0.25, 1.0, 1.5, 1.75 };
@@ -166,7 +172,8 @@ static void test_json_form_reads_back_as_written(void **state)
 	assert_int_equal(back.workloads[1].n_splits, 0);
 	assert_null(json_object_get(json_array_get(json_object_get(j, "workloads"), 1), "splits"));
 	assert_true(back.launches[0].occupancy == 0.375);
-	assert_true(back.overhead.verified_runs == 21);
+	assert_true(back.overhead.verified_runs == 21 && back.overhead.runs == 40);
+	assert_true(back.overhead.wait_s == 0.375);
 	assert_string_equal(back.printf_head, "hello\n");
 	assert_true(back.timing.wall_s == 1.5);
 	assert_int_equal(json_integer_value(json_object_get(j, "evaluator")), KS_EVALUATOR_GENERATION);
@@ -174,6 +181,13 @@ static void test_json_form_reads_back_as_written(void **state)
 	j2 = ks_result_to_json(&back);
 	assert_json_equal(j, j2);
 	json_decref(j2);
+	/* a record from an evaluator before wait_s was measured reads, with wait_s 0 */
+	json_object_del(json_object_get(j, "overhead"), "wait_s");
+	ks_result_release(&back);
+	ks_result_init(&back);
+	if (ks_result_from_json(j, &back, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_true(back.overhead.wait_s == 0 && back.overhead.runs == 40);
 
 	/* parts a result does not hold are not written, and read back absent */
 	ks_result_release(&r);

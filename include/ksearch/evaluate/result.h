@@ -88,6 +88,9 @@ struct ks_result_kernel {
 /* What the evaluator's defences cost during timing, beside the timed launches ("overhead"). */
 struct ks_result_overhead {
 	double inputs_s, prepare_s, checks_s, verify_s;
+	/* the host blocked on a timed candidate run's end (its launches, then the GPU): what a busy
+	   host adds to each run shows here (0 in records of evaluators before it was measured) */
+	double wait_s;
 	int64_t runs, verified_runs;
 };
 
