@@ -7,9 +7,11 @@
 For each run (a file of `archive ls --json` records, named by its file), the
 median seconds per candidate of the build (compile_s) and of the GPU worker's
 steps: inputs, prepare, checks and verify (host and GPU work around the
-checks), time (timing the benchmark workloads), wait (within time: the
-worker blocked on the end of each timed run, its launches and the GPU; "-"
-for records from before it was measured), and the evaluator's wall clock
+checks), time (timing the benchmark workloads) and within it: wait (the
+worker blocked on the end of each timed run, its launches and the GPU),
+warmup (the candidate's warm-up runs), prechk (the input checks before each
+verification) and msgs (progress messages to the coordinator), "-" in
+records from before they were measured; and the evaluator's wall clock
 (wall, from the job sent to the answer), and the mean of wall.  Then the same medians over
 the families every run evaluated, per family, so that a run that reached
 slower kernels is told apart from one whose evaluations were slower (a busy
@@ -23,7 +25,8 @@ import sys
 STEPS = [("compile", "timing", "compile_s"), ("inputs", "overhead", "inputs_s"),
          ("prepare", "overhead", "prepare_s"), ("checks", "overhead", "checks_s"),
          ("verify", "timing", "verify_s"), ("time", "timing", "time_s"), ("wait", "overhead", "wait_s"),
-         ("wall", "timing", "wall_s")]
+         ("warmup", "overhead", "warmup_s"), ("prechk", "overhead", "prechecks_s"),
+         ("msgs", "overhead", "announce_s"), ("wall", "timing", "wall_s")]
 
 
 def load(path):

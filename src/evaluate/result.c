@@ -277,9 +277,11 @@ void ks_result_to_json_into(const struct ks_result *res, json_t *obj)
 		const struct ks_result_overhead *o = &res->overhead;
 
 		json_object_set_new(obj, "overhead",
-				    json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "inputs_s", o->inputs_s,
-					      "prepare_s", o->prepare_s, "checks_s", o->checks_s, "verify_s",
-					      o->verify_s, "wait_s", o->wait_s, "runs", (json_int_t)o->runs,
+				    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}",
+					      "inputs_s", o->inputs_s, "prepare_s", o->prepare_s, "checks_s",
+					      o->checks_s, "verify_s", o->verify_s, "wait_s", o->wait_s,
+					      "warmup_s", o->warmup_s, "prechecks_s", o->prechecks_s,
+					      "announce_s", o->announce_s, "runs", (json_int_t)o->runs,
 					      "verified_runs", (json_int_t)o->verified_runs));
 	}
 	if (res->evaluator > 0)
@@ -604,8 +606,15 @@ int ks_result_from_json(const json_t *obj, struct ks_result *res, struct ks_erro
 		read_num(&o, v, "prepare_s", &res->overhead.prepare_s);
 		read_num(&o, v, "checks_s", &res->overhead.checks_s);
 		read_num(&o, v, "verify_s", &res->overhead.verify_s);
-		if (json_object_get(v, "wait_s")) /* absent from records made before it was measured */
+		/* absent from records made before they were measured: 0 */
+		if (json_object_get(v, "wait_s"))
 			read_num(&o, v, "wait_s", &res->overhead.wait_s);
+		if (json_object_get(v, "warmup_s"))
+			read_num(&o, v, "warmup_s", &res->overhead.warmup_s);
+		if (json_object_get(v, "prechecks_s"))
+			read_num(&o, v, "prechecks_s", &res->overhead.prechecks_s);
+		if (json_object_get(v, "announce_s"))
+			read_num(&o, v, "announce_s", &res->overhead.announce_s);
 		read_int(&o, v, "runs", &res->overhead.runs);
 		read_int(&o, v, "verified_runs", &res->overhead.verified_runs);
 		r.failed |= o.failed;

@@ -180,7 +180,7 @@ struct worker {
 	CUevent prepared; /* recorded before a timed run's preparation: prepared..start is its GPU time */
 	/* where a job's time goes besides the timed launches (seconds), for the record */
 	struct {
-		double inputs, prepare, checks, verify, wait;
+		double inputs, prepare, checks, verify, wait, warmup, prechecks, announce;
 		int runs, verified;
 	} overhead;
 	/* device printf, captured from our stdout */
@@ -258,7 +258,10 @@ static void send_msg(struct worker *w, json_t *msg)
 /* Tell the coordinator how long the next step may take before it should give up on us. */
 static void announce(struct worker *w, double seconds)
 {
+	double t0 = now_s();
+
 	send_msg(w, json_pack("{s:s, s:I}", "type", "deadline", "ms", (json_int_t)(seconds * 1000.0)));
+	w->overhead.announce += now_s() - t0;
 }
 
 /* ---- device printf: captured, bounded, evidence only ---- */
@@ -1315,7 +1318,7 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 {
 	double *samples = ks_calloc((size_t)set->max_reps + 1, sizeof(*samples));
 	double *sorted = ks_calloc((size_t)set->max_reps + 1, sizeof(*sorted));
-	double t_start = now_s(), last_median = -1, us = 0;
+	double t_start = now_s(), last_median = -1, us = 0, t_check;
 	int verify = t->g != NULL, run = 0, n = 0, ret = -1, stable = 0;
 	int min_samples = verify ? (set->min_reps / 3 > MIN_VERIFIED ? set->min_reps / 3 : MIN_VERIFIED)
 				 : set->min_reps;
@@ -1330,6 +1333,8 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 		if (now_s() - t_start > set->time_cap_ms / 2000.0)
 			break; /* a slow kernel: its timed runs need the time more */
 	}
+	if (verify)
+		w->overhead.warmup += now_s() - t_start;
 	t_start = now_s();
 	while (run < set->max_reps) {
 		int counted;
@@ -1351,8 +1356,11 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 			 * weights) would otherwise be "verified" against its own edit.
 			 */
 			snprintf(when, sizeof(when), " (timed run %d, checked before its verification)", run);
-			if (check_after_run(w, t->prog, t->wl, t->in, t->g, 0, when, oc) < 0 ||
-			    verify_run(w, t, run, oc) < 0)
+			t_check = now_s();
+			if (check_after_run(w, t->prog, t->wl, t->in, t->g, 0, when, oc) < 0)
+				goto cleanup;
+			w->overhead.prechecks += now_s() - t_check;
+			if (verify_run(w, t, run, oc) < 0)
 				goto cleanup;
 		}
 		if (!counted)
@@ -1783,6 +1791,9 @@ done:
 							    .checks_s = w->overhead.checks,
 							    .verify_s = w->overhead.verify,
 							    .wait_s = w->overhead.wait,
+							    .warmup_s = w->overhead.warmup,
+							    .prechecks_s = w->overhead.prechecks,
+							    .announce_s = w->overhead.announce,
 							    .runs = w->overhead.runs,
 							    .verified_runs = w->overhead.verified };
 		res.has = KS_RESULT_EVALUATED | KS_RESULT_OVERHEAD;

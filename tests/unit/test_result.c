@@ -125,6 +125,9 @@ static void full_result(struct ks_result *r)
 						   .checks_s = 0.125,
 						   .verify_s = 1.0,
 						   .wait_s = 0.375,
+						   .warmup_s = 0.0625,
+						   .prechecks_s = 0.03125,
+						   .announce_s = 0.015625,
 						   .runs = 40,
 						   .verified_runs = 21 };
 	r->printf_bytes = 9000;
@@ -173,7 +176,8 @@ static void test_json_form_reads_back_as_written(void **state)
 	assert_null(json_object_get(json_array_get(json_object_get(j, "workloads"), 1), "splits"));
 	assert_true(back.launches[0].occupancy == 0.375);
 	assert_true(back.overhead.verified_runs == 21 && back.overhead.runs == 40);
-	assert_true(back.overhead.wait_s == 0.375);
+	assert_true(back.overhead.wait_s == 0.375 && back.overhead.warmup_s == 0.0625);
+	assert_true(back.overhead.prechecks_s == 0.03125 && back.overhead.announce_s == 0.015625);
 	assert_string_equal(back.printf_head, "hello\n");
 	assert_true(back.timing.wall_s == 1.5);
 	assert_int_equal(json_integer_value(json_object_get(j, "evaluator")), KS_EVALUATOR_GENERATION);
@@ -181,13 +185,17 @@ static void test_json_form_reads_back_as_written(void **state)
 	j2 = ks_result_to_json(&back);
 	assert_json_equal(j, j2);
 	json_decref(j2);
-	/* a record from an evaluator before wait_s was measured reads, with wait_s 0 */
+	/* a record from an evaluator before these were measured reads, with each 0 */
 	json_object_del(json_object_get(j, "overhead"), "wait_s");
+	json_object_del(json_object_get(j, "overhead"), "warmup_s");
+	json_object_del(json_object_get(j, "overhead"), "prechecks_s");
+	json_object_del(json_object_get(j, "overhead"), "announce_s");
 	ks_result_release(&back);
 	ks_result_init(&back);
 	if (ks_result_from_json(j, &back, &err) < 0)
 		fail_msg("%s", err.msg);
-	assert_true(back.overhead.wait_s == 0 && back.overhead.runs == 40);
+	assert_true(back.overhead.wait_s == 0 && back.overhead.warmup_s == 0 && back.overhead.runs == 40);
+	assert_true(back.overhead.prechecks_s == 0 && back.overhead.announce_s == 0);
 
 	/* parts a result does not hold are not written, and read back absent */
 	ks_result_release(&r);

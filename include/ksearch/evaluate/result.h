@@ -91,6 +91,9 @@ struct ks_result_overhead {
 	/* the host blocked on a timed candidate run's end (its launches, then the GPU): what a busy
 	   host adds to each run shows here (0 in records of evaluators before it was measured) */
 	double wait_s;
+	/* the rest of the timing loop, measured since wait_s too: the candidate's warm-up runs, the
+	   input checks before each verification, and the progress messages to the coordinator */
+	double warmup_s, prechecks_s, announce_s;
 	int64_t runs, verified_runs;
 };
 
