@@ -4,8 +4,9 @@
 # buffer undone before the run ends, a shared-memory race whose result never
 # shows; t0200 checks that the evaluator says ok to each) must come out of
 # `ksearch sanitize` failed (exit 5) with TOOL's error first; correct kernels
-# that use shared memory (zz_good.cu, the row_block seed) must come out clean
-# with both tools run.  Then the archive path: `ksearch sanitize --id` stores
+# that use shared memory (zz_good.cu, the row_block seed, and the
+# warp-specialised gqa_ws and mla_ws seeds, whose rings sync by mbarriers only)
+# must come out clean with both tools run.  Then the archive path: `ksearch sanitize --id` stores
 # the check, a failed one demotes its record, and export-best refuses it.
 #
 # Needs a GPU and compute-sanitizer (exit 77 = skipped otherwise, saying why).
