@@ -276,13 +276,14 @@ void ks_result_to_json_into(const struct ks_result *res, json_t *obj)
 	if (res->has & KS_RESULT_OVERHEAD) {
 		const struct ks_result_overhead *o = &res->overhead;
 
-		json_object_set_new(obj, "overhead",
-				    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}",
-					      "inputs_s", o->inputs_s, "prepare_s", o->prepare_s, "checks_s",
-					      o->checks_s, "verify_s", o->verify_s, "wait_s", o->wait_s,
-					      "warmup_s", o->warmup_s, "prechecks_s", o->prechecks_s,
-					      "announce_s", o->announce_s, "runs", (json_int_t)o->runs,
-					      "verified_runs", (json_int_t)o->verified_runs));
+		json_object_set_new(
+			obj, "overhead",
+			json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I}", "inputs_s",
+				  o->inputs_s, "prepare_s", o->prepare_s, "checks_s", o->checks_s, "verify_s",
+				  o->verify_s, "wait_s", o->wait_s, "warmup_s", o->warmup_s, "prechecks_s",
+				  o->prechecks_s, "announce_s", o->announce_s, "runs", (json_int_t)o->runs,
+				  "verified_runs", (json_int_t)o->verified_runs, "announcements",
+				  (json_int_t)o->announcements, "allocations", (json_int_t)o->allocations));
 	}
 	if (res->evaluator > 0)
 		json_object_set_new(obj, "evaluator", json_integer(res->evaluator));
@@ -615,6 +616,10 @@ int ks_result_from_json(const json_t *obj, struct ks_result *res, struct ks_erro
 			read_num(&o, v, "prechecks_s", &res->overhead.prechecks_s);
 		if (json_object_get(v, "announce_s"))
 			read_num(&o, v, "announce_s", &res->overhead.announce_s);
+		if (json_object_get(v, "announcements"))
+			read_int(&o, v, "announcements", &res->overhead.announcements);
+		if (json_object_get(v, "allocations"))
+			read_int(&o, v, "allocations", &res->overhead.allocations);
 		read_int(&o, v, "runs", &res->overhead.runs);
 		read_int(&o, v, "verified_runs", &res->overhead.verified_runs);
 		r.failed |= o.failed;

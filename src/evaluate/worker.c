@@ -24,6 +24,7 @@
 #include "ksearch/compile/nvrtc.h"
 #include "ksearch/evaluate/compare.h"
 #include "ksearch/evaluate/cuda.h"
+#include "ksearch/evaluate/devpool.h"
 #include "ksearch/evaluate/gpukit.h"
 #include "ksearch/evaluate/launch.h"
 #include "ksearch/evaluate/result.h"
@@ -74,6 +75,15 @@
 
 /* Replies that the coordinator does not read within this long end the worker. */
 #define REPLY_WRITE_MS 60000
+/*
+ * A deadline is announced this much longer than the step asks, and not
+ * again while the one standing covers the step and is no longer than that:
+ * a message per timed run woke the coordinator every few hundred
+ * microseconds, and on a busy host each wake-up cost the worker its CPU
+ * (BENCHMARKS.md, "Why evaluations slowed beside other workers").  A hang is
+ * found at most this much later.
+ */
+#define ANNOUNCE_SLACK_S 1.0
 
 #define MAX_LAUNCHES 16
 #define MAX_SCRATCH 16
@@ -129,6 +139,7 @@ struct scratch {
 struct guards {
 	struct ks_guard_region *regions; /* kept here: the device copy is written anew for each check */
 	CUdeviceptr table;
+	size_t table_bytes;
 	unsigned int n;
 	size_t alloc_regions, alloc_what;
 	uint64_t max_bytes;
@@ -181,8 +192,12 @@ struct worker {
 	/* where a job's time goes besides the timed launches (seconds), for the record */
 	struct {
 		double inputs, prepare, checks, verify, wait, warmup, prechecks, announce;
-		int runs, verified;
+		int runs, verified, announcements;
+		uint64_t misses_before; /* the pool's, when the job started */
 	} overhead;
+	/* device buffers kept from one evaluation to the next (devpool.h) */
+	struct ks_devpool pool;
+	double announced_until; /* the deadline the coordinator holds (our clock); 0: none announced */
 	/* device printf, captured from our stdout */
 	char printf_head[PRINTF_KEEP + 1];
 	size_t printf_kept;
@@ -255,13 +270,24 @@ static void send_msg(struct worker *w, json_t *msg)
 	json_decref(msg);
 }
 
-/* Tell the coordinator how long the next step may take before it should give up on us. */
+/*
+ * Tell the coordinator how long the next step may take before it should
+ * give up on us: unless the deadline it holds already covers the step and
+ * ends at most ANNOUNCE_SLACK_S after the step would (a longer one, left
+ * from a slower step, would let a hang go unnoticed for longer).
+ */
 static void announce(struct worker *w, double seconds)
 {
-	double t0 = now_s();
+	double t0 = now_s(), until = t0 + seconds;
 
+	if (w->announced_until >= until && w->announced_until <= until + ANNOUNCE_SLACK_S)
+		return;
+	seconds += ANNOUNCE_SLACK_S;
 	send_msg(w, json_pack("{s:s, s:I}", "type", "deadline", "ms", (json_int_t)(seconds * 1000.0)));
+	/* the coordinator's deadline starts when it reads this, later than t0: ours is the earlier */
+	w->announced_until = t0 + seconds;
 	w->overhead.announce += now_s() - t0;
+	w->overhead.announcements++;
 }
 
 /* ---- device printf: captured, bounded, evidence only ---- */
@@ -331,8 +357,7 @@ static void printf_into(struct worker *w, struct ks_result *res)
 
 static void gbuf_free(struct worker *w, struct gbuf *b)
 {
-	if (b->base)
-		w->cu->mem_free(b->base);
+	ks_devpool_put(&w->pool, b->base, b->alloc);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -343,11 +368,9 @@ static CUresult gbuf_alloc(struct worker *w, size_t bytes, struct gbuf *b)
 
 	memset(b, 0, sizeof(*b));
 	b->alloc = GUARD_BYTES + (body ? body : BUF_ALIGN) + GUARD_BYTES;
-	rc = w->cu->mem_alloc(&b->base, b->alloc);
-	if (rc != CUDA_SUCCESS) {
-		b->base = 0;
+	rc = ks_devpool_get(&w->pool, b->alloc, &b->base);
+	if (rc != CUDA_SUCCESS)
 		return rc;
-	}
 	b->ptr = b->base + GUARD_BYTES;
 	b->bytes = bytes;
 	return CUDA_SUCCESS;
@@ -355,8 +378,7 @@ static CUresult gbuf_alloc(struct worker *w, size_t bytes, struct gbuf *b)
 
 static void guards_release(struct worker *w, struct guards *g)
 {
-	if (g->table)
-		w->cu->mem_free(g->table);
+	ks_devpool_put(&w->pool, g->table, g->table_bytes);
 	free(g->regions);
 	free(g->what);
 	memset(g, 0, sizeof(*g));
@@ -613,7 +635,8 @@ static int guards_make(struct worker *w, const struct program *prog, const struc
 		guards_add(g, &out->buf[i], "output", op->outputs[i].name);
 	for (size_t i = 0; i < s->n; i++)
 		guards_add(g, &s->buf[i], "scratch", prog->cand->scratch[i].name);
-	rc = w->cu->mem_alloc(&g->table, g->n * sizeof(*g->regions));
+	g->table_bytes = g->n * sizeof(*g->regions);
+	rc = ks_devpool_get(&w->pool, g->table_bytes, &g->table);
 	if (rc == CUDA_SUCCESS)
 		rc = guards_upload(w, g);
 	if (rc != CUDA_SUCCESS) {
@@ -965,6 +988,7 @@ static void drop_op(struct worker *w)
 	free(w->op_dir);
 	free(w->ref_us);
 	free((void *)w->ref.params);
+	ks_devpool_drain(&w->pool); /* another operator's buffers have other sizes */
 	w->op_dir = NULL;
 	w->ref_us = NULL;
 	memset(&w->ref, 0, sizeof(w->ref));
@@ -1676,6 +1700,8 @@ static int start_job(struct worker *w, const json_t *job)
 	ks_os_random(w->job.pattern, sizeof(w->job.pattern));
 	printf_reset(w);
 	memset(&w->overhead, 0, sizeof(w->overhead));
+	w->overhead.misses_before = w->pool.misses;
+	w->announced_until = 0; /* each job starts on the coordinator's own deadline */
 	return 0;
 }
 
@@ -1786,16 +1812,20 @@ done:
 		res.timing.verify_s = verify_s;
 		res.timing.time_s = time_s;
 		/* what the defences of the timed phase cost, beside the timed launches themselves */
-		res.overhead = (struct ks_result_overhead){ .inputs_s = w->overhead.inputs,
-							    .prepare_s = w->overhead.prepare,
-							    .checks_s = w->overhead.checks,
-							    .verify_s = w->overhead.verify,
-							    .wait_s = w->overhead.wait,
-							    .warmup_s = w->overhead.warmup,
-							    .prechecks_s = w->overhead.prechecks,
-							    .announce_s = w->overhead.announce,
-							    .runs = w->overhead.runs,
-							    .verified_runs = w->overhead.verified };
+		res.overhead = (struct ks_result_overhead){
+			.inputs_s = w->overhead.inputs,
+			.prepare_s = w->overhead.prepare,
+			.checks_s = w->overhead.checks,
+			.verify_s = w->overhead.verify,
+			.wait_s = w->overhead.wait,
+			.warmup_s = w->overhead.warmup,
+			.prechecks_s = w->overhead.prechecks,
+			.announce_s = w->overhead.announce,
+			.runs = w->overhead.runs,
+			.verified_runs = w->overhead.verified,
+			.announcements = w->overhead.announcements,
+			.allocations = (int64_t)(w->pool.misses - w->overhead.misses_before)
+		};
 		res.has = KS_RESULT_EVALUATED | KS_RESULT_OVERHEAD;
 		/* what the kernel printed: evidence for a person, never read as a message */
 		printf_into(w, &res);
@@ -1859,6 +1889,8 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 		return 1;
 	}
 	w.stream = ks_gpukit_stream(w.kit);
+	/* a sixteenth of the GPU's memory: gqa's buffers of every workload take about a gigabyte */
+	ks_devpool_init(&w.pool, w.cu, w.prof.total_mem / 16);
 	if (w.cu->event_create(&w.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
 	    w.cu->event_create(&w.stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
 	    w.cu->event_create(&w.prepared, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
@@ -1898,6 +1930,7 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 			return 3; /* the context is gone: the coordinator starts a fresh worker */
 	}
 	drop_op(&w);
+	ks_devpool_release(&w.pool);
 	if (w.slots)
 		w.cu->mem_free(w.slots);
 	if (w.pattern)

@@ -72,8 +72,10 @@ except ValueError:
     sys.exit(0)
 for r in data if isinstance(data, list) else [data]:
     params = ",".join(f"{k}={v}" for k, v in (r.get("params") or {}).items()) or "-"
+    o = r.get("overhead") or {}
     print(f"{file}\t{params}\t{r.get('verdict', '?')}\t{r.get('fitness') or 0:.3f}\t"
-          f"{100 * (r.get('sol_fraction') or 0):.0f}%\t{' '.join((r.get('evidence') or '').split())[:160]}")
+          f"{100 * (r.get('sol_fraction') or 0):.0f}%\t{' '.join((r.get('evidence') or '').split())[:160]}"
+          f"\t{o.get('runs', '')}\t{o.get('announcements', '')}\t{o.get('allocations', '')}")
 PY
 	if [ "$rc" != 0 ]; then
 		echo "NOT OK: ksearch check $file --op $op $* exited $rc" >&2
@@ -119,7 +121,7 @@ done
 [ "$n_files" -gt 0 ] || fail "no operator files found under operators/"
 
 echo
-python3 - "$TMP/summary" <<'PY'
+python3 - "$TMP/summary" <<'PY' || failed=$((failed + 1))
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 head = ("file", "params", "verdict", "fitness", "SOL")
@@ -132,6 +134,24 @@ for r in rows:
     print(line)
 bad = sum(r[2] != "ok" for r in rows)
 print(f"{len(rows)} checks, {bad} not ok")
+# What the worker did beside the timed runs: it tells the coordinator its
+# deadline when a step needs another (a few dozen times an evaluation), not
+# once a timed run, each message having woken the coordinator (on a busy host
+# it cost the worker its CPU); and the driver allocated device memory once per
+# buffer size, the rest coming from the worker's pool (devpool.h).
+timed = [r for r in rows if len(r) > 8 and r[6] and r[7] and int(r[6]) > 0]
+if timed:
+    runs = sum(int(r[6]) for r in timed)
+    msgs = sum(int(r[7]) for r in timed)
+    allocs = sum(int(r[8]) for r in timed if r[8])
+    print(f"overhead: {msgs} deadline messages for {runs} timed runs; {allocs} device allocations")
+    if msgs >= 0.6 * runs:
+        print("NOT OK: a deadline message for most timed runs (expected one per step)")
+        bad += 1
+else:
+    print("NOT OK: no check reported its overhead (runs, announcements)")
+    bad += 1
+sys.exit(1 if bad else 0)
 PY
 [ "$failed" = 0 ] || fail "$failed ksearch check runs were not ok (summary above)"
 done_ok

@@ -129,7 +129,9 @@ static void full_result(struct ks_result *r)
 						   .prechecks_s = 0.03125,
 						   .announce_s = 0.015625,
 						   .runs = 40,
-						   .verified_runs = 21 };
+						   .verified_runs = 21,
+						   .announcements = 7,
+						   .allocations = 9 };
 	r->printf_bytes = 9000;
 	r->printf_head = ks_strdup("hello\n");
 	r->timing = (struct ks_result_timing){ 0.5, 0.25, 1.0, 1.5, 1.75 };
@@ -178,6 +180,7 @@ static void test_json_form_reads_back_as_written(void **state)
 	assert_true(back.overhead.verified_runs == 21 && back.overhead.runs == 40);
 	assert_true(back.overhead.wait_s == 0.375 && back.overhead.warmup_s == 0.0625);
 	assert_true(back.overhead.prechecks_s == 0.03125 && back.overhead.announce_s == 0.015625);
+	assert_true(back.overhead.announcements == 7 && back.overhead.allocations == 9);
 	assert_string_equal(back.printf_head, "hello\n");
 	assert_true(back.timing.wall_s == 1.5);
 	assert_int_equal(json_integer_value(json_object_get(j, "evaluator")), KS_EVALUATOR_GENERATION);
@@ -190,12 +193,16 @@ static void test_json_form_reads_back_as_written(void **state)
 	json_object_del(json_object_get(j, "overhead"), "warmup_s");
 	json_object_del(json_object_get(j, "overhead"), "prechecks_s");
 	json_object_del(json_object_get(j, "overhead"), "announce_s");
+	json_object_del(json_object_get(j, "overhead"), "announcements");
+	json_object_del(json_object_get(j, "overhead"), "allocations");
 	ks_result_release(&back);
 	ks_result_init(&back);
 	if (ks_result_from_json(j, &back, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_true(back.overhead.wait_s == 0 && back.overhead.warmup_s == 0 && back.overhead.runs == 40);
 	assert_true(back.overhead.prechecks_s == 0 && back.overhead.announce_s == 0);
+	assert_int_equal(back.overhead.announcements, 0);
+	assert_int_equal(back.overhead.allocations, 0);
 
 	/* parts a result does not hold are not written, and read back absent */
 	ks_result_release(&r);

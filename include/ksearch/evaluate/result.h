@@ -95,6 +95,8 @@ struct ks_result_overhead {
 	   input checks before each verification, and the progress messages to the coordinator */
 	double warmup_s, prechecks_s, announce_s;
 	int64_t runs, verified_runs;
+	int64_t announcements; /* deadline messages sent to the coordinator */
+	int64_t allocations;   /* device buffers the driver allocated (the rest came from the pool) */
 };
 
 /* Seconds; 0: not measured (and not written). */
