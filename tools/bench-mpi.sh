@@ -3,27 +3,30 @@
 # process on one GPU, on one host, in one session (issue 27; BENCHMARKS.md,
 # "One search over many ranks").
 #
-#   bash tools/bench-mpi.sh [--op OP] [--time SECONDS] [OUTDIR]
+#   bash tools/bench-mpi.sh [--op OP] [--time SECONDS] [--runs "one 2x2"] [OUTDIR]
 #
 # Runs, one after the other, each from a fresh archive with default settings
 # for --time seconds (default 150):
 #   one      ksearch evolve --gpus 0                       (one GPU, no MPI)
 #   4x1      mpirun -np 4 ksearch evolve                   (4 ranks, one GPU each)
 #   2x2      mpirun -np 2 ksearch evolve --gpus all        (2 ranks, two GPUs each)
-# and prints each run's evaluations, seconds, evaluations per hour, ratio to
-# `one` and the GPUs' busy share; then where an evaluation's time went in
-# each run (tools/eval-costs.py over the runs' records in OUTDIR/costs).
+# (--runs: some of them, in the order given), and prints each run's
+# evaluations, seconds, evaluations per hour, ratio to the first (`one`) and
+# the GPUs' busy share; then where an evaluation's time went in each run
+# (tools/eval-costs.py over the runs' records in OUTDIR/costs).
 # Needs 4 GPUs, a ksearch built with MPI (KSEARCH, default build/ksearch)
 # and mpirun on PATH (tools/mpi-wheel.sh).
 set -u
 cd "$(dirname "$0")/.."
 op=gqa
 seconds=150
+runs="one 4x1 2x2"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--op) op=$2; shift 2 ;;
 	--time) seconds=$2; shift 2 ;;
-	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--runs) runs=$2; shift 2 ;;
+	-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "bench-mpi: unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -53,13 +56,18 @@ run() { # NAME LAUNCHER... -- EVOLVE-OPTIONS...
 	"$KSEARCH" archive ls --op "$op" --archive "$OUTDIR/archive-$name" --sort id --json \
 		>"$OUTDIR/costs/$name.json" 2>>"$OUTDIR/$name.txt"
 }
-run one --
-run 4x1 "${mpi[@]}" -np 4 --
-run 2x2 "${mpi[@]}" -np 2 -- --gpus all
+for name in $runs; do
+	case $name in
+	one) run one -- ;;
+	4x1) run 4x1 "${mpi[@]}" -np 4 -- ;;
+	2x2) run 2x2 "${mpi[@]}" -np 2 -- --gpus all ;;
+	*) echo "bench-mpi: unknown run '$name' (one, 4x1, 2x2)" >&2; exit 2 ;;
+	esac
+done
 
 printf "%-5s %12s %8s %10s %7s %6s\n" run evaluations seconds per-hour ratio busy | tee "$OUTDIR/summary.txt"
 base=""
-for name in one 4x1 2x2; do
+for name in $runs; do
 	line=$(grep -m1 '^stopped (' "$OUTDIR/$name.txt")
 	evals=$(sed -n 's/.* after \([0-9]*\) evaluations in \([0-9]*\) s.*/\1/p' <<<"$line")
 	secs=$(sed -n 's/.* after \([0-9]*\) evaluations in \([0-9]*\) s.*/\2/p' <<<"$line")
@@ -75,5 +83,7 @@ for name in one 4x1 2x2; do
 		tee -a "$OUTDIR/summary.txt"
 done
 # where an evaluation's time went, run against run and per family every run evaluated
-python3 tools/eval-costs.py "$OUTDIR/costs/one.json" "$OUTDIR/costs/4x1.json" "$OUTDIR/costs/2x2.json" |
+costs=()
+for name in $runs; do costs+=("$OUTDIR/costs/$name.json"); done
+python3 tools/eval-costs.py "${costs[@]}" |
 	tee -a "$OUTDIR/summary.txt"

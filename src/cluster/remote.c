@@ -643,20 +643,25 @@ static void remote_discard(void *ctx, void *built)
 /*
  * Profiles and sanitizer checks go to the ranks in turn, each on one of
  * the chosen rank's GPUs.  A check holds that GPU for seconds, and the
- * search inserts results in proposal order: candidates waiting on the rank
- * behind it would hold up every rank's results behind them (measured with
- * every check on rank 0: 4 ranks of one GPU ran at 2.4 times one GPU, rank
- * 0's GPU checking and profiling for 68 s of 116).  So while one waits for
- * its rank, no new candidate goes there (choose_rank()), and it starts when
- * the rank holds none, when no other rank could take them, after
- * KS_CLUSTER_DRAIN_MS, or when the search cancels it.  Under lock; the
- * rank, with its draining count raised (give it back with
- * ranks[rank].draining--), or -1 when no rank takes jobs.
+ * search inserts results in proposal order: on a rank of one GPU,
+ * candidates waiting behind it would hold up every rank's results behind
+ * them (measured with every check on rank 0: 4 ranks of one GPU ran at 2.4
+ * times one GPU, rank 0's GPU checking and profiling for 68 s of 116).  So
+ * while one waits for such a rank, no new candidate goes there
+ * (choose_rank()), and it starts when the rank holds none, when no other
+ * rank could take them, after KS_CLUSTER_DRAIN_MS, or when the search
+ * cancels it.  A rank of several GPUs goes on timing candidates on the
+ * others and is not drained: draining it idled all of them for as long as
+ * one checked (2 ranks of two GPUs: 82% busy, BENCHMARKS.md).  Under lock;
+ * the rank, or -1 when no rank takes jobs; *drained says whether its
+ * draining count was raised (give it back with ranks[rank].draining--).
  */
-static int take_evidence_rank(struct ks_cluster_remote *r, const volatile sig_atomic_t *cancel)
+static int take_evidence_rank(struct ks_cluster_remote *r, const volatile sig_atomic_t *cancel, int *drained)
 {
 	int64_t until = ks_now_ms() + KS_CLUSTER_DRAIN_MS;
 	int rank = -1;
+
+	*drained = 0;
 
 	for (int k = 0; k < r->size && rank < 0; k++) {
 		int i = (r->next_evidence + k) % r->size;
@@ -667,7 +672,10 @@ static int take_evidence_rank(struct ks_cluster_remote *r, const volatile sig_at
 	if (rank < 0)
 		return -1;
 	r->next_evidence = (rank + 1) % r->size;
+	if (r->ranks[rank].gpus > 1)
+		return rank;
 	r->ranks[rank].draining++;
+	*drained = 1;
 	while (r->ranks[rank].outstanding > 0 && !r->ranks[rank].dead && another_takes_jobs(r, rank) &&
 	       !r->failed && !(cancel && *cancel) && ks_now_ms() < until)
 		wait_a_while(r);
@@ -751,17 +759,17 @@ static int remote_evidence(struct ks_cluster_remote *r, enum ks_cluster_evidence
 			   const struct ks_family *fam, const int64_t *params,
 			   const volatile sig_atomic_t *cancel, void *outcome, struct ks_error *err)
 {
-	int rank, rc;
+	int rank, rc, drained;
 
 	pthread_mutex_lock(&r->lock);
-	rank = take_evidence_rank(r, cancel);
+	rank = take_evidence_rank(r, cancel, &drained);
 	if (rank < 0) {
 		pthread_mutex_unlock(&r->lock);
 		return ks_fail(err, "every rank has died; the first: %s", r->dead_why);
 	}
 	rc = rank == 0 ? evidence_here(r, kind, fam, params, cancel, outcome, err)
 		       : evidence_there(r, rank, kind, fam, params, cancel, outcome, err);
-	r->ranks[rank].draining--;
+	r->ranks[rank].draining -= drained;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	return rc;

@@ -12,6 +12,9 @@
  *              and timed on the same rank
  *   local      as roundtrip, with rank 0's own lanes (the toy, in rank 0's
  *              process) beside the ranks': all three build and time jobs
+ *   wide       as local, with rank 1 serving two GPUs (lanes): profiles on
+ *              ranks 0 and 2 (one GPU each) find their rank drained, while
+ *              rank 1 goes on timing candidates beside its profiles
  *   kill       rank 2 is killed (SIGKILL) in its third build: it is found
  *              dead and its jobs are done by rank 1 or by rank 0's own lane
  *   kill0      rank 0 is killed once the ranks serve it: with nobody to stop
@@ -45,6 +48,7 @@
 #include "ksearch/search/search.h"
 
 #define N_JOBS 40
+#define N_JOBS_WIDE 160 /* wide: enough to keep every rank busy through the profiles */
 
 static int my_rank;
 static const char *scenario;
@@ -124,10 +128,12 @@ static void toy_discard(void *ctx, void *built)
 
 /*
  * A profile, which holds a GPU for a while, on whichever rank's turn it is:
- * it should find none of that rank's candidates built, held or being timed
- * (their results would wait for it, and every rank's behind them), and
- * none should start there while it runs.  It says what it found in why:
- * "rank R, beside N candidates, S started during it".
+ * on a rank of one GPU it should find none of that rank's candidates built,
+ * held or being timed (their results would wait for it, and every rank's
+ * behind them), and none should start there while it runs; a rank of two
+ * GPUs (rank 1 in "wide") goes on with its candidates on the other, so
+ * there it lasts until one starts (at most 2 s).  It says what it found in
+ * why: "rank R, beside N candidates, S started during it".
  */
 static int toy_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
@@ -144,6 +150,10 @@ static int toy_profile(void *ctx, int lane, const struct ks_family *fam, const i
 	__atomic_store_n(&started_while_profiling, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&profiling, 1, __ATOMIC_SEQ_CST);
 	usleep(100000);
+	for (int ms = 0; !strcmp(scenario, "wide") && my_rank == 1 && ms < 2000 &&
+			 !__atomic_load_n(&started_while_profiling, __ATOMIC_SEQ_CST);
+	     ms++)
+		usleep(1000);
 	__atomic_store_n(&profiling, 0, __ATOMIC_SEQ_CST);
 	started = __atomic_load_n(&started_while_profiling, __ATOMIC_SEQ_CST);
 	memset(out, 0, sizeof(*out));
@@ -345,9 +355,9 @@ struct run {
 	const struct ks_backend *backend;
 	const struct ks_family *fam;
 	pthread_mutex_t lock;
-	int next;
-	struct ks_result results[N_JOBS];
-	int failed[N_JOBS];
+	int next, n_jobs;
+	struct ks_result results[N_JOBS_WIDE];
+	int failed[N_JOBS_WIDE];
 };
 
 static void *driver(void *arg)
@@ -363,7 +373,7 @@ static void *driver(void *arg)
 		pthread_mutex_lock(&run->lock);
 		i = run->next++;
 		pthread_mutex_unlock(&run->lock);
-		if (i >= N_JOBS)
+		if (i >= run->n_jobs)
 			return NULL;
 		params[0] = i;
 		if (run->backend->build(run->backend->ctx, run->fam, params, &built, &run->results[i], &err) <
@@ -379,20 +389,22 @@ static void *driver(void *arg)
 /* Run the jobs; check every result; the ranks that timed them as a bit set. */
 static unsigned run_jobs(const struct ks_backend *backend, const struct ks_family *fam, int threads)
 {
-	struct run run = { .backend = backend, .fam = fam };
+	struct run run = { .backend = backend,
+			   .fam = fam,
+			   .n_jobs = strcmp(scenario, "wide") ? N_JOBS : N_JOBS_WIDE };
 	pthread_t tids[16];
 	unsigned timed_on = 0;
 	int wrong = 0;
 	char what[256] = "";
 
 	pthread_mutex_init(&run.lock, NULL);
-	for (int i = 0; i < N_JOBS; i++)
+	for (int i = 0; i < run.n_jobs; i++)
 		ks_result_init(&run.results[i]);
 	for (int i = 0; i < threads; i++)
 		pthread_create(&tids[i], NULL, driver, &run);
 	for (int i = 0; i < threads; i++)
 		pthread_join(tids[i], NULL);
-	for (int i = 0; i < N_JOBS; i++) {
+	for (int i = 0; i < run.n_jobs; i++) {
 		const struct ks_result *res = &run.results[i];
 		int built_on = -1, timed = -1;
 
@@ -447,29 +459,46 @@ static void *profiler(void *arg)
 	return NULL;
 }
 
-/* The profiles went to every rank in turn, and each found its rank holding no candidate. */
+/*
+ * The profiles went to every rank in turn; each on a rank of one GPU found
+ * it holding no candidate, and each on rank 1 of "wide" (two GPUs) saw a
+ * candidate start beside it.
+ */
 static void check_profiles(const struct profiler *p)
 {
+	int wide = !strcmp(scenario, "wide");
 	unsigned ranks = 0;
-	int wrong = 0;
+	int wrong = 0, beside_wide = 0;
 	char what[600] = "";
 
 	for (int i = 0; i < N_PROFILES; i++) {
-		int rank, beside, started;
+		int rank, beside, started, two_gpus;
 
 		if (sscanf(p->why[i], "rank %d, beside %d candidates, %d started during it", &rank, &beside,
-			   &started) != 3 ||
-		    beside || started) {
+			   &started) != 3) {
+			rank = -1;
+			beside = started = 0;
+		}
+		two_gpus = wide && rank == 1;
+		if (rank < 0 || (!two_gpus && (beside || started)) || (two_gpus && !started)) {
 			if (!wrong++)
 				snprintf(what, sizeof(what), ": '%s'", p->why[i]);
 			continue;
 		}
+		beside_wide += two_gpus;
 		ranks |= 1u << rank;
 	}
 	check(p->failed == 0, "six profiles through the remote backend came back%s", "");
 	check(ranks == 7, "they ran on ranks 0, 1 and 2, in turn%s", "");
-	check(!wrong, "each found its rank holding no candidate, and none started there while it ran%s",
-	      what);
+	if (wide)
+		check(!wrong && beside_wide == 2,
+		      "on ranks of one GPU each found none of its rank's candidates, and none started; on "
+		      "rank 1 (two GPUs) candidates went on beside both%s",
+		      what);
+	else
+		check(!wrong,
+		      "each found its rank holding no candidate, and none started there while it ran%s",
+		      what);
 }
 
 static int load_family(struct ks_op *op, struct ks_family *fam)
@@ -489,7 +518,8 @@ static int load_family(struct ks_op *op, struct ks_family *fam)
 static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 {
 	struct ks_cluster_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 2000 };
-	int with_local = !strcmp(scenario, "local") || !strcmp(scenario, "kill");
+	int wide = !strcmp(scenario, "wide");
+	int with_local = !strcmp(scenario, "local") || !strcmp(scenario, "kill") || wide;
 	struct ks_cluster_remote *r;
 	struct ks_error err;
 	char why[512];
@@ -514,7 +544,11 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 	}
 	check(!strcmp(scenario, "roundtrip") || with_local, "the remote backend opened (%s)",
 	      ks_cluster_remote_model(r));
-	if (with_local)
+	if (wide)
+		check(ks_cluster_remote_gpus(r) == 4 && ks_cluster_remote_jobs(r) == 6 &&
+			      ks_cluster_remote_backend(r)->lanes == 4 * KS_CLUSTER_LANES_PER_GPU,
+		      "four GPUs, rank 1's two among them, and their lanes%s", "");
+	else if (with_local)
 		check(ks_cluster_remote_gpus(r) == 3 && ks_cluster_remote_jobs(r) == 6 &&
 			      ks_cluster_remote_backend(r)->lanes == 3 * KS_CLUSTER_LANES_PER_GPU,
 		      "three GPUs, one per rank, rank 0's own included, their lanes, and every rank's "
@@ -525,7 +559,7 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 		check(ks_cluster_remote_gpus(r) == 2 &&
 			      ks_cluster_remote_backend(r)->lanes == 2 * KS_CLUSTER_LANES_PER_GPU,
 		      "two GPUs, one per serving rank, and their lanes%s", "");
-	if (!strcmp(scenario, "local")) {
+	if (!strcmp(scenario, "local") || wide) {
 		struct profiler p = { .backend = ks_cluster_remote_backend(r), .fam = fam };
 		pthread_t tid;
 
@@ -540,7 +574,7 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 	if (!strcmp(scenario, "roundtrip")) {
 		check(ranks == 6, "ranks 1 and 2 both timed jobs%s", "");
 		check(dead == 0, "no rank died%s", why);
-	} else if (!strcmp(scenario, "local")) {
+	} else if (!strcmp(scenario, "local") || wide) {
 		check(ranks == 7, "ranks 0, 1 and 2 all timed jobs%s", "");
 		check(dead == 0, "no rank died%s", why);
 	} else {
@@ -610,9 +644,16 @@ int main(int argc, char **argv)
 		rank0(c, &fam);
 	} else if (!strcmp(scenario, "garbage") && my_rank == 2) {
 		ks_cluster_comm_send_bytes(c, 0, "KSF1 hello", 10, &err);
-	} else if (ks_cluster_serve(c, &op, &toy, &serve_opts, NULL, &err) < 0) {
-		printf("FAIL rank %d: %s\n", my_rank, err.msg);
-		failures++;
+	} else {
+		/* wide: rank 1 serves two GPUs */
+		struct ks_backend two = toy;
+
+		two.lanes = 2;
+		if (ks_cluster_serve(c, &op, !strcmp(scenario, "wide") && my_rank == 1 ? &two : &toy,
+				     &serve_opts, NULL, &err) < 0) {
+			printf("FAIL rank %d: %s\n", my_rank, err.msg);
+			failures++;
+		}
 	}
 	ks_cluster_comm_close(c, ks_now_ms() + 5000, failures ? 1 : 0);
 done:

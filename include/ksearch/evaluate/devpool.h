@@ -41,7 +41,7 @@ struct ks_devpool_entry {
 };
 
 struct ks_devpool {
-	const struct ks_cuda *cu; /* mem_alloc and mem_free */
+	const struct ks_cuda *cu;      /* mem_alloc and mem_free */
 	struct ks_devpool_entry *kept; /* oldest first */
 	size_t n, alloc;
 	size_t held_bytes, limit_bytes;
