@@ -92,6 +92,7 @@ struct search {
 	struct queue build_q, eval_q;
 	struct job **ring; /* depth slots, by seq % depth */
 	int shutdown;
+	int winding_down; /* out of time, or stopped by a signal or the target: no new profile or check */
 	double gpu_busy_s;
 	/* proposals */
 	uint64_t next_seq, next_insert;
@@ -493,6 +494,8 @@ static double gpu_besides(const struct search *s, const struct ks_evidence_queue
 /* Under lock: may a lane start a check or a profile now? */
 static int evidence_ready(struct search *s)
 {
+	if (s->winding_down)
+		return 0;
 	for (int i = 0; i < N_EVIDENCE; i++)
 		if (ks_evidence_queue_ready(&s->evidence[i], gpu_besides(s, &s->evidence[i])))
 			return 1;
@@ -516,7 +519,7 @@ static void *lane_thread(void *arg)
 		while (!s->shutdown && !s->eval_q.count && !evidence_ready(s))
 			pthread_cond_wait(&s->cond, &s->lock);
 		/* between two evaluations the GPU is this lane's: a check or a profile goes first */
-		for (int i = 0; !s->shutdown && !ej && i < N_EVIDENCE; i++)
+		for (int i = 0; !s->shutdown && !s->winding_down && !ej && i < N_EVIDENCE; i++)
 			ej = ks_evidence_queue_take(eq = &s->evidence[i], gpu_besides(s, &s->evidence[i]));
 		job = ej ? NULL : queue_pop(&s->eval_q);
 		pthread_mutex_unlock(&s->lock);
@@ -1493,11 +1496,30 @@ static int propose_next(struct search *s, int stopping, struct ks_error *err)
 	return 0;
 }
 
+/*
+ * The search is stopping for good: the candidates in flight are finished,
+ * and no lane starts a profile or check meanwhile, each of which would hold
+ * its GPU for seconds past the time the user gave (one running goes on; a
+ * signal cancels it).  Not for a budget, whose proposals are all made while
+ * the run has barely begun.
+ */
+static void wind_down(struct search *s, const char *reason)
+{
+	if (strcmp(reason, "time") && strcmp(reason, "signal") && strcmp(reason, "target"))
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->winding_down = 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* Keep depth proposals ahead of the insertions. */
 static int top_up(struct search *s, const char **reason, struct ks_error *err)
 {
 	while (s->next_seq - s->next_insert < s->depth && !s->exhausted) {
 		int stopping = stop_requested(s, reason);
+
+		if (stopping)
+			wind_down(s, *reason);
 
 		if (stopping && !strcmp(*reason, "exhausted"))
 			break;
@@ -1865,6 +1887,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 			status_line(&s, 0);
 		if (cfg->stop && *cfg->stop && !stopping) {
 			stopping = 1;
+			wind_down(&s, "signal");
 			if (cfg->out)
 				fprintf(cfg->out,
 					"%sstopping: finishing %llu candidates in flight "

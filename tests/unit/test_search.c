@@ -56,8 +56,9 @@ struct toy {
 	int sanitize_fail_first;	       /* this many checks fail (FAILED), the rest come back clean */
 	enum ks_sanitize_status sanitize_status; /* or, when not CLEAN, what every check comes back with */
 	int fail_internal_at;			 /* evaluation number that fails ksearch itself, or 0 */
-	int eval_us;	    /* extra time per evaluation, so LLM answers arrive during a run */
-	int by_first_param; /* builds fingerprint their binary by family and first param only */
+	int eval_us;	       /* extra time per evaluation, so LLM answers arrive during a run */
+	int by_first_param;    /* builds fingerprint their binary by family and first param only */
+	double last_profile_s; /* when the latest profile started (ks_now_s()) */
 };
 
 /* With by_first_param, the toy's binary: family a's B (or nothing of b's C but C itself) changes none. */
@@ -147,6 +148,7 @@ static int toy_profile(void *ctx, int lane, const struct ks_family *f, const int
 	(void)err;
 	pthread_mutex_lock(&t->lock);
 	t->profiles++;
+	t->last_profile_s = ks_now_s();
 	pthread_mutex_unlock(&t->lock);
 	usleep(1000);
 	memset(out, 0, sizeof(*out));
@@ -640,6 +642,8 @@ static void test_target_stops_and_internal_failure_is_reported(void **state)
 /* The profiler's and the sanitizer's shares in run_profiled()'s searches. */
 static double profiled_share = 0.5, sanitized_share = 0;
 
+static double profiled_time_s; /* run_profiled()'s --time (0: none) */
+
 static void run_profiled(struct fixture *f, const char *archive, struct toy *toy, uint64_t budget,
 			 struct ks_search_summary *sum, char **out_text, char **log_text)
 {
@@ -670,6 +674,7 @@ static void run_profiled(struct fixture *f, const char *archive, struct toy *toy
 	cfg.out = open_memstream(out_text, &out_size);
 	cfg.log = open_memstream(log_text, &log_size);
 	cfg.status_every_s = 1000;
+	cfg.time_limit_s = profiled_time_s;
 	if (ks_search_run(ar, &f->op, f->families, f->n_families, &backend, &cfg, sum, &err) < 0)
 		fail_msg("%s", err.msg);
 	fclose(cfg.out);
@@ -728,6 +733,35 @@ static void test_new_elites_are_profiled_within_the_share(void **state)
  * Elites an earlier run left without a profile (it stopped with them
  * queued, or did not profile) are profiled by the next run on the archive.
  */
+/*
+ * A search stopped by its time finishes the candidates in flight and starts
+ * no profile meanwhile: each would hold a GPU for seconds after the time
+ * the user gave (a check, ten).  Evaluations of 150 ms on 2 lanes leave some
+ * 0.4 s of candidates in flight when the time is up, whose new elites would
+ * be profiled.
+ */
+static void test_a_search_out_of_time_starts_no_profile(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 150000 };
+	struct ks_search_summary sum;
+	char *out, *log;
+	double t0 = ks_now_s();
+
+	profiled_time_s = 0.5;
+	run_profiled(f, "prof_time", &t, 0, &sum, &out, &log);
+	profiled_time_s = 0;
+	assert_string_equal(sum.stop_reason, "time");
+	assert_true(t.profiles > 0);
+	/* the main loop sees the time within its wait (50 ms; 0.2 s on a loaded machine) */
+	if (t.last_profile_s > t0 + 0.5 + 0.2)
+		fail_msg("a profile started %.3f s after the time was up (%d profiles)",
+			 t.last_profile_s - t0 - 0.5, t.profiles);
+	assert_true(ks_now_s() - t0 < 0.5 + 3.0);
+	free(out);
+	free(log);
+}
+
 static void test_a_resumed_search_profiles_the_elites_left_unprofiled(void **state)
 {
 	struct fixture *f = *state;
@@ -2237,6 +2271,7 @@ int main(void)
 		cmocka_unit_test(test_llm_answers_cut_off_are_their_own_failure),
 		cmocka_unit_test(test_new_elites_are_profiled_within_the_share),
 		cmocka_unit_test(test_a_resumed_search_profiles_the_elites_left_unprofiled),
+		cmocka_unit_test(test_a_search_out_of_time_starts_no_profile),
 		cmocka_unit_test(test_new_bests_are_sanitizer_checked_within_the_share),
 		cmocka_unit_test(test_a_failed_check_demotes_the_best_and_the_search_goes_on),
 		cmocka_unit_test(test_an_unavailable_sanitizer_is_said_once_and_the_search_goes_on),
