@@ -9,6 +9,7 @@ median seconds per candidate of the build (compile_s) and of the GPU worker's
 steps: inputs, prepare, checks and verify (host and GPU work around the
 checks), time (timing the benchmark workloads) and within it: wait (the
 worker blocked on the end of each timed run, its launches and the GPU),
+vrun (the timed runs verified at random: the reference run and the comparison),
 warmup (the candidate's warm-up runs), prechk (the input checks before each
 verification) and msgs (progress messages to the coordinator), "-" in
 records from before they were measured; and the evaluator's wall clock
@@ -25,6 +26,7 @@ import sys
 STEPS = [("compile", "timing", "compile_s"), ("inputs", "overhead", "inputs_s"),
          ("prepare", "overhead", "prepare_s"), ("checks", "overhead", "checks_s"),
          ("verify", "timing", "verify_s"), ("time", "timing", "time_s"), ("wait", "overhead", "wait_s"),
+         ("vrun", "overhead", "verify_s"),
          ("warmup", "overhead", "warmup_s"), ("prechk", "overhead", "prechecks_s"),
          ("msgs", "overhead", "announce_s"), ("wall", "timing", "wall_s")]
 

@@ -456,21 +456,19 @@ enum fill {
  * structure (indptr lengths, page permutations) from st, so that a
  * workload's timed input sets differ in their data but not in their
  * shape until the timing moves to its next split.  Then the keyed sum of
- * every input made, for the check after the next run.
+ * every input made, for the check after the next run: queued into the
+ * check words from slot `at` on (made[i] says which), to be read back
+ * with whatever else the caller queues after it (inputs_settle()).  The
+ * sums wait in device memory a kernel could write, but keyed: what it
+ * could put there would fail the comparison, never pass an input it
+ * changed.  The caller has reserved the slots.
  */
-static int inputs_fill(struct worker *w, const struct ks_workload *wl, const struct structure *st,
-		       enum fill what, struct inputs *in, struct outcome *oc)
+static int inputs_queue(struct worker *w, const struct ks_workload *wl, const struct structure *st,
+			enum fill what, struct inputs *in, size_t at, char *made, struct outcome *oc)
 {
 	const struct ks_op *op = &w->op;
 	struct ks_error err;
-	CUresult rc;
 
-	uint64_t *sums = ks_calloc(op->n_inputs ? op->n_inputs : 1, sizeof(*sums));
-	char *made = ks_calloc(op->n_inputs ? op->n_inputs : 1, 1);
-	int ret = -1;
-
-	if (slots_reserve(w, op->n_inputs, oc) < 0)
-		goto cleanup;
 	for (size_t i = 0; i < op->n_inputs; i++) {
 		const struct ks_tensor *t = &op->inputs[i];
 		int is_structure = structural(wl->generators[i].kind);
@@ -489,12 +487,35 @@ static int inputs_fill(struct worker *w, const struct ks_workload *wl, const str
 		}
 		if (ks_gpukit_generate_split(w->kit, in->buf[i].ptr, t->dtype, numel, &wl->generators[i],
 					     &wl->axes, s, st ? st->split : KS_SPLIT_UNIFORM, &err) < 0 ||
-		    (in->buf[i].bytes && ks_gpukit_checksum_async(w->kit, in->buf[i].ptr, in->buf[i].bytes,
-								  &w->job.key, w->slots + 8 * i, &err) < 0)) {
-			fail_internal(oc, err.msg);
-			goto cleanup;
-		}
+		    (in->buf[i].bytes &&
+		     ks_gpukit_checksum_async(w->kit, in->buf[i].ptr, in->buf[i].bytes, &w->job.key,
+					      w->slots + 8 * (at + i), &err) < 0))
+			return fail_internal(oc, err.msg);
 	}
+	return 0;
+}
+
+/* The sums inputs_queue() left, once read back: the inputs' sums from now on. */
+static void inputs_settle(const struct ks_op *op, struct inputs *in, const char *made, const uint64_t *sums)
+{
+	for (size_t i = 0; i < op->n_inputs; i++)
+		if (in->buf[i].bytes && made[i])
+			in->sum[i] = sums[i];
+}
+
+/* inputs_queue() with its sums read back at once. */
+static int inputs_fill(struct worker *w, const struct ks_workload *wl, const struct structure *st,
+		       enum fill what, struct inputs *in, struct outcome *oc)
+{
+	const struct ks_op *op = &w->op;
+	CUresult rc;
+
+	uint64_t *sums = ks_calloc(op->n_inputs ? op->n_inputs : 1, sizeof(*sums));
+	char *made = ks_calloc(op->n_inputs ? op->n_inputs : 1, 1);
+	int ret = -1;
+
+	if (slots_reserve(w, op->n_inputs, oc) < 0 || inputs_queue(w, wl, st, what, in, 0, made, oc) < 0)
+		goto cleanup;
 	rc = w->cu->memcpy_dtoh_async(sums, w->slots, op->n_inputs * sizeof(uint64_t), w->stream);
 	if (rc == CUDA_SUCCESS)
 		rc = w->cu->stream_synchronize(w->stream);
@@ -502,9 +523,7 @@ static int inputs_fill(struct worker *w, const struct ks_workload *wl, const str
 		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: generating inputs", wl->id);
 		goto cleanup;
 	}
-	for (size_t i = 0; i < op->n_inputs; i++)
-		if (in->buf[i].bytes && made[i])
-			in->sum[i] = sums[i];
+	inputs_settle(op, in, made, sums);
 	ret = 0;
 cleanup:
 	free(sums);
@@ -848,47 +867,99 @@ static int sync_stream(struct worker *w, const char *what, const struct ks_workl
 	return 0;
 }
 
+/* The check words check_after_run() uses: input sums, variable sums, the guard result (2). */
+static size_t check_slots(const struct worker *w, const struct program *prog)
+{
+	return w->op.n_inputs + prog->n_vars + 2;
+}
+
 /*
  * After a run of a candidate: its inputs (keyed sums against the ones
  * taken after they were generated), its module variables (against their
- * sums at load) and every guard band must be as they were.  Queued and
- * read in one synchronization.  With only_fresh, the inputs that keep
- * their values between timed calls are left for the check at the end of
- * the timing (a change to them lasts until then: nothing makes them
- * again).  when names the run in the evidence.
+ * sums at load) and every guard band must be as they were.  checks_queue()
+ * puts the sums and the guard kernel on the stream, into the first
+ * check_slots() words (reserved by the caller); checks_judge() reads what
+ * came back.  With only_fresh, the inputs that keep their values between
+ * timed calls are left for the check at the end of the timing (a change to
+ * them lasts until then: nothing makes them again).  when names the run in
+ * the evidence.
  */
-static int check_after_run(struct worker *w, const struct program *prog, const struct ks_workload *wl,
-			   const struct inputs *in, const struct guards *g, int only_fresh, const char *when,
-			   struct outcome *oc)
+static int checks_queue(struct worker *w, const struct program *prog, const struct ks_workload *wl,
+			const struct inputs *in, const struct guards *g, int only_fresh, const char *when,
+			struct outcome *oc)
 {
 	const struct ks_op *op = &w->op;
 	size_t n_in = op->n_inputs, n_var = prog->n_vars, guard_slot = n_in + n_var;
-	uint64_t *got = ks_calloc(guard_slot + 2, sizeof(*got));
 	struct ks_error err;
 	CUresult rc;
-	int ret = -1;
 
-	if (slots_reserve(w, guard_slot + 2, oc) < 0)
-		goto cleanup;
 	for (size_t i = 0; i < n_in; i++)
 		if (in->buf[i].bytes && (!only_fresh || op->inputs[i].fresh_per_call) &&
 		    ks_gpukit_checksum_async(w->kit, in->buf[i].ptr, in->buf[i].bytes, &w->job.key,
 					     w->slots + 8 * i, &err) < 0)
-			goto internal;
+			return fail_internal(oc, err.msg);
 	for (size_t i = 0; i < n_var; i++)
 		if (ks_gpukit_checksum_async(w->kit, prog->vars[i].ptr, prog->vars[i].bytes, &w->job.key,
 					     w->slots + 8 * (n_in + i), &err) < 0)
-			goto internal;
+			return fail_internal(oc, err.msg);
 	rc = guards_upload(w, g);
-	if (rc != CUDA_SUCCESS) {
-		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s%s: checking guard bands", wl->id, when);
-		goto cleanup;
-	}
+	if (rc != CUDA_SUCCESS)
+		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s%s: checking guard bands", wl->id,
+				 when);
 	if (ks_gpukit_guards(w->kit, g->table, g->n, g->max_bytes, w->pattern, GUARD_PATTERN_BYTES,
 			     w->slots + 8 * guard_slot, &err) < 0)
-		goto internal;
+		return fail_internal(oc, err.msg);
+	return 0;
+}
 
-	rc = w->cu->memcpy_dtoh_async(got, w->slots, (guard_slot + 2) * sizeof(*got), w->stream);
+static int checks_judge(struct worker *w, const struct program *prog, const struct ks_workload *wl,
+			const struct inputs *in, const struct guards *g, int only_fresh, const char *when,
+			const uint64_t *got, struct outcome *oc)
+{
+	const struct ks_op *op = &w->op;
+	size_t n_in = op->n_inputs, n_var = prog->n_vars, guard_slot = n_in + n_var;
+
+	for (size_t i = 0; i < n_in; i++)
+		if (in->buf[i].bytes && (!only_fresh || op->inputs[i].fresh_per_call) && got[i] != in->sum[i])
+			return fail_cuda(oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
+					 "workload %s%s: the candidate wrote into its input '%s' (inputs are "
+					 "read-only, every byte of them)",
+					 wl->id, when, op->inputs[i].name);
+	for (size_t i = 0; i < n_var; i++)
+		if (got[n_in + i] != prog->vars[i].sum)
+			return fail_cuda(
+				oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
+				"workload %s%s: the module variable '%s' changed while the candidate "
+				"ran: a kernel must not keep state between calls",
+				wl->id, when, prog->vars[i].name);
+	if (got[guard_slot]) {
+		uint64_t first = got[guard_slot + 1];
+		unsigned int region = (unsigned int)(first >> 40);
+
+		return fail_cuda(
+			oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
+			"workload %s%s: the candidate wrote outside its buffers: %llu byte%s of guard "
+			"band changed, the first %s (offset %llu in the band)",
+			wl->id, when, (unsigned long long)got[guard_slot], got[guard_slot] == 1 ? "" : "s",
+			region < g->n ? g->what[region] : "in an unknown band",
+			(unsigned long long)(first & ((1ull << 40) - 1)));
+	}
+	return 0;
+}
+
+/* checks_queue(), read back in one synchronization, and checks_judge(). */
+static int check_after_run(struct worker *w, const struct program *prog, const struct ks_workload *wl,
+			   const struct inputs *in, const struct guards *g, int only_fresh, const char *when,
+			   struct outcome *oc)
+{
+	size_t n = check_slots(w, prog);
+	uint64_t *got = ks_calloc(n, sizeof(*got));
+	CUresult rc;
+	int ret = -1;
+
+	if (slots_reserve(w, n, oc) < 0 || checks_queue(w, prog, wl, in, g, only_fresh, when, oc) < 0)
+		goto cleanup;
+	rc = w->cu->memcpy_dtoh_async(got, w->slots, n * sizeof(*got), w->stream);
 	if (rc == CUDA_SUCCESS)
 		rc = w->cu->stream_synchronize(w->stream);
 	if (rc != CUDA_SUCCESS) {
@@ -896,43 +967,7 @@ static int check_after_run(struct worker *w, const struct program *prog, const s
 			  wl->id, when);
 		goto cleanup;
 	}
-	for (size_t i = 0; i < n_in; i++) {
-		if (in->buf[i].bytes && (!only_fresh || op->inputs[i].fresh_per_call) &&
-		    got[i] != in->sum[i]) {
-			fail_cuda(oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
-				  "workload %s%s: the candidate wrote into its input '%s' (inputs are "
-				  "read-only, "
-				  "every byte of them)",
-				  wl->id, when, op->inputs[i].name);
-			goto cleanup;
-		}
-	}
-	for (size_t i = 0; i < n_var; i++) {
-		if (got[n_in + i] != prog->vars[i].sum) {
-			fail_cuda(
-				oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
-				"workload %s%s: the module variable '%s' changed while the candidate ran: a "
-				"kernel must not keep state between calls",
-				wl->id, when, prog->vars[i].name);
-			goto cleanup;
-		}
-	}
-	if (got[guard_slot]) {
-		uint64_t first = got[guard_slot + 1];
-		unsigned int region = (unsigned int)(first >> 40);
-
-		fail_cuda(oc, KS_VERDICT_WRONG, CUDA_SUCCESS,
-			  "workload %s%s: the candidate wrote outside its buffers: %llu byte%s of guard band "
-			  "changed, the first %s (offset %llu in the band)",
-			  wl->id, when, (unsigned long long)got[guard_slot], got[guard_slot] == 1 ? "" : "s",
-			  region < g->n ? g->what[region] : "in an unknown band",
-			  (unsigned long long)(first & ((1ull << 40) - 1)));
-		goto cleanup;
-	}
-	ret = 0;
-	goto cleanup;
-internal:
-	fail_internal(oc, err.msg);
+	ret = checks_judge(w, prog, wl, in, g, only_fresh, when, got, oc);
 cleanup:
 	free(got);
 	return ret;
@@ -1041,40 +1076,55 @@ struct ref_run {
 	struct ks_plan plan;
 };
 
-/* Overwrite the reference's outputs and free them: no candidate may ever find them. */
+/*
+ * Overwrite the reference's outputs and free them: no candidate may ever
+ * find them.  The poison is queued on the one stream every later launch
+ * uses, so it lands before any of them; a buffer the pool gives back to
+ * the driver is freed by cuMemFree, which waits for the device.
+ */
 static void reference_clear(struct worker *w, struct ref_run *rr)
 {
 	struct outcome ignored = { 0 };
 
-	if (rr->out.buf && poison(w, &rr->out, &rr->s, &ignored) == 0)
-		w->cu->stream_synchronize(w->stream);
+	if (rr->out.buf)
+		poison(w, &rr->out, &rr->s, &ignored);
 	outputs_free(w, &w->op, &rr->out);
 	scratch_free(w, &rr->s);
 	ks_plan_release(&rr->plan);
+}
+
+/* Queue the reference on in, into fresh (poisoned) device outputs; no synchronization. */
+static int reference_queue(struct worker *w, const struct ks_workload *wl, const struct inputs *in,
+			   struct ref_run *rr, struct outcome *oc)
+{
+	struct ks_error err;
+
+	memset(rr, 0, sizeof(*rr));
+	if (ks_plan_resolve(w->ref.cand, &w->op, wl, w->ref.params, &rr->plan, &err) < 0)
+		return fail_internal(oc, err.msg);
+	if (outputs_make(w, wl, &rr->out, oc) < 0 || scratch_make(w, &w->ref, &rr->plan, &rr->s, oc) < 0 ||
+	    poison(w, &rr->out, &rr->s, oc) < 0 ||
+	    program_launch(w, &w->ref, &rr->plan, wl, in, &rr->out, &rr->s, oc) < 0) {
+		oc->internal = 1;
+		return -1;
+	}
+	return 0;
 }
 
 /* Run the reference on in into fresh device outputs; *seconds gets the run's wall time. */
 static int reference_run(struct worker *w, const struct ks_workload *wl, const struct inputs *in,
 			 struct ref_run *rr, double *seconds, struct outcome *oc)
 {
-	struct ks_error err;
-	double t0;
+	double t0 = now_s();
 
-	memset(rr, 0, sizeof(*rr));
-	if (ks_plan_resolve(w->ref.cand, &w->op, wl, w->ref.params, &rr->plan, &err) < 0)
-		return fail_internal(oc, err.msg);
-	if (outputs_make(w, wl, &rr->out, oc) < 0 || scratch_make(w, &w->ref, &rr->plan, &rr->s, oc) < 0 ||
-	    poison(w, &rr->out, &rr->s, oc) < 0)
-		goto internal;
-	t0 = now_s();
-	if (program_launch(w, &w->ref, &rr->plan, wl, in, &rr->out, &rr->s, oc) < 0 ||
-	    sync_stream(w, "running the reference", wl, oc) < 0)
-		goto internal;
+	if (reference_queue(w, wl, in, rr, oc) < 0)
+		return -1;
+	if (sync_stream(w, "running the reference", wl, oc) < 0) {
+		oc->internal = 1;
+		return -1;
+	}
 	*seconds = now_s() - t0;
 	return 0;
-internal:
-	oc->internal = 1;
-	return -1;
 }
 
 /* The reference must produce finite values everywhere, or nothing can be judged. */
@@ -1223,78 +1273,111 @@ struct timed {
  * (so no answer of an earlier run is an answer to this one), outputs and
  * scratch poisoned, shared memory scrubbed, the L2 flushed.  Timed: the
  * launch sequence alone, between events.  After it, for a candidate: its
- * inputs, variables and guard bands checked.
+ * inputs, variables and guard bands checked.  All of it is queued on the
+ * stream and waited for once: on a host whose cores are all busy every
+ * wait costs a wake-up, and the three waits a run had (inputs, run,
+ * checks) were most of its host time.
  */
 static int run_timed(struct worker *w, const struct timed *t, int run, double *us, struct outcome *oc)
 {
+	const struct ks_op *op = &w->op;
+	size_t n_check = t->g ? check_slots(w, t->prog) : 0, n = n_check + op->n_inputs;
+	uint64_t *got = ks_calloc(n, sizeof(*got));
+	char *made = ks_calloc(op->n_inputs ? op->n_inputs : 1, 1);
 	struct ks_error err;
 	char when[64];
-	float ms = 0;
+	float ms = 0, prep_ms = 0;
 	CUresult rc;
+	int ret = -1;
 
 	double t0 = now_s(), t1, waited;
-	float prep_ms = 0;
 
-	if (inputs_fill(w, t->wl, NULL, FILL_FRESH, t->in, oc) < 0)
-		return -1;
+	snprintf(when, sizeof(when), " (timed run %d)", run);
+	if (slots_reserve(w, n, oc) < 0 ||
+	    inputs_queue(w, t->wl, NULL, FILL_FRESH, t->in, n_check, made, oc) < 0)
+		goto cleanup;
 	w->overhead.inputs += now_s() - t0;
 	rc = w->cu->event_record(w->prepared, w->stream);
-	if (rc != CUDA_SUCCESS)
-		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: recording an event", t->wl->id);
+	if (rc != CUDA_SUCCESS) {
+		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: recording an event", t->wl->id);
+		goto cleanup;
+	}
 	if (prepare_run(w, t->out, t->s, oc) < 0)
-		return -1;
-	if (ks_gpukit_flush_l2(w->kit, &err) < 0)
-		return fail_internal(oc, err.msg);
+		goto cleanup;
+	if (ks_gpukit_flush_l2(w->kit, &err) < 0) {
+		fail_internal(oc, err.msg);
+		goto cleanup;
+	}
 	rc = w->cu->event_record(w->start, w->stream);
-	if (rc != CUDA_SUCCESS)
-		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: recording an event", t->wl->id);
+	if (rc != CUDA_SUCCESS) {
+		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: recording an event", t->wl->id);
+		goto cleanup;
+	}
 	t1 = now_s();
 	if (program_launch(w, t->prog, t->plan, t->wl, t->in, t->out, t->s, oc) < 0)
-		return -1;
+		goto cleanup;
 	rc = w->cu->event_record(w->stop, w->stream);
+	if (rc == CUDA_SUCCESS && t->g && checks_queue(w, t->prog, t->wl, t->in, t->g, 1, when, oc) < 0)
+		goto cleanup;
+	/* one synchronization for all of it: the run, its checks and the new inputs' sums */
 	if (rc == CUDA_SUCCESS)
-		rc = w->cu->event_synchronize(w->stop);
+		rc = w->cu->memcpy_dtoh_async(got, w->slots, n * sizeof(*got), w->stream);
+	if (rc == CUDA_SUCCESS)
+		rc = w->cu->stream_synchronize(w->stream);
 	waited = now_s() - t1;
 	if (rc == CUDA_SUCCESS)
 		rc = w->cu->event_elapsed_time(&ms, w->start, w->stop);
 	printf_collect(w);
-	if (rc != CUDA_SUCCESS)
-		return fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: timed run %d", t->wl->id, run);
+	if (rc != CUDA_SUCCESS) {
+		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s: timed run %d", t->wl->id, run);
+		goto cleanup;
+	}
+	inputs_settle(op, t->in, made, got + n_check);
 	*us = ms * 1000.0;
 	if (w->cu->event_elapsed_time(&prep_ms, w->prepared, w->start) == CUDA_SUCCESS)
 		w->overhead.prepare += prep_ms / 1000.0;
+	ret = 0;
 	if (!t->g)
-		return 0;
+		goto cleanup;
 	w->overhead.runs++;
 	w->overhead.wait += waited;
-	snprintf(when, sizeof(when), " (timed run %d)", run);
 	t1 = now_s();
-	if (check_after_run(w, t->prog, t->wl, t->in, t->g, 1, when, oc) < 0)
-		return -1;
+	ret = checks_judge(w, t->prog, t->wl, t->in, t->g, 1, when, got, oc);
 	w->overhead.checks += now_s() - t1;
-	return 0;
+cleanup:
+	free(got);
+	free(made);
+	return ret;
 }
 
 /*
  * The candidate's outputs of timed run `run` against the reference's on
  * the same inputs, compared on the device; only a failure brings both
- * home, where compare.h decides and describes it.
+ * home, where compare.h decides and describes it.  Every input, not only
+ * the fresh ones, is checked first, and judged before the reference runs:
+ * a kernel that rewrote one the reference reads (lengths, weights) would
+ * otherwise be "verified" against its own edit, or crash the reference.
+ * The reference and the comparison are then waited for once.
  */
 static int verify_run(struct worker *w, const struct timed *t, int run, struct outcome *oc)
 {
 	const struct ks_op *op = &w->op;
 	void *got[16] = { 0 }, *ref[16] = { 0 };
-	uint64_t found[32];
+	uint64_t *found = ks_calloc(2 * op->n_outputs + 1, sizeof(*found));
 	struct ref_run rr;
 	struct ks_error err;
 	char when[96];
-	double seconds, t0 = now_s();
+	double t0 = now_s();
 	int bad = 0, ret = -1;
 	CUresult rc;
 
+	memset(&rr, 0, sizeof(rr));
+	snprintf(when, sizeof(when), " (timed run %d, checked before its verification)", run);
+	if (check_after_run(w, t->prog, t->wl, t->in, t->g, 0, when, oc) < 0)
+		goto cleanup;
+	w->overhead.prechecks += now_s() - t0;
 	snprintf(when, sizeof(when), " (timed run %d, one of the timed runs verified at random)", run);
-	if (reference_run(w, t->wl, t->in, &rr, &seconds, oc) < 0 ||
-	    slots_reserve(w, 2 * op->n_outputs, oc) < 0)
+	if (slots_reserve(w, 2 * op->n_outputs, oc) < 0 || reference_queue(w, t->wl, t->in, &rr, oc) < 0)
 		goto cleanup;
 	for (size_t i = 0; i < op->n_outputs; i++) {
 		if (ks_gpukit_compare(w->kit, op->outputs[i].dtype, t->out->buf[i].ptr, rr.out.buf[i].ptr,
@@ -1307,8 +1390,12 @@ static int verify_run(struct worker *w, const struct timed *t, int run, struct o
 	rc = w->cu->memcpy_dtoh_async(found, w->slots, 2 * op->n_outputs * sizeof(*found), w->stream);
 	if (rc == CUDA_SUCCESS)
 		rc = w->cu->stream_synchronize(w->stream);
+	printf_collect(w);
 	if (rc != CUDA_SUCCESS) {
-		fail_cuda(oc, KS_VERDICT_CRASH, rc, "workload %s%s: comparing outputs", t->wl->id, when);
+		/* the candidate's run and the inputs it left were checked before: this is ours */
+		fail_cuda(oc, KS_VERDICT_CRASH, rc,
+			  "workload %s%s: running the reference and comparing outputs", t->wl->id, when);
+		oc->internal = 1;
 		goto cleanup;
 	}
 	for (size_t i = 0; i < op->n_outputs; i++)
@@ -1325,6 +1412,7 @@ cleanup:
 	reference_clear(w, &rr);
 	host_free(got, op->n_outputs);
 	host_free(ref, op->n_outputs);
+	free(found);
 	w->overhead.verify += now_s() - t0;
 	w->overhead.verified++;
 	return ret;
@@ -1342,7 +1430,7 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 {
 	double *samples = ks_calloc((size_t)set->max_reps + 1, sizeof(*samples));
 	double *sorted = ks_calloc((size_t)set->max_reps + 1, sizeof(*sorted));
-	double t_start = now_s(), last_median = -1, us = 0, t_check;
+	double t_start = now_s(), last_median = -1, us = 0;
 	int verify = t->g != NULL, run = 0, n = 0, ret = -1, stable = 0;
 	int min_samples = verify ? (set->min_reps / 3 > MIN_VERIFIED ? set->min_reps / 3 : MIN_VERIFIED)
 				 : set->min_reps;
@@ -1371,22 +1459,8 @@ static int time_program(struct worker *w, const struct timed *t, const struct se
 		/* never a time without a verified run behind it */
 		if (verify && !counted && n == 0 && run == set->max_reps)
 			counted = 1;
-		if (counted && verify) {
-			char when[96];
-
-			/*
-			 * Every input, not only the fresh ones, before the reference runs
-			 * on them: a kernel that rewrote one the reference reads (lengths,
-			 * weights) would otherwise be "verified" against its own edit.
-			 */
-			snprintf(when, sizeof(when), " (timed run %d, checked before its verification)", run);
-			t_check = now_s();
-			if (check_after_run(w, t->prog, t->wl, t->in, t->g, 0, when, oc) < 0)
-				goto cleanup;
-			w->overhead.prechecks += now_s() - t_check;
-			if (verify_run(w, t, run, oc) < 0)
-				goto cleanup;
-		}
+		if (counted && verify && verify_run(w, t, run, oc) < 0)
+			goto cleanup;
 		if (!counted)
 			continue;
 		samples[n++] = us;

@@ -88,8 +88,9 @@ struct ks_result_kernel {
 /* What the evaluator's defences cost during timing, beside the timed launches ("overhead"). */
 struct ks_result_overhead {
 	double inputs_s, prepare_s, checks_s, verify_s;
-	/* the host blocked on a timed candidate run's end (its launches, then the GPU): what a busy
-	   host adds to each run shows here (0 in records of evaluators before it was measured) */
+	/* the host blocked on a timed candidate run's end (its launches, then the GPU; since the
+	   run and its checks are waited for together, the checks' GPU work too): what a busy host
+	   adds to each run shows here (0 in records of evaluators before it was measured) */
 	double wait_s;
 	/* the rest of the timing loop, measured since wait_s too: the candidate's warm-up runs, the
 	   input checks before each verification, and the progress messages to the coordinator */
