@@ -13,7 +13,8 @@
 # (--runs: some of them, in the order given), and prints each run's
 # evaluations, seconds, evaluations per hour, ratio to the first (`one`) and
 # the GPUs' busy share; then where an evaluation's time went in each run
-# (tools/eval-costs.py over the runs' records in OUTDIR/costs).
+# (tools/eval-costs.py over the runs' records in OUTDIR/costs).  Each run's
+# events (--log) are in OUTDIR/NAME.jsonl.
 # Needs 4 GPUs, a ksearch built with MPI (KSEARCH, default build/ksearch)
 # and mpirun on PATH (tools/mpi-wheel.sh).
 set -u
@@ -48,8 +49,8 @@ run() { # NAME LAUNCHER... -- EVOLVE-OPTIONS...
 	while [ "$1" != -- ]; do launcher+=("$1"); shift; done
 	shift
 	echo "== $name: ${launcher[*]} evolve --op $op --time ${seconds}s $*" >"$OUTDIR/$name.txt"
-	"${launcher[@]}" "$KSEARCH" evolve --op "$op" --time "${seconds}s" --archive "$OUTDIR/archive-$name" "$@" \
-		>>"$OUTDIR/$name.txt" 2>&1
+	"${launcher[@]}" "$KSEARCH" evolve --op "$op" --time "${seconds}s" --archive "$OUTDIR/archive-$name" \
+		--log "$OUTDIR/$name.jsonl" "$@" >>"$OUTDIR/$name.txt" 2>&1
 	echo "exit $?" >>"$OUTDIR/$name.txt"
 	# the records, for where each run's evaluation time went (tools/eval-costs.py)
 	mkdir -p "$OUTDIR/costs"

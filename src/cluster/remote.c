@@ -615,6 +615,32 @@ cleanup:
 	return ret;
 }
 
+/*
+ * The candidates timed on, or waiting for, each GPU of the rank that holds
+ * built (evaluations sent, rank 0's own in its lanes, and the profiles and
+ * checks that will hold one of its GPUs).  Builds are placed on ranks as
+ * they start, and finish in any order: a lane that took the oldest build
+ * would often wait on a rank with a queue while another's GPU idled.
+ */
+static double remote_backlog(void *ctx, const void *built)
+{
+	struct ks_cluster_remote *r = ctx;
+	const struct rjob *job = built;
+	int waiting = 0, gpus;
+
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->n_live; i++) {
+		const struct rjob *o = r->live[i];
+
+		if (o->rank != job->rank || o->stage == DONE || o->stage == FAILED)
+			continue;
+		waiting += o->kind || o->stage == EVALUATING || (o->stage == HELD && o->local_busy);
+	}
+	gpus = r->ranks[job->rank].gpus;
+	pthread_mutex_unlock(&r->lock);
+	return (double)waiting / (gpus > 0 ? gpus : 1);
+}
+
 static void remote_discard(void *ctx, void *built)
 {
 	struct ks_cluster_remote *r = ctx;
@@ -881,6 +907,7 @@ int ks_cluster_remote_open(struct ks_cluster_remote **out, struct ks_cluster_com
 				     .build = remote_build,
 				     .evaluate = remote_evaluate,
 				     .discard = remote_discard,
+				     .backlog = remote_backlog,
 				     .profile = opts->local && opts->local->profile ? remote_profile : NULL,
 				     .sanitize =
 					     opts->local && opts->local->sanitize ? remote_sanitize : NULL };

@@ -39,6 +39,7 @@ struct job {
 	void *built;
 	struct ks_result result; /* build() fills it, evaluate() completes it */
 	double compile_s, eval_s;
+	double evaluated_t;    /* when its evaluation ended (seconds into the run) */
 	long binary;	       /* its entry in s->binaries; -1: none (not built ok) */
 	int duplicate;	       /* its binary is another job's: recorded with that one's result */
 	uint64_t duplicate_of; /* that one's record */
@@ -421,6 +422,44 @@ static struct job *queue_pop(struct queue *q)
 	return job;
 }
 
+/* Take the item at index i (from the head) out of q, the others keeping their order. */
+static struct job *queue_remove(struct queue *q, size_t i)
+{
+	struct job *job = q->items[(q->head + i) % q->cap];
+
+	for (; i > 0; i--)
+		q->items[(q->head + i) % q->cap] = q->items[(q->head + i - 1) % q->cap];
+	q->head = (q->head + 1) % q->cap;
+	q->count--;
+	return job;
+}
+
+/*
+ * Under lock: the build a free lane times next, the oldest, or with the
+ * backend's backlog the one whose GPUs wait on the fewest evaluations
+ * (the oldest among equals).  Which lane times which build changes no
+ * result: they are inserted in proposal order.
+ */
+static struct job *eval_take(struct search *s)
+{
+	struct queue *q = &s->eval_q;
+	size_t best = 0;
+	double best_load = 0;
+
+	if (!q->count)
+		return NULL;
+	for (size_t i = 0; s->backend->backlog && i < q->count; i++) {
+		const struct job *job = q->items[(q->head + i) % q->cap];
+		double load = job->built ? s->backend->backlog(s->backend->ctx, job->built) : 0;
+
+		if (i == 0 || load < best_load) {
+			best = i;
+			best_load = load;
+		}
+	}
+	return queue_remove(q, best);
+}
+
 /* ---- threads ---- */
 
 static void *build_thread(void *arg)
@@ -521,7 +560,7 @@ static void *lane_thread(void *arg)
 		/* between two evaluations the GPU is this lane's: a check or a profile goes first */
 		for (int i = 0; !s->shutdown && !s->winding_down && !ej && i < N_EVIDENCE; i++)
 			ej = ks_evidence_queue_take(eq = &s->evidence[i], gpu_besides(s, &s->evidence[i]));
-		job = ej ? NULL : queue_pop(&s->eval_q);
+		job = ej ? NULL : eval_take(s);
 		pthread_mutex_unlock(&s->lock);
 		if (ej) {
 			ks_evidence_queue_run(eq, lane->index, ej);
@@ -534,6 +573,7 @@ static void *lane_thread(void *arg)
 					  &job->result, &job->err);
 		job->built = NULL;
 		job->eval_s = ks_now_s() - t0;
+		job->evaluated_t = ks_now_s() - s->t_start;
 		pthread_mutex_lock(&s->lock);
 		/*
 		 * the GPU's time is the evaluator's (its worker, from the job sent to the answer), which
@@ -1382,13 +1422,17 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 		s->summary->by_verdict[result->verdict]++;
 		s->summary->compile_s += job->compile_s;
 		s->summary->eval_s += job->eval_s;
-		search_log(s, json_pack("{s:s, s:I, s:I, s:s, s:O, s:s, s:s, s:f, s:f, s:s, s:I}", "event",
-					"result", "seq", (json_int_t)job->seq, "id", (json_int_t)res.id,
-					"family", f->name, "params", json_object_get(record, "params"),
-					"mutation", job->p.mutation, "verdict",
-					ks_verdict_name(result->verdict), "fitness", result->fitness,
-					"sol_fraction", result->sol_fraction, "outcome",
-					ks_archive_outcome_name(res.outcome), "cell", (json_int_t)res.cell));
+		search_log(
+			s,
+			json_pack(
+				"{s:s, s:I, s:I, s:s, s:O, s:s, s:s, s:f, s:f, s:s, s:I, s:f, s:f, s:f, s:f}",
+				"event", "result", "seq", (json_int_t)job->seq, "id", (json_int_t)res.id,
+				"family", f->name, "params", json_object_get(record, "params"), "mutation",
+				job->p.mutation, "verdict", ks_verdict_name(result->verdict), "fitness",
+				result->fitness, "sol_fraction", result->sol_fraction, "outcome",
+				ks_archive_outcome_name(res.outcome), "cell", (json_int_t)res.cell,
+				"compile_s", job->compile_s, "eval_s", job->eval_s, "worker_s",
+				result->timing.wall_s, "evaluated_t", job->evaluated_t));
 		if (result->verdict == KS_VERDICT_OK)
 			s->fams[job->p.family].ok = 1;
 		/* the mutator that proposed it is told */

@@ -59,6 +59,15 @@ struct toy {
 	int eval_us;	       /* extra time per evaluation, so LLM answers arrive during a run */
 	int by_first_param;    /* builds fingerprint their binary by family and first param only */
 	double last_profile_s; /* when the latest profile started (ks_now_s()) */
+	/*
+	 * With backlog: a build's GPUs are busy (1) or idle (0) by its hash, and
+	 * the first evaluation waits for hold_builds builds, so that the lane
+	 * then chooses among all of them; the classes of the builds evaluated,
+	 * in order.
+	 */
+	int backlog, hold_builds;
+	char classes[64];
+	int n_classes;
 };
 
 /* With by_first_param, the toy's binary: family a's B (or nothing of b's C but C itself) changes none. */
@@ -101,7 +110,14 @@ static int toy_build(void *ctx, const struct ks_family *f, const int64_t *params
 	if (t->by_first_param)
 		toy_binary(f, params, res->binary);
 	*built = malloc(1);
+	*(char *)*built = (char)(h % 2);
 	return 0;
+}
+
+static double toy_backlog(void *ctx, const void *built)
+{
+	(void)ctx;
+	return *(const char *)built;
 }
 
 static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const int64_t *params, void *built,
@@ -113,10 +129,22 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 	int n;
 
 	(void)lane;
-	free(built);
 	pthread_mutex_lock(&t->lock);
 	n = ++t->evaluations;
+	if (t->n_classes < (int)sizeof(t->classes))
+		t->classes[t->n_classes++] = *(char *)built;
 	pthread_mutex_unlock(&t->lock);
+	free(built);
+	for (double t0 = ks_now_s(); n == 1 && t->hold_builds && ks_now_s() - t0 < 5;) {
+		int builds;
+
+		pthread_mutex_lock(&t->lock);
+		builds = t->builds;
+		pthread_mutex_unlock(&t->lock);
+		if (builds >= t->hold_builds)
+			break;
+		usleep(1000);
+	}
 	/* vary the order results come back in; insertion order must not care */
 	usleep((useconds_t)(h % 7) * 300 + (useconds_t)t->eval_us);
 	if (t->fail_internal_at && n == t->fail_internal_at)
@@ -321,7 +349,8 @@ static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uin
 				      .evaluator = test_evaluator,
 				      .build = toy_build,
 				      .evaluate = toy_evaluate,
-				      .discard = toy_discard };
+				      .discard = toy_discard,
+				      .backlog = toy->backlog ? toy_backlog : NULL };
 	struct ks_search_config cfg = { .seed = seed,
 					.budget = budget,
 					.target_fitness = target,
@@ -760,6 +789,37 @@ static void test_a_search_out_of_time_starts_no_profile(void **state)
 	assert_true(ks_now_s() - t0 < 0.5 + 3.0);
 	free(out);
 	free(log);
+}
+
+/*
+ * A free lane takes the waiting build whose GPUs have the fewest
+ * evaluations (an MPI rank's), not the oldest: with every proposal built
+ * before the one lane is free again, the builds of idle GPUs all go first.
+ */
+static void test_a_free_lane_takes_the_build_of_the_least_busy_gpus(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .backlog = 1, .hold_builds = 10 };
+	struct ks_search_summary sum;
+	struct ks_error err;
+	int idle = 0, busy = 0;
+	char *out;
+
+	test_jobs = 8; /* the depth, 8 + 2 x 1, is the budget: every proposal is made at once */
+	test_lanes = 1;
+	out = run(f, "backlog", 5, 10, 0, &t, 0, &sum, &err);
+	test_jobs = 3;
+	test_lanes = 2;
+	/* after the first (which waited for every build), idle GPUs' builds, then busy ones' */
+	for (int i = 1; i < t.n_classes; i++) {
+		if (t.classes[i] == 0 && busy)
+			fail_msg("evaluation %d was of an idle GPU's build, after %d of a busy one's", i + 1,
+				 busy);
+		idle += t.classes[i] == 0;
+		busy += t.classes[i] == 1;
+	}
+	assert_true(idle > 0 && busy > 0);
+	free(out);
 }
 
 static void test_a_resumed_search_profiles_the_elites_left_unprofiled(void **state)
@@ -2251,6 +2311,7 @@ int main(void)
 		cmocka_unit_test(test_a_search_resumes_with_fewer_jobs_and_lanes_than_it_stopped_with),
 		cmocka_unit_test(test_no_duplicates_and_failures_cost_one_evaluation),
 		cmocka_unit_test(test_the_same_binary_is_evaluated_once),
+		cmocka_unit_test(test_a_free_lane_takes_the_build_of_the_least_busy_gpus),
 
 		cmocka_unit_test(test_target_stops_and_internal_failure_is_reported),
 		cmocka_unit_test(test_fixed_seed_proposals_are_pinned),

@@ -89,6 +89,16 @@ struct ks_backend {
 	int (*sanitize)(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 			const volatile sig_atomic_t *cancel, struct ks_sanitize_outcome *out,
 			struct ks_error *err);
+	/*
+	 * The evaluations running on, or waiting for, each GPU that would time
+	 * built (NULL: any lane times any build, on its own GPU).  A free lane
+	 * takes the waiting build whose GPUs have the fewest, the oldest among
+	 * equals: where the build's host decides the GPU (an MPI rank), a lane
+	 * taking the oldest would queue behind a busy rank while an idle one's
+	 * builds wait.  Called with the search's lock held; it may take the
+	 * backend's own.
+	 */
+	double (*backlog)(void *ctx, const void *built);
 };
 
 /*
