@@ -1805,7 +1805,8 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 
 	memset(summary, 0, sizeof(*summary));
 	s.host.s = &s;
-	s.depth = (size_t)jobs + 2 * (size_t)backend->lanes;
+	s.depth = (size_t)jobs + 2 * (size_t)backend->lanes +
+		  (backend->depth_extra > 0 ? (size_t)backend->depth_extra : 0);
 	s.ring = ks_calloc(s.depth, sizeof(*s.ring));
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_cond_init(&s.cond, NULL);
@@ -1870,10 +1871,11 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 			summary->resumed = 1;
 		}
 	}
-	search_log(&s, json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:b}", "event", "start", "op", op->key,
-				 "seed", (json_int_t)cfg->seed, "resumed_from", (json_int_t)m0.candidates,
-				 "next_seq", (json_int_t)s.next_seq, "jobs", jobs, "lanes", backend->lanes,
-				 "llm", owner_of(&s, "llm") != NULL));
+	search_log(&s,
+		   json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:I, s:b}", "event", "start", "op", op->key,
+			     "seed", (json_int_t)cfg->seed, "resumed_from", (json_int_t)m0.candidates,
+			     "next_seq", (json_int_t)s.next_seq, "jobs", jobs, "lanes", backend->lanes,
+			     "depth", (json_int_t)s.depth, "llm", owner_of(&s, "llm") != NULL));
 
 	builders = ks_calloc((size_t)jobs, sizeof(*builders));
 	lanes = ks_calloc((size_t)backend->lanes, sizeof(*lanes));

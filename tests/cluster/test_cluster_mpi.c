@@ -329,6 +329,7 @@ static void search_over_ranks(struct ks_cluster_comm *c, const struct ks_op *op)
 	remote = search_choices(op, fams, n_fams, ks_cluster_remote_backend(r), ks_cluster_remote_jobs(r),
 				dir, "remote");
 	local.lanes = ks_cluster_remote_backend(r)->lanes;
+	local.depth_extra = ks_cluster_remote_backend(r)->depth_extra; /* the same depth, the same choices */
 	alone = search_choices(op, fams, n_fams, &local, ks_cluster_remote_jobs(r), dir, "alone");
 	for (const char *p = remote; *p; p++)
 		lines += *p == '\n';

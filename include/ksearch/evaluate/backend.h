@@ -63,6 +63,14 @@ struct ks_backend {
 	 * search says so when the archive holds records of another.
 	 */
 	int evaluator;
+	/*
+	 * Proposals the search keeps in flight beyond its compile jobs and two
+	 * per lane (0 on one host).  Results are inserted in proposal order,
+	 * so the depth is how far the pipeline runs ahead of its slowest
+	 * candidate; a backend whose candidates take longer from proposal to
+	 * answer (an MPI rank's queue and round trips) needs more of it.
+	 */
+	int depth_extra;
 
 	/* Compile and check statically; *built is passed on to evaluate() (NULL when res is final). */
 	int (*build)(void *ctx, const struct ks_family *fam, const int64_t *params, void **built,
