@@ -512,6 +512,8 @@ static int evaluate_local(struct ks_cluster_remote *r, struct rjob *job, struct 
 	pthread_mutex_unlock(&r->lock);
 	rc = local->evaluate(local->ctx, lane, job->fam, job->params, built, res, err);
 	pthread_mutex_lock(&r->lock);
+	if (res->where.gpu >= 0)
+		res->where.rank = 0;
 	give_lane(r, lane);
 	r->ranks[0].outstanding--;
 	job->local_busy = 0;
@@ -608,6 +610,8 @@ static int remote_evaluate(void *ctx, int lane, const struct ks_family *fam, con
 	ks_result_release(res);
 	*res = job->res;
 	ks_result_init(&job->res);
+	if (res->where.gpu >= 0)
+		res->where.rank = job->rank; /* the rank that answered, whatever it says of itself */
 	ret = 0;
 cleanup:
 	forget_job(r, job);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ksearch/base/frame.h"
 #include "ksearch/compile/build.h"
@@ -50,6 +51,10 @@ int ks_gpu_evaluate(struct ks_evaluator *ev, const struct ks_op *op, const struc
 	ks_result_add_evaluation(res, &eval);
 	ks_result_release(&eval);
 	res->evaluator = KS_EVALUATOR_GENERATION;
+	res->where.gpu = ev->gpu;
+	if (gethostname(res->where.host, sizeof(res->where.host)) < 0)
+		res->where.host[0] = '\0';
+	res->where.host[sizeof(res->where.host) - 1] = '\0';
 	return 0;
 }
 

@@ -29,6 +29,7 @@ void ks_result_init(struct ks_result *res)
 	memset(res, 0, sizeof(*res));
 	res->verdict = KS_VERDICT_CRASH; /* until someone says otherwise: never ok by omission */
 	res->evidence = no_evidence;
+	res->where.gpu = res->where.rank = -1;
 }
 
 static void release_measured(struct ks_result *res)
@@ -287,6 +288,13 @@ void ks_result_to_json_into(const struct ks_result *res, json_t *obj)
 	}
 	if (res->evaluator > 0)
 		json_object_set_new(obj, "evaluator", json_integer(res->evaluator));
+	if (res->where.gpu >= 0) {
+		json_t *where = json_pack("{s:s, s:i}", "host", res->where.host, "gpu", res->where.gpu);
+
+		if (res->where.rank >= 0)
+			json_object_set_new(where, "rank", json_integer(res->where.rank));
+		json_object_set_new(obj, "where", where);
+	}
 	if (res->printf_bytes)
 		json_object_set_new(obj, "printf",
 				    json_pack("{s:I, s:s}", "bytes", (json_int_t)res->printf_bytes, "head",
@@ -624,6 +632,24 @@ int ks_result_from_json(const json_t *obj, struct ks_result *res, struct ks_erro
 		read_int(&o, v, "verified_runs", &res->overhead.verified_runs);
 		r.failed |= o.failed;
 		res->has |= KS_RESULT_OVERHEAD;
+	}
+	if ((v = field(&r, obj, "where", is_object, "an object"))) {
+		struct reader w = { "where", err, 0 };
+		int64_t gpu = -1, rank = -1;
+
+		read_name(&w, v, "host", res->where.host, sizeof(res->where.host));
+		read_int(&w, v, "gpu", &gpu);
+		if (json_object_get(v, "rank")) /* only over MPI */
+			read_int(&w, v, "rank", &rank);
+		if (!w.failed && !json_object_get(v, "gpu"))
+			w.failed = ks_fail(err, "where.gpu: missing (the GPU's index on its host)") < 0;
+		else if (!w.failed && (gpu < 0 || gpu > 65535))
+			w.failed = ks_fail(err, "where.gpu: %lld is not a GPU's index", (long long)gpu) < 0;
+		else if (!w.failed && json_object_get(v, "rank") && (rank < 0 || rank > INT32_MAX))
+			w.failed = ks_fail(err, "where.rank: %lld is not an MPI rank", (long long)rank) < 0;
+		r.failed |= w.failed;
+		res->where.gpu = w.failed ? -1 : (int)gpu;
+		res->where.rank = w.failed ? -1 : (int)rank;
 	}
 	if ((v = field(&r, obj, "printf", is_object, "an object"))) {
 		struct reader p = { "printf", err, 0 };

@@ -105,7 +105,6 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *fam, const 
 	int built_on = *(int *)built;
 
 	(void)ctx;
-	(void)lane;
 	(void)fam;
 	(void)err;
 	free(built);
@@ -116,6 +115,8 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *fam, const 
 	res->has |= KS_RESULT_EVALUATED;
 	res->fitness = 1.5 * (double)params[0];
 	ks_result_set_evidence(res, "toy: built on rank %d, timed on rank %d", built_on, my_rank);
+	res->where.gpu = lane; /* the rank is rank 0's to write, from the rank that answered */
+	snprintf(res->where.host, sizeof(res->where.host), "toy host %d", my_rank);
 	return 0;
 }
 
@@ -387,7 +388,8 @@ static void *driver(void *arg)
 	}
 }
 
-/* Run the jobs; check every result; the ranks that timed them as a bit set. */
+/* Run the jobs; check every result (and that it names the rank that timed it); the ranks that timed them as a
+ * bit set. */
 static unsigned run_jobs(const struct ks_backend *backend, const struct ks_family *fam, int threads)
 {
 	struct run run = { .backend = backend,
@@ -414,10 +416,12 @@ static unsigned run_jobs(const struct ks_backend *backend, const struct ks_famil
 		} else if (run.failed[i] || res->verdict != KS_VERDICT_OK || res->fitness != 1.5 * i ||
 			   sscanf(res->evidence, "toy: built on rank %d, timed on rank %d", &built_on,
 				  &timed) != 2 ||
-			   built_on != timed) {
+			   built_on != timed || res->where.rank != (strcmp(scenario, "one") ? timed : -1)) {
 			if (!wrong)
-				snprintf(what, sizeof(what), "job %d: verdict %s fitness %g evidence '%s'", i,
-					 ks_verdict_name(res->verdict), res->fitness, res->evidence);
+				snprintf(what, sizeof(what),
+					 "job %d: verdict %s fitness %g evidence '%s', rank %d", i,
+					 ks_verdict_name(res->verdict), res->fitness, res->evidence,
+					 res->where.rank);
 			wrong++;
 		} else {
 			timed_on |= 1u << timed;

@@ -135,6 +135,7 @@ static void full_result(struct ks_result *r)
 	r->printf_bytes = 9000;
 	r->printf_head = ks_strdup("hello\n");
 	r->timing = (struct ks_result_timing){ 0.5, 0.25, 1.0, 1.5, 1.75 };
+	r->where = (struct ks_result_place){ .host = "node7", .gpu = 2, .rank = 3 };
 }
 
 static void test_json_form_reads_back_as_written(void **state)
@@ -185,6 +186,10 @@ static void test_json_form_reads_back_as_written(void **state)
 	assert_true(back.timing.wall_s == 1.5);
 	assert_int_equal(json_integer_value(json_object_get(j, "evaluator")), KS_EVALUATOR_GENERATION);
 	assert_int_equal(back.evaluator, KS_EVALUATOR_GENERATION);
+	/* where it was timed: host, GPU, MPI rank */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "where"), "rank")), 3);
+	assert_string_equal(back.where.host, "node7");
+	assert_true(back.where.gpu == 2 && back.where.rank == 3);
 	j2 = ks_result_to_json(&back);
 	assert_json_equal(j, j2);
 	json_decref(j2);
@@ -195,10 +200,15 @@ static void test_json_form_reads_back_as_written(void **state)
 	json_object_del(json_object_get(j, "overhead"), "announce_s");
 	json_object_del(json_object_get(j, "overhead"), "announcements");
 	json_object_del(json_object_get(j, "overhead"), "allocations");
+	json_object_del(json_object_get(j, "where"), "rank"); /* timed on one host: no rank */
 	ks_result_release(&back);
 	ks_result_init(&back);
 	if (ks_result_from_json(j, &back, &err) < 0)
 		fail_msg("%s", err.msg);
+	assert_true(back.where.gpu == 2 && back.where.rank == -1);
+	j2 = ks_result_to_json(&back);
+	assert_null(json_object_get(json_object_get(j2, "where"), "rank"));
+	json_decref(j2);
 	assert_true(back.overhead.wait_s == 0 && back.overhead.warmup_s == 0 && back.overhead.runs == 40);
 	assert_true(back.overhead.prechecks_s == 0 && back.overhead.announce_s == 0);
 	assert_int_equal(back.overhead.announcements, 0);
@@ -243,6 +253,13 @@ static void test_a_malformed_frame_is_refused_naming_the_field(void **state)
 		{ "{\"verdict\": \"ok\", \"launches\": [{\"threads\": 1.5}]}",
 		  "launches[0].threads: expected an integer" },
 		{ "{\"verdict\": \"ok\", \"timing\": []}", "timing: expected an object" },
+		{ "{\"verdict\": \"ok\", \"where\": 1}", "where: expected an object, got an integer" },
+		{ "{\"verdict\": \"ok\", \"where\": {\"host\": \"a\"}}", "where.gpu: missing" },
+		{ "{\"verdict\": \"ok\", \"where\": {\"gpu\": -1}}", "where.gpu: -1 is not a GPU's index" },
+		{ "{\"verdict\": \"ok\", \"where\": {\"gpu\": 0, \"rank\": \"x\"}}",
+		  "where.rank: expected an integer, got a string" },
+		{ "{\"verdict\": \"ok\", \"where\": {\"gpu\": 0, \"host\": 5}}",
+		  "where.host: expected a string, got an integer" },
 	};
 
 	(void)state;

@@ -132,6 +132,16 @@ enum ks_result_part {
 	KS_RESULT_OVERHEAD = 1 << 2,  /* the worker answered: overhead */
 };
 
+/*
+ * Where a result was timed (ks_result.where), so that a run over many
+ * GPUs, hosts or MPI ranks can be taken apart; written while gpu >= 0.
+ */
+struct ks_result_place {
+	char host[64]; /* the host's name ("" unknown) */
+	int gpu;       /* the GPU's index on that host, as --gpus counts them; -1: unknown */
+	int rank;      /* the MPI rank that timed it; -1: not over MPI */
+};
+
 struct ks_result {
 	enum ks_verdict verdict;
 	char *evidence; /* never NULL after ks_result_init(); "" when there is none */
@@ -157,6 +167,7 @@ struct ks_result {
 	char *printf_head; /* the first bytes, unprintable ones as '?' */
 	struct ks_result_timing timing;
 	int evaluator; /* KS_EVALUATOR_GENERATION of the evaluator that ran it; 0 none or unknown */
+	struct ks_result_place where;
 };
 
 void ks_result_init(struct ks_result *res);
