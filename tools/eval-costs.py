@@ -16,7 +16,9 @@ records from before they were measured; and the evaluator's wall clock
 (wall, from the job sent to the answer), and the mean of wall.  Then the same medians over
 the families every run evaluated, per family, so that a run that reached
 slower kernels is told apart from one whose evaluations were slower (a busy
-host).  Only evaluated candidates (verdict ok or wrong) count.
+host); and, for a run whose records say where they were timed (`where`) on
+more than one GPU, the same per GPU ("rank R gpu G" over MPI).  Only evaluated
+candidates (verdict ok or wrong) count.
 """
 import json
 import os
@@ -55,6 +57,15 @@ def medians(records):
     return out
 
 
+def place(record):
+    """Where a record was timed, as "rank R gpu G" (over MPI) or "gpu G"; None if it does not say."""
+    where = record.get("where")
+    if not isinstance(where, dict) or not isinstance(where.get("gpu"), int):
+        return None
+    rank = where.get("rank")
+    return (f"rank {rank} " if isinstance(rank, int) else "") + f"gpu {where['gpu']}"
+
+
 def row(name, n, values):
     cells = "".join(f"{v:9.3f}" if v is not None else f"{'-':>9}" for v in values)
     return f"{name:<28}{n:>6}{cells}"
@@ -69,6 +80,13 @@ def main(argv):
     print(header)
     for name, records in runs:
         print(row(name, len(records), medians(records)))
+    for name, records in runs:
+        places = sorted({place(r) for r in records} - {None})
+        if len(places) > 1:  # where each GPU's evaluations went, when records say (`where`)
+            print(f"{name} by GPU:")
+            for p in places:
+                mine = [r for r in records if place(r) == p]
+                print(row("  " + p, len(mine), medians(mine)))
     shared = set.intersection(*[{r.get("family") for r in records} for _, records in runs])
     for family in sorted(f for f in shared if f):
         print(f"family {family}:")

@@ -40,6 +40,19 @@ run 0 python3 tools/eval-costs.py "$TMP/waited.json"
 grep -Eq '^waited +59( +[0-9]+\.[0-9]{3}){6} +0\.125 +0\.188 +0\.250 +0\.500 +0\.062( +[0-9]+\.[0-9]{3}){2}$' "$TMP/out" ||
 	fail "no wait 0.125, vrun 0.188, warmup 0.250, prechk 0.500, msgs 0.062 for 'waited'"
 
+# records that say where they were timed: a row per GPU, named by rank and GPU
+python3 -c '
+import json, sys
+records = json.load(open(sys.argv[1]))
+for i, r in enumerate(records):
+    r["where"] = {"host": "h", "gpu": i % 2, "rank": 1 + i % 3}
+json.dump(records, open(sys.argv[2], "w"))
+' "$TMP/pages.json" "$TMP/placed.json" || fail "could not write records with where"
+run 0 python3 tools/eval-costs.py "$TMP/placed.json"
+out_has "placed by GPU:"
+grep -Eq '^  rank 1 gpu 0 +10( +[0-9.-]+)+$' "$TMP/out" || fail "no row of 10 records for rank 1 gpu 0"
+[ "$(grep -c '^  rank [123] gpu [01] ' "$TMP/out")" = 6 ] || fail "not 6 rows, one per (rank, GPU)"
+
 echo '{"not": "records"}' >"$TMP/bad.json"
 run 1 python3 tools/eval-costs.py "$TMP/bad.json"
 err_has "bad.json: not a list of records"
