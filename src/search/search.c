@@ -816,9 +816,12 @@ static void search_log(struct search *s, json_t *event)
 	if (s->cfg->log) {
 		char *text;
 
+		/* NULL: a json_pack() whose format and arguments disagree (a bug, said rather than lost) */
+		if (!event)
+			event = json_pack("{s:s}", "event", "log_error");
 		json_object_set_new(event, "t", json_real(ks_now_s() - s->t_start));
 		text = json_dumps(event, JSON_COMPACT);
-		fprintf(s->cfg->log, "%s\n", text);
+		fprintf(s->cfg->log, "%s\n", text ? text : "{\"event\":\"log_error\"}");
 		fflush(s->cfg->log);
 		free(text);
 	}

@@ -394,7 +394,15 @@ static char *run_with(struct fixture *f, const char *archive, uint64_t seed, uin
 		char *params;
 
 		assert_non_null(ev);
+		if (!strcmp(json_string_value(json_object_get(ev, "event")), "log_error"))
+			fail_msg("the search could not write an event (a json_pack format and its arguments "
+				 "disagree)");
 		if (!strcmp(json_string_value(json_object_get(ev, "event")), "result")) {
+			/* for timelines: when it was evaluated, and what its build and evaluation took */
+			assert_true(json_is_number(json_object_get(ev, "evaluated_t")) &&
+				    json_is_number(json_object_get(ev, "compile_s")) &&
+				    json_is_number(json_object_get(ev, "eval_s")) &&
+				    json_is_number(json_object_get(ev, "worker_s")));
 			params = json_dumps(json_object_get(ev, "params"), JSON_COMPACT | JSON_SORT_KEYS);
 			ks_strbuf_addf(&choices, "%lld %s %s %s\n",
 				       (long long)json_integer_value(json_object_get(ev, "seq")),
