@@ -123,6 +123,14 @@ int ks_child_spawn(struct ks_child *child, const char *const *args, const struct
 
 			setrlimit(RLIMIT_CPU, &rl);
 		}
+		if (limits && limits->nice) {
+			int current;
+
+			errno = 0;
+			current = getpriority(PRIO_PROCESS, 0);
+			if (errno == 0)
+				setpriority(PRIO_PROCESS, 0, current + limits->nice);
+		}
 		signal(SIGPIPE, SIG_DFL);
 		/*
 		 * A signal sent to every process of a job (SLURM's scancel

@@ -234,7 +234,12 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 			struct ks_compile_result *out, struct ks_ptx_analysis *analysis, struct ks_error *err)
 {
 	static const char *const args[] = { "__compile", NULL };
-	struct ks_child_limits child_limits = { .address_space = (size_t)8 << 30 };
+	/*
+	 * Compiles are throughput work; the timings, the verification and the
+	 * messages between ranks wait on the CPU for every evaluation.  On a
+	 * host whose cores the compilers fill, a compile yields to them.
+	 */
+	struct ks_child_limits child_limits = { .address_space = (size_t)8 << 30, .nice = KS_COMPILE_NICE };
 	int timeout_ms = 120000;
 	struct ks_child child;
 	struct ks_blob *blobs = NULL;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include "ksearch/base/frame.h"
 #include "ksearch/base/proc.h"
@@ -185,6 +186,43 @@ static void a_child_ignores_the_signals_meant_for_the_job(void **state)
 	ks_blobs_free(blobs, n);
 }
 
+/* A child spawned with limits.nice runs that much nicer than its parent (compilers yield). */
+static void a_child_runs_at_the_nice_value_asked(void **state)
+{
+	const char *const args[] = { "__compile", NULL };
+	struct ks_child_limits limits = { .nice = 7 };
+	struct ks_child child;
+	char path[64], stat[1024], *close_paren, *p;
+	long fields[16];
+	int parent_nice, child_nice = -100;
+	struct ks_error err;
+	FILE *f;
+
+	(void)state;
+	if (!getenv("KSEARCH"))
+		skip();
+	errno = 0;
+	parent_nice = getpriority(PRIO_PROCESS, 0);
+	assert_int_equal(errno, 0);
+	ks_child_set_program(getenv("KSEARCH"));
+	assert_int_equal(ks_child_spawn(&child, args, &limits, &err), 0);
+	/* it waits for its request on stdin; the 19th field of its stat is its nice value */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)child.pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(stat, sizeof(stat), f));
+	fclose(f);
+	close_paren = strrchr(stat, ')');
+	assert_non_null(close_paren);
+	/* after the name: state, then 16 numbers, of which the last is the nice value */
+	p = close_paren + 3;
+	for (int i = 0; i < 16; i++)
+		fields[i] = strtol(p, &p, 10);
+	child_nice = (int)fields[15];
+	assert_int_equal(child_nice, parent_nice + 7 > 19 ? 19 : parent_nice + 7);
+	ks_child_kill(&child);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -194,6 +232,7 @@ int main(void)
 		cmocka_unit_test(malformed_frames_are_errors),
 		cmocka_unit_test(a_child_replies_on_its_own_pipe),
 		cmocka_unit_test(a_child_ignores_the_signals_meant_for_the_job),
+		cmocka_unit_test(a_child_runs_at_the_nice_value_asked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

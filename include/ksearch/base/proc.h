@@ -33,6 +33,7 @@ struct ks_child {
 struct ks_child_limits {
 	size_t address_space; /* bytes; 0: no limit (not applied in an AddressSanitizer build) */
 	unsigned cpu_seconds; /* 0: no limit */
+	int nice; /* added to the child's nice value: > 0 yields the CPU to the parent's other work */
 };
 
 /*

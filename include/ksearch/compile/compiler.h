@@ -15,6 +15,9 @@
 #include "ksearch/compile/nvrtc.h"
 #include "ksearch/compile/ptx.h"
 
+/* How much lower a compiler child's priority is than its parent's (nice). */
+#define KS_COMPILE_NICE 10
+
 struct ks_compile_limits {
 	int timeout_ms;	     /* wall clock; default 120 s */
 	size_t memory_bytes; /* address space; default 8 GiB */
