@@ -127,8 +127,10 @@ static int gb_profile(void *ctx, int lane, const struct ks_family *fam, const in
 					  .n_params = fam->cand.n_params,
 					  .gpu = gb->gpus[lane],
 					  .cancel = cancel };
+	double t0 = ks_now_s();
 	int rc = ks_profile_run(&req, out, err);
 
+	out->held_s = ks_now_s() - t0;
 	free_assign(assign, fam->cand.n_params);
 	return rc;
 }
@@ -147,8 +149,10 @@ static int gb_sanitize(void *ctx, int lane, const struct ks_family *fam, const i
 					   .n_params = fam->cand.n_params,
 					   .gpu = gb->gpus[lane],
 					   .cancel = cancel };
+	double t0 = ks_now_s();
 	int rc = ks_sanitize_run(&req, out, err);
 
+	out->held_s = ks_now_s() - t0;
 	free_assign(assign, fam->cand.n_params);
 	return rc;
 }

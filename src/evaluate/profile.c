@@ -464,12 +464,14 @@ json_t *ks_profile_outcome_to_json(const struct ks_profile_outcome *o)
 	json_t *profile;
 
 	if (!strcmp(status, "?") || p->n_stalls > KS_PROFILE_STALLS ||
-	    p->n_kernels > KS_PROFILE_MAX_KERNELS || !writes_whole(p))
+	    p->n_kernels > KS_PROFILE_MAX_KERNELS || !writes_whole(p) || !isfinite(o->held_s) ||
+	    o->held_s < 0)
 		return NULL;
 	profile = ks_profile_to_json(p);
 	if (!profile)
 		return NULL;
-	return json_pack("{s:s, s:s, s:o}", "status", status, "why", o->why, "profile", profile);
+	return json_pack("{s:s, s:s, s:o, s:f}", "status", status, "why", o->why, "profile", profile,
+			 "held_s", o->held_s);
 }
 
 /*
@@ -568,7 +570,8 @@ int ks_profile_outcome_from_json(const json_t *obj, struct ks_profile_outcome *o
 	if (ks_json_want_object(obj, "the profile outcome", err) < 0 ||
 	    get_status(obj, &out->status, err) < 0 ||
 	    ks_json_field_text(obj, "", "why", out->why, sizeof(out->why), err) < 0 ||
-	    get_profile(json_object_get(obj, "profile"), &out->profile, err) < 0) {
+	    get_profile(json_object_get(obj, "profile"), &out->profile, err) < 0 ||
+	    ks_json_field_number(obj, "", "held_s", 1, &out->held_s, err) < 0) {
 		/* half an outcome is none: nothing read before the refusal is left */
 		memset(out, 0, sizeof(*out));
 		return -1;

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -620,10 +621,11 @@ json_t *ks_sanitize_outcome_to_json(const struct ks_sanitize_outcome *o)
 	const struct ks_sanitize *c = &o->check;
 	const char *status = ks_sanitize_status_name(o->status);
 
-	if (!strcmp(status, "?") || c->n_tools > MAX_TOOLS || c->n_workloads > KS_SANITIZE_MAX_WORKLOADS)
+	if (!strcmp(status, "?") || c->n_tools > MAX_TOOLS || c->n_workloads > KS_SANITIZE_MAX_WORKLOADS ||
+	    !isfinite(o->held_s) || o->held_s < 0)
 		return NULL;
-	return json_pack("{s:s, s:s, s:{s:s, s:o, s:o, s:I, s:s, s:s, s:I, s:f}}", "status", status, "why",
-			 o->why, "check", "version", c->version, "tools",
+	return json_pack("{s:s, s:s, s:f, s:{s:s, s:o, s:o, s:I, s:s, s:s, s:I, s:f}}", "status", status,
+			 "why", o->why, "held_s", o->held_s, "check", "version", c->version, "tools",
 			 names_to_json(c->tools[0], sizeof(c->tools[0]), c->n_tools), "workloads",
 			 names_to_json(c->workloads[0], sizeof(c->workloads[0]), c->n_workloads), "errors",
 			 (json_int_t)c->errors, "first", c->first, "first_tool", c->first_tool, "smem_bytes",
@@ -702,7 +704,8 @@ int ks_sanitize_outcome_from_json(const json_t *obj, struct ks_sanitize_outcome 
 	if (ks_json_want_object(obj, "the sanitizer outcome", err) < 0 ||
 	    get_status(obj, &out->status, err) < 0 ||
 	    ks_json_field_text(obj, "", "why", out->why, sizeof(out->why), err) < 0 ||
-	    get_check(json_object_get(obj, "check"), &out->check, err) < 0) {
+	    get_check(json_object_get(obj, "check"), &out->check, err) < 0 ||
+	    ks_json_field_number(obj, "", "held_s", 1, &out->held_s, err) < 0) {
 		/* half an outcome is none: nothing read before the refusal is left */
 		memset(out, 0, sizeof(*out));
 		return -1;

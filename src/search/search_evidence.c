@@ -137,11 +137,14 @@ struct ks_evidence_job *ks_evidence_queue_take(struct ks_evidence_queue *q, doub
 void ks_evidence_queue_run(struct ks_evidence_queue *q, int lane, struct ks_evidence_job *job)
 {
 	const char *why;
-	double t0 = ks_now_s();
+	double t0 = ks_now_s(), held;
 
 	ks_error_clear(&job->err);
 	job->failed = q->kind->run(q->env.backend, lane, job, q->env.cfg->stop, &job->err) < 0;
 	job->seconds = ks_now_s() - t0;
+	held = job->failed ? 0 : q->kind->held_s(job);
+	if (held > 0 && held < job->seconds)
+		job->seconds = held;
 	pthread_mutex_lock(q->env.lock);
 	q->running--;
 	/* no tool here: no lane starts another (the calling thread says why) */

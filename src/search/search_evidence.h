@@ -43,7 +43,7 @@ struct ks_evidence_job {
 	const struct ks_family *fam;
 	int64_t params[KS_MAX_PARAMS];
 	void *outcome;	/* the kind's outcome struct (outcome_size bytes, zeroed); owned */
-	double seconds; /* the lane's time on it */
+	double seconds; /* the GPU's time on it: the kind's held_s, else the lane's wall time */
 	int failed;	/* ksearch's own failure, in err */
 	struct ks_error err;
 };
@@ -68,6 +68,13 @@ struct ks_evidence_kind {
 	/* A lane: run the job, filling job->outcome; -1 when ksearch itself failed (in err). */
 	int (*run)(const struct ks_backend *backend, int lane, struct ks_evidence_job *job,
 		   const volatile sig_atomic_t *cancel, struct ks_error *err);
+	/*
+	 * How long the job held its GPU, timed where it ran (0: not known).
+	 * The budget counts it, not the lane's wall time: a lane of an MPI
+	 * job also waits for the answer, and for a rank of one GPU to finish
+	 * the candidates it holds, while that GPU goes on timing them.
+	 */
+	double (*held_s)(const struct ks_evidence_job *job);
 	/* What the outcome is; *why: the words for one that is not MADE (borrowed from the outcome). */
 	enum ks_evidence_judgement (*judge)(const struct ks_evidence_job *job, const char **why);
 	/*

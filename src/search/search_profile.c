@@ -24,6 +24,11 @@ static int profile_run(const struct ks_backend *backend, int lane, struct ks_evi
 	return backend->profile(backend->ctx, lane, job->fam, job->params, cancel, job->outcome, err);
 }
 
+static double profile_held_s(const struct ks_evidence_job *job)
+{
+	return ((const struct ks_profile_outcome *)job->outcome)->held_s;
+}
+
 static enum ks_evidence_judgement profile_judge(const struct ks_evidence_job *job, const char **why)
 {
 	const struct ks_profile_outcome *o = job->outcome;
@@ -67,6 +72,7 @@ const struct ks_evidence_kind ks_evidence_profile = {
 	.first_guess_s = GUESS_S,
 	.available = profile_available,
 	.run = profile_run,
+	.held_s = profile_held_s,
 	.judge = profile_judge,
 	.store = profile_store,
 };

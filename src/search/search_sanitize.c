@@ -35,6 +35,11 @@ static int sanitize_run(const struct ks_backend *backend, int lane, struct ks_ev
 	return backend->sanitize(backend->ctx, lane, job->fam, job->params, cancel, job->outcome, err);
 }
 
+static double sanitize_held_s(const struct ks_evidence_job *job)
+{
+	return ((const struct ks_sanitize_outcome *)job->outcome)->held_s;
+}
+
 static enum ks_evidence_judgement sanitize_judge(const struct ks_evidence_job *job, const char **why)
 {
 	const struct ks_sanitize_outcome *o = job->outcome;
@@ -163,6 +168,7 @@ const struct ks_evidence_kind ks_evidence_sanitize = {
 	.first_guess_s = GUESS_S,
 	.available = sanitize_available,
 	.run = sanitize_run,
+	.held_s = sanitize_held_s,
 	.judge = sanitize_judge,
 	.store = sanitize_store,
 };

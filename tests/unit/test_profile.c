@@ -443,6 +443,7 @@ static void full_outcome(struct ks_profile_outcome *o)
 	p->local_load_bytes = 2048;
 	p->local_store_bytes = 1.7976931348623157e308;
 	p->seconds = 12.345678901234567;
+	o->held_s = 13.000000000000002;
 	for (size_t i = 0; i < KS_PROFILE_STALLS; i++) {
 		snprintf(p->stalls[i].reason, sizeof(p->stalls[i].reason), "stall_%zu", i);
 		p->stalls[i].share = awkward[i];
@@ -496,6 +497,7 @@ static void test_a_profile_outcome_comes_back_whole(void **state)
 		assert_same_double(a->local_load_bytes, b->local_load_bytes);
 		assert_same_double(a->local_store_bytes, b->local_store_bytes);
 		assert_same_double(a->seconds, b->seconds);
+		assert_same_double(sent->held_s, got->held_s);
 		assert_int_equal(b->n_stalls, KS_PROFILE_STALLS);
 		for (size_t i = 0; i < KS_PROFILE_STALLS; i++) {
 			assert_string_equal(b->stalls[i].reason, a->stalls[i].reason);
@@ -598,6 +600,8 @@ static void test_a_malformed_profile_outcome_is_refused_by_field(void **state)
 	assert_refused(good, "", "status", NULL, "status: missing");
 
 	/* missing, or of the wrong type */
+	assert_refused(good, "", "held_s", NULL, "held_s: missing");
+	assert_refused(good, "", "held_s", json_real(-1.0), "held_s");
 	assert_refused(good, "", "why", NULL, "why: missing");
 	assert_refused(good, "", "profile", NULL, "profile: missing");
 	assert_refused(good, "", "profile", json_string("none"), "profile: expected an object, got a string");
@@ -652,6 +656,9 @@ static void test_a_malformed_profile_outcome_is_refused_by_field(void **state)
 	assert_null(ks_profile_outcome_to_json(o));
 	full_outcome(o);
 	o->profile.kernels[5].l2_hit_rate = NAN;
+	assert_null(ks_profile_outcome_to_json(o));
+	full_outcome(o);
+	o->held_s = NAN;
 	assert_null(ks_profile_outcome_to_json(o));
 	full_outcome(o);
 	snprintf(o->why, sizeof(o->why), "not UTF-8: \xff");

@@ -285,6 +285,7 @@ static void full_outcome(struct ks_sanitize_outcome *o)
 	snprintf(c->first_tool, sizeof(c->first_tool), "racecheck");
 	c->smem_bytes = LLONG_MAX;
 	c->seconds = 0.1;
+	o->held_s = 0.30000000000000004;
 }
 
 static void test_a_sanitizer_outcome_comes_back_whole(void **state)
@@ -325,6 +326,8 @@ static void test_a_sanitizer_outcome_comes_back_whole(void **state)
 		assert_true(b->smem_bytes == LLONG_MAX);
 		if (b->seconds != a->seconds) /* bit for bit, not nearly */
 			fail_msg("seconds: sent %.17g, got %.17g", a->seconds, b->seconds);
+		if (got->held_s != sent->held_s)
+			fail_msg("held_s: sent %.17g, got %.17g", sent->held_s, got->held_s);
 		/* nothing beyond the lists: the decoder zeroed it, as the sender had */
 		assert_memory_equal(got, sent, sizeof(*got));
 		json_decref(back);
@@ -409,6 +412,8 @@ static void test_a_malformed_sanitizer_outcome_is_refused_by_field(void **state)
 
 	/* missing, or of the wrong type */
 	assert_refused(good, "", "why", json_null(), "why: expected a string, got null");
+	assert_refused(good, "", "held_s", NULL, "held_s: missing");
+	assert_refused(good, "", "held_s", json_string("long"), "held_s: expected a number");
 	assert_refused(good, "", "check", NULL, "check: missing");
 	assert_refused(good, "", "check", json_array(), "check: expected an object, got a list");
 	assert_refused(good, "check", "version", NULL, "check.version: missing");
@@ -452,6 +457,9 @@ static void test_a_malformed_sanitizer_outcome_is_refused_by_field(void **state)
 	 */
 	assert_null(json_loads("{\"seconds\": -1e999}", 0, NULL));
 	o->check.seconds = NAN;
+	assert_null(ks_sanitize_outcome_to_json(o));
+	full_outcome(o);
+	o->held_s = -INFINITY;
 	assert_null(ks_sanitize_outcome_to_json(o));
 	full_outcome(o);
 	snprintf(o->check.workloads[3], sizeof(o->check.workloads[3]), "not UTF-8: \xc3");

@@ -6,6 +6,7 @@
  */
 #include "testlib.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <signal.h>
@@ -59,6 +60,7 @@ struct toy {
 	int eval_us;	       /* extra time per evaluation, so LLM answers arrive during a run */
 	int by_first_param;    /* builds fingerprint their binary by family and first param only */
 	double last_profile_s; /* when the latest profile started (ks_now_s()) */
+	double held_s;	       /* profiles and checks say they held their GPU this long (else 0: unknown) */
 	/*
 	 * With backlog: a build's GPUs are busy (1) or idle (0) by its hash, and
 	 * the first evaluation waits for hold_builds builds, so that the lane
@@ -192,6 +194,7 @@ static int toy_profile(void *ctx, int lane, const struct ks_family *f, const int
 	out->profile.dram_fraction = (double)(h % 100) / 100.0;
 	out->profile.achieved_occupancy = 0.25;
 	out->profile.seconds = 0.001;
+	out->held_s = t->held_s;
 	return 0;
 }
 
@@ -223,6 +226,7 @@ static int toy_sanitize(void *ctx, int lane, const struct ks_family *f, const in
 	snprintf(out->check.workloads[0], sizeof(out->check.workloads[0]), "n1024");
 	out->check.n_workloads = 1;
 	out->check.seconds = 0.002;
+	out->held_s = t->held_s;
 	if (out->status == KS_SANITIZE_FAILED) {
 		out->check.errors = 1;
 		snprintf(out->check.first, sizeof(out->check.first),
@@ -762,6 +766,32 @@ static void test_new_elites_are_profiled_within_the_share(void **state)
 	assert_true(with_profile > 0);
 	free(elites);
 	ks_archive_close(ar);
+	free(out);
+	free(log);
+}
+
+/*
+ * The budget counts what a profile or check held its GPU for, as timed
+ * where it ran, not the lane's wall time: over MPI a lane also waits for
+ * the answer, and for a rank of one GPU to finish the candidates it holds
+ * while that GPU goes on timing them (a 4-rank search reported its GPUs
+ * 102% busy).  The toy's take a millisecond or two and say 50 µs.
+ */
+static void test_evidence_counts_the_time_it_held_the_gpu_where_it_ran(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 3000, .held_s = 50e-6 };
+	struct ks_search_summary sum;
+	char *out, *log;
+
+	sanitized_share = 0.5;
+	run_profiled(f, "held", &t, 24, &sum, &out, &log);
+	sanitized_share = 0;
+	assert_true(sum.profiles.stored > 0);
+	assert_true(fabs(sum.profiles.seconds - (double)t.profiles * 50e-6) < 1e-9);
+	assert_true(sum.sanitizer.stored > 0);
+	assert_true(fabs(sum.sanitizer.seconds - (double)t.sanitizes * 50e-6) < 1e-9);
+	assert_contains(log, "\"seconds\":5.0000000000000002e-5");
 	free(out);
 	free(log);
 }
@@ -2334,6 +2364,7 @@ int main(void)
 		cmocka_unit_test(test_llm_children_verify_and_strategies_learn),
 		cmocka_unit_test(test_llm_faults_are_survived_and_recorded),
 		cmocka_unit_test(test_llm_budget_spent_the_search_goes_on_and_the_key_is_never_written),
+		cmocka_unit_test(test_evidence_counts_the_time_it_held_the_gpu_where_it_ran),
 		cmocka_unit_test(test_llm_that_never_gives_code_is_not_asked_at_full_speed),
 		cmocka_unit_test(test_llm_that_never_gives_code_does_not_hold_up_an_exhausted_search),
 		cmocka_unit_test(test_llm_search_works_against_each_kind_of_endpoint),

@@ -121,6 +121,7 @@ struct ks_profile_outcome {
 	enum ks_profile_status status;
 	char why[KS_ERROR_MAX]; /* not ok: what happened, and for the last two statuses what to do */
 	struct ks_profile profile;
+	double held_s; /* how long it held its GPU, timed where it ran: what the search's budget counts */
 };
 
 /*

@@ -107,6 +107,7 @@ struct ks_sanitize_outcome {
 	enum ks_sanitize_status status;
 	char why[KS_ERROR_MAX]; /* not clean: what happened */
 	struct ks_sanitize check;
+	double held_s; /* how long it held its GPU, timed where it ran: what the search's budget counts */
 };
 
 /* Check one candidate.  Returns 0 with out->status, or -1 when ksearch itself failed (no temporary folder).
