@@ -12,9 +12,10 @@
 #   2x2      mpirun -np 2 ksearch evolve --gpus all        (2 ranks, two GPUs each)
 # (--runs: some of them, in the order given), and prints each run's
 # evaluations, seconds, evaluations per hour, ratio to the first (`one`) and
-# the GPUs' busy share; then where an evaluation's time went in each run
-# (tools/eval-costs.py over the runs' records in OUTDIR/costs).  Each run's
-# events (--log) are in OUTDIR/NAME.jsonl.
+# the GPUs' busy share; then where each run's GPU time went (tools/gpu-time.py)
+# and where an evaluation's time went in each run (tools/eval-costs.py over
+# the runs' records in OUTDIR/costs).  Each run's events (--log) are in
+# OUTDIR/NAME.jsonl.
 # Needs 4 GPUs, a ksearch built with MPI (KSEARCH, default build/ksearch)
 # and mpirun on PATH (tools/mpi-wheel.sh).
 set -u
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
 	--op) op=$2; shift 2 ;;
 	--time) seconds=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
-	-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "bench-mpi: unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -81,6 +82,13 @@ for name in $runs; do
 	[ -z "$base" ] && base=$rate
 	ratio=$(awk -v r="$rate" -v b="$base" 'BEGIN { printf "%.2f", r / b }')
 	printf "%-5s %12s %8s %10s %7s %6s\n" "$name" "$evals" "$secs" "$rate" "${ratio}x" "${busy:-?}" |
+		tee -a "$OUTDIR/summary.txt"
+done
+# where each run's GPU time went (evaluating, profiles and checks, idle; each GPU's gaps)
+for name in $runs; do
+	case $name in one) gpus=1 ;; *) gpus=4 ;; esac
+	echo "== $name" | tee -a "$OUTDIR/summary.txt"
+	python3 tools/gpu-time.py --gpus "$gpus" "$OUTDIR/$name.jsonl" "$OUTDIR/costs/$name.json" |
 		tee -a "$OUTDIR/summary.txt"
 done
 # where an evaluation's time went, run against run and per family every run evaluated
