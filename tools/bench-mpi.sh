@@ -10,6 +10,8 @@
 #   one      ksearch evolve --gpus 0                       (one GPU, no MPI)
 #   4x1      mpirun -np 4 ksearch evolve                   (4 ranks, one GPU each)
 #   2x2      mpirun -np 2 ksearch evolve --gpus all        (2 ranks, two GPUs each)
+#   1x4      ksearch evolve --gpus all                     (one process, no MPI; only
+#            with --runs: issue 24's "GPUs at least 95% busy" on one host)
 # (--runs: some of them, in the order given), and prints each run's
 # evaluations, seconds, evaluations per hour, ratio to the first (`one`) and
 # the GPUs' busy share; then where each run's GPU time went (tools/gpu-time.py)
@@ -28,10 +30,13 @@ while [ $# -gt 0 ]; do
 	--op) op=$2; shift 2 ;;
 	--time) seconds=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
-	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "bench-mpi: unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
 	esac
+done
+for name in $runs; do # before any run starts: a typo must not cost a GPU session's minutes
+	case $name in one | 4x1 | 2x2 | 1x4) ;; *) echo "bench-mpi: unknown run '$name' (one, 4x1, 2x2, 1x4)" >&2; exit 2 ;; esac
 done
 OUTDIR=${1:-${OUT:-/tmp}/bench-mpi}
 KSEARCH=${KSEARCH:-build/ksearch}
@@ -63,7 +68,8 @@ for name in $runs; do
 	one) run one -- ;;
 	4x1) run 4x1 "${mpi[@]}" -np 4 -- ;;
 	2x2) run 2x2 "${mpi[@]}" -np 2 -- --gpus all ;;
-	*) echo "bench-mpi: unknown run '$name' (one, 4x1, 2x2)" >&2; exit 2 ;;
+	1x4) run 1x4 -- --gpus all ;;
+	*) echo "bench-mpi: unknown run '$name' (one, 4x1, 2x2, 1x4)" >&2; exit 2 ;;
 	esac
 done
 
