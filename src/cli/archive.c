@@ -558,9 +558,10 @@ static const char *or_unknown(const char *text)
 }
 
 /*
- * Each workload's time on the length splits it was timed on (evaluator 3):
- * the median is theirs, and the spread says how much the kernel's time
- * depends on how the lengths fall.
+ * Each workload's time on the length splits it was timed on (from
+ * evaluator 3): the time above is the slowest's (from 4; the median of
+ * them under 3), and the spread says how much the kernel's time depends on
+ * how the lengths fall.
  */
 static void show_splits(const struct ks_result *res)
 {
@@ -573,8 +574,9 @@ static void show_splits(const struct ks_result *res)
 		if (!w->n_splits)
 			continue;
 		if (!header++)
-			printf("\nlength splits (the median above is theirs; spread: (slowest - fastest) / "
-			       "median)\n");
+			printf("\nlength splits (the time above is %s; spread: (slowest - fastest) / "
+			       "that time)\n",
+			       res->evaluator >= 4 ? "the slowest's" : "their median");
 		printf("%-16s", or_unknown(w->id));
 		for (size_t k = 0; k < w->n_splits; k++) {
 			double us = w->splits[k].median_us;
@@ -728,7 +730,7 @@ static void print_workload_bests_of(const json_t *bests, uint64_t mark)
 	if (!json_object_size(bests))
 		return;
 	printf("\nbest per workload (what `ksearch export-best --dispatch` combines):\n%-16s %10s %12s %9s\n",
-	       "workload", "id", "median us", "speedup");
+	       "workload", "id", "time us", "speedup");
 	json_object_foreach((json_t *)bests, wid, b)
 	{
 		double median = json_number_value(json_object_get(b, "median_us"));

@@ -32,7 +32,8 @@ static const struct ks_help help = {
 		       "checksummed), then time it on the benchmark workloads (L2 flushed before\n"
 		       "every repetition, fresh inputs, half the timed runs verified at random;\n"
 		       "a workload with request lengths on three length splits drawn for the run:\n"
-		       "even, skewed, uniform).  Prints per workload the median time, spread,\n"
+		       "even, skewed, uniform).  Prints per workload its time (the median; with\n"
+		       "request lengths, the slowest split's median), the spread of the samples,\n"
 		       "speedup over the reference and fraction of the speed-of-light floor; the\n"
 		       "fitness (geometric-mean speedup); the occupancy the driver reports; and the\n"
 		       "verdict with its evidence.  The candidate runs in a separate worker process:\n"
@@ -80,8 +81,8 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 	ks_params_format(cand, params, pbuf, sizeof(pbuf));
 	printf("%s  %s  on %s (%s)\n", cand->path, pbuf, ev->profile.name, ev->profile.arch);
 	if (r->n_workloads) {
-		printf("\n%-16s %10s %9s %11s %8s %10s %6s  %s\n", "workload", "median us", "spread",
-		       "ref us", "speedup", "floor us", "SOL", "length splits (us)");
+		printf("\n%-16s %10s %9s %11s %8s %10s %6s  %s\n", "workload", "time us", "spread", "ref us",
+		       "speedup", "floor us", "SOL", "length splits (us)");
 		for (size_t i = 0; i < r->n_workloads; i++) {
 			const struct ks_result_workload *w = &r->workloads[i];
 
@@ -94,8 +95,7 @@ static void print_result(const struct ks_candidate *cand, const int64_t *params,
 		}
 		if (r->n_workloads && r->workloads[0].n_splits)
 			printf("(a workload with request lengths is timed on one split of each kind, drawn "
-			       "for this "
-			       "run; its median is theirs)\n");
+			       "for this run; its time is the slowest split's median)\n");
 		printf("\nfitness %.3f (geometric-mean speedup over the reference), speed of light %.0f%%\n",
 		       r->fitness, 100.0 * r->sol_fraction);
 	}

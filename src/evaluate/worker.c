@@ -55,7 +55,8 @@
  * A workload with a structure (KV lengths, page tables) is timed on
  * DEFAULT_SPLITS splits of it, one of each enum ks_split in turn, drawn
  * for the job; each split gets SPLIT_VERIFIED verified samples, and the
- * workload's time is the median of the splits' medians.
+ * workload's time is the slowest split's median (evaluator 4; the median
+ * of the three under 3 let a kernel twice as slow on one kind win).
  */
 #define DEFAULT_SPLITS 3
 #define MAX_SPLITS KS_RESULT_MAX_SPLITS
@@ -1526,6 +1527,15 @@ static double median_of(const double *values, int n)
 	return quantile(sorted, n, 0.5);
 }
 
+static double max_of(const double *values, int n)
+{
+	double most = values[0];
+
+	for (int i = 1; i < n; i++)
+		most = values[i] > most ? values[i] : most;
+	return most;
+}
+
 /*
  * FNV-1a of a string: the public seed of an operator's canonical
  * structures.  Its basis is FNV's with the last digit lost
@@ -1593,10 +1603,13 @@ static int time_reference(struct worker *w, size_t wi, const struct ks_plan *ref
  * structure is timed on set->splits splits of it drawn for this job, one
  * of each kind in turn from a random first (even, skewed, uniform), each
  * with a page table of its own: no kernel can bake in the split or the
- * page table it will be timed on, and its time is the median of the
- * splits' medians, a time that holds for splits the search never saw.
- * The reference is timed once per worker, on canonical splits of the same
- * kinds (time_reference()).
+ * page table it will be timed on, and its time is the slowest split's
+ * median, a time that holds for splits of every kind the search never
+ * saw.  The reference is timed once per worker, on canonical splits of
+ * the same kinds (time_reference()), and keeps its typical time (the
+ * median): fitness ranks candidates by their own times alone, since a
+ * geometric mean of reference / candidate over fixed workloads is a
+ * constant over the geometric mean of the candidate's.
  */
 static int time_workload(struct worker *w, const struct program *cand, size_t wi, const struct settings *set,
 			 struct timing *tm, struct outcome *oc)
@@ -1677,7 +1690,7 @@ static int time_workload(struct worker *w, const struct program *cand, size_t wi
 	}
 	tm->ref_median = w->ref_us[wi];
 	summarize(pool, pooled, &tm->cand);
-	tm->cand.median = median_of(tm->split_us, n_splits);
+	tm->cand.median = max_of(tm->split_us, n_splits); /* the workload's time: its slowest split */
 	{
 		int64_t bytes = 0, flops = 0;
 		double t_bytes, t_flops;

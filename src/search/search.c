@@ -882,7 +882,10 @@ static int evaluator_check(struct search *s, uint64_t candidates, struct ks_erro
 				"evaluator %d%s; their times and fitness may not compare (`ksearch "
 				"evolve --fresh` starts a new archive and keeps the old one).",
 				oldest, now,
-				oldest < 3 && now >= 3
+				oldest < 4 && now >= 4
+					? " (evaluator 4 rates each workload with request lengths by its "
+					  "slowest length split, where 3 took the median of three)"
+				: oldest < 3 && now >= 3
 					? " (evaluator 3 times each workload with request lengths on three "
 					  "secret length splits and the reference on canonical ones, so "
 					  "fitness moved)"

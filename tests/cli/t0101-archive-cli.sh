@@ -72,6 +72,7 @@ out_lacks "extern \"C\""
 run 0 ka show 10 --archive "$A"
 out_has "outside the grid: smem_bytes = 300000 is outside the grid's edges [0, 232449)"
 # the length splits a workload was timed on, and how far apart (evaluator 3): (50 - 40) / 44.444 = 22.5%
+out_has "length splits (the time above is their median; spread"
 out_has "b1_kv546         skewed 50.00 us, uniform 44.44 us, even 40.00 us  (spread 23%)"
 run 0 ka show 3 --archive "$A" --json
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["id"]==3 and "__global__" in r["source"] and len(r["source_hash"])==64' "$TMP/out" || fail "show --json"
