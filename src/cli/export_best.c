@@ -460,15 +460,16 @@ static void print_format(const struct ks_op *op, const struct format_args *fa)
 }
 
 static void print_result(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-			 const struct ks_record *rec, const struct format_args *fa)
+			 const struct ks_record *rec, const char *origin, const struct format_args *fa)
 {
 	const char *out_dir = fa->out_dir, *name = fa->name,
 		   *arch = *rec->result.arch ? rec->result.arch : "sm_90a";
 	char buf[512];
 
 	ks_params_format(cand, params, buf, sizeof(buf));
-	printf("exported candidate #%llu (%s; %s) to %s/\n", (unsigned long long)rec->id,
-	       *rec->family ? rec->family : "unknown family", cand->n_params ? buf : "no params", out_dir);
+	printf("exported candidate #%llu (%s%s%s; %s) to %s/\n", (unsigned long long)rec->id,
+	       *rec->family ? rec->family : "unknown family", origin ? " from " : "", origin ? origin : "",
+	       cand->n_params ? buf : "no params", out_dir);
 	printf("  measured on %s (%s): fitness %.3f", *rec->gpu ? rec->gpu : "an unrecorded GPU", arch,
 	       rec->result.fitness);
 	if (rec->has & KS_RECORD_SOL_FRACTION)
@@ -491,6 +492,7 @@ struct dispatch_part {
 	json_t *record;	      /* as stored: what the export copies */
 	struct ks_record rec; /* the same, read */
 	int have_rec;
+	struct lineage lineage; /* from its seed */
 	char *source;
 	struct ks_candidate cand;
 	int64_t *params;
@@ -555,6 +557,10 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 			goto cleanup;
 		}
 		p->have_cand = 1;
+		if (build_lineage(ar, &p->rec, &p->lineage, &err) < 0) {
+			ks_cli_error(cmd, "%s: its lineage: %s", label, err.msg);
+			goto cleanup;
+		}
 		p->params = ks_calloc(p->cand.n_params + 1, sizeof(*p->params));
 		if (ks_candidate_bind(&p->cand, op, &err) < 0 ||
 		    ks_export_params(&p->cand, p->rec.params, p->params, &err) < 0) {
@@ -568,6 +574,7 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 			.params = p->params,
 			.record = p->record,
 			.rec = &p->rec,
+			.lineage = &p->lineage.chain,
 			.median_us = json_number_value(json_object_get(best, "median_us")),
 		};
 		records[w] = &p->rec;
@@ -587,11 +594,13 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 		printf("exported a dispatch over %zu workloads of op %s to %s/ as %s:\n", op->n_workloads,
 		       op->key, out_dir, formats[fa->format]);
 	for (size_t w = 0; w < op->n_workloads; w++) {
+		const char *origin = ks_export_origin(&parts[w].rec, &parts[w].lineage.chain);
 		char params[256];
 
 		ks_params_format(&parts[w].cand, parts[w].params, params, sizeof(params));
-		printf("  %-16s #%-8lld %s (%s), %.2f us\n", op->workloads[w].id, (long long)parts[w].rec.id,
-		       *parts[w].rec.family ? parts[w].rec.family : "?", params, variants[w].median_us);
+		printf("  %-16s #%-8lld %s%s%s (%s), %.2f us\n", op->workloads[w].id,
+		       (long long)parts[w].rec.id, *parts[w].rec.family ? parts[w].rec.family : "?",
+		       origin ? " from " : "", origin ? origin : "", params, variants[w].median_us);
 	}
 	printf("dispatch fitness %.3f (each workload on its own best)\n", ks_archive_dispatch_fitness(bests));
 	if (fa->format == FORMAT_CUDA)
@@ -606,6 +615,7 @@ cleanup:
 		if (parts[w].have_cand)
 			ks_candidate_release(&parts[w].cand);
 		json_decref(parts[w].record);
+		lineage_release(&parts[w].lineage);
 		if (parts[w].have_rec)
 			ks_record_release(&parts[w].rec);
 		free(parts[w].source);
@@ -620,7 +630,8 @@ cleanup:
 int cmd_export_best(int argc, char **argv)
 {
 	struct ks_archive_pick pick = KS_ARCHIVE_PICK_INIT;
-	const char *cell_text = NULL, *output = NULL, *name_given = NULL, *solution_given = NULL;
+	const char *cell_text = NULL, *output = NULL, *name_given = NULL, *solution_given = NULL,
+		   *origin = NULL;
 	uint64_t given_id = 0;
 	int dispatch = 0, ignore_sanitizer = 0, format = FORMAT_CUDA;
 	struct ks_option opts[] = {
@@ -796,17 +807,18 @@ int cmd_export_best(int argc, char **argv)
 	records = ks_calloc(op.n_workloads + 1, sizeof(*records));
 	for (size_t w = 0; w < op.n_workloads; w++)
 		records[w] = &rec;
+	origin = ks_export_origin(&rec, &lineage.chain);
 	{
 		char buf[512];
 
 		ks_params_format(&cand, params, buf, sizeof(buf));
 		solution = solution_given ? ks_strdup(solution_given)
 					  : ks_asprintf("%s_%llu", name, (unsigned long long)rec.id);
-		description =
-			ks_asprintf("ksearch candidate #%llu of op %s: family %s, %s; fitness %.3f on %s",
-				    (unsigned long long)rec.id, op.key, *rec.family ? rec.family : "unknown",
-				    cand.n_params ? buf : "no params", rec.result.fitness,
-				    *rec.gpu ? rec.gpu : "an unrecorded GPU");
+		description = ks_asprintf(
+			"ksearch candidate #%llu of op %s: family %s%s%s, %s; fitness %.3f on %s",
+			(unsigned long long)rec.id, op.key, *rec.family ? rec.family : "unknown",
+			origin ? " from " : "", origin ? origin : "", cand.n_params ? buf : "no params",
+			rec.result.fitness, *rec.gpu ? rec.gpu : "an unrecorded GPU");
 	}
 	fa.out_dir = out_dir;
 	fa.solution = solution;
@@ -814,7 +826,7 @@ int cmd_export_best(int argc, char **argv)
 	fa.records = records;
 	if (write_format(&op, &files, &fa) < 0)
 		goto cleanup;
-	print_result(&op, &cand, params, &rec, &fa);
+	print_result(&op, &cand, params, &rec, origin, &fa);
 	ret = KS_EXIT_OK;
 cleanup:
 	if (have_cand)

@@ -732,14 +732,32 @@ static void format_params(const struct gen *g, struct ks_strbuf *sb)
 		ks_strbuf_adds(sb, "none");
 }
 
-/* "candidate #3 (family split_kv, SPLITS=16 ...)" */
+const char *ks_export_origin(const struct ks_record *rec, const struct ks_export_lineage *lineage)
+{
+	const struct ks_record *seed;
+
+	if (!lineage || lineage->missing || !lineage->n_steps)
+		return NULL;
+	seed = lineage->steps[0];
+	if (seed->n_parents || !seed->family || !*seed->family || !rec->family ||
+	    !strcmp(seed->family, rec->family))
+		return NULL;
+	return seed->family;
+}
+
+/* "candidate #3 (family split_kv; params SPLITS=16 ...)", "(family knob-6, from split_kv; ..." */
 static void describe_candidate(const struct gen *g, struct ks_strbuf *sb)
 {
+	const char *origin = ks_export_origin(&g->rec, g->lineage);
+
 	if (g->rec.id)
 		ks_strbuf_addf(sb, "candidate #%llu", (unsigned long long)g->rec.id);
 	else
 		ks_strbuf_adds(sb, "the candidate");
-	ks_strbuf_addf(sb, " (family %s; params ", *g->rec.family ? g->rec.family : "unknown");
+	ks_strbuf_addf(sb, " (family %s", *g->rec.family ? g->rec.family : "unknown");
+	if (origin)
+		ks_strbuf_addf(sb, ", from %s", origin);
+	ks_strbuf_adds(sb, "; params ");
 	format_params(g, sb);
 	ks_strbuf_adds(sb, ")");
 }
@@ -2109,8 +2127,8 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 		kernel_of[k] = n_kernels++;
 		free(vname);
 		vname = ks_asprintf("%s_v%zu", name, kernel_of[k]);
-		if (ks_export_render(op, variants[k].cand, variants[k].params, variants[k].record, NULL,
-				     vname, out, err) < 0)
+		if (ks_export_render(op, variants[k].cand, variants[k].params, variants[k].record,
+				     variants[k].lineage, vname, out, err) < 0)
 			goto cleanup;
 	}
 	g.cand = variants[0].cand;
@@ -2141,10 +2159,12 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 		const struct ks_record *rec = variants[k].rec;
 		json_t *axes_json = json_object();
 		char params[256];
+		const char *origin = ks_export_origin(rec, variants[k].lineage);
 
 		ks_params_format(variants[k].cand, variants[k].params, params, sizeof(params));
-		ks_strbuf_addf(&h, " *   %-18s ->  %s_v%zu: #%llu %s (%s)", w->id, name, kernel_of[k],
-			       (unsigned long long)rec->id, *rec->family ? rec->family : "?", params);
+		ks_strbuf_addf(&h, " *   %-18s ->  %s_v%zu: #%llu %s%s%s (%s)", w->id, name, kernel_of[k],
+			       (unsigned long long)rec->id, *rec->family ? rec->family : "?",
+			       origin ? " from " : "", origin ? origin : "", params);
 		for (size_t a = 0; a < op->n_axes; a++) {
 			int64_t v = 0;
 

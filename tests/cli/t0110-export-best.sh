@@ -331,10 +331,14 @@ json_check "$TMP/orphan/ksearch_gqa.json" 'assert j["lineage"] == [{"id": 77, "m
 
 # --dispatch: the best of each benchmark workload, one launcher that picks per call.  In
 # this archive #6 is fastest on b1 and b16, and #7 (made fastest on both b64 workloads) there.
+# #6 is made a knob child (a family of its own) of split_kv's #5: the export names its seed.
 python3 - "$TMP" <<'PY' || fatal "test setup: cannot write the dispatch fixture"
 import json, sys
 doc = json.load(open("tests/fixtures/export-gqa.json"))
 for c in doc["candidates"]:
+    if c["id"] == 6:
+        c["family"] = c["path"] = "knob-3"
+        c["mutation"] = "knob"
     if c["id"] == 7:
         for w in c["workloads"]:
             if w["id"].startswith("b64"):
@@ -348,15 +352,20 @@ out_has "dispatch         fitness 3.927"
 run 0 "$KSEARCH" archive show 7 --archive "$TMP/dar" --op gqa --no-source
 out_has "b64_kv46287               7       300.00     7.07x  <- this one"
 run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --dispatch -o "$TMP/disp" --name gqa_d
-out_has "b64_kv28815      #7"
-out_has "b1_kv546         #6"
+out_has "b64_kv28815      #7        mma_tiles ("
+out_has "b1_kv546         #6        knob-3 from split_kv ("
 out_has "dispatch fitness 3.927"
 for f in gqa_d.cu gqa_d.h gqa_d.json gqa_d_v0.cu gqa_d_v0.h gqa_d_v1.cu gqa_d_v1.h README.md; do
 	[ -s "$TMP/disp/$f" ] || fail "export-best --dispatch did not write $f"
 done
 [ -e "$TMP/disp/gqa_d_v2.cu" ] && fail "a kernel best on several workloads was exported more than once"
 json_check "$TMP/disp/gqa_d.json" 'assert [k["variant"] for k in j["kernels"]] == ["gqa_d_v0"] * 3 + ["gqa_d_v1"] * 2, j["kernels"]'
-grep -qF "b64_kv46287        ->  gqa_d_v1: #7 mma_tiles" "$TMP/disp/gqa_d.h" || fail "gqa_d.h does not state the table"
+grep -qF "b64_kv46287        ->  gqa_d_v1: #7 mma_tiles (" "$TMP/disp/gqa_d.h" || fail "gqa_d.h does not state the table"
+grep -qF "b1_kv546           ->  gqa_d_v0: #6 knob-3 from split_kv (" "$TMP/disp/gqa_d.h" ||
+	fail "gqa_d.h does not name the seed a knob child came from"
+grep -qF "(family knob-3, from split_kv; params" "$TMP/disp/gqa_d_v0.cu" ||
+	fail "gqa_d_v0.cu does not name the seed its kernel came from"
+json_check "$TMP/disp/gqa_d_v0.json" 'assert [s["id"] for s in j["lineage"]] == [1, 5, 6], j["lineage"]'
 if [ "$have_nvcc" = 1 ]; then
 	for f in gqa_d_v0 gqa_d_v1 gqa_d; do
 		compile "$TMP/disp" "$f"

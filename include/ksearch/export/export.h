@@ -102,6 +102,13 @@ struct ks_export_lineage {
 };
 
 /*
+ * The seed family rec descends from, when it is another (a knob or LLM
+ * child is a family of its own: "knob-66" from "gqa_space_cluster"); NULL
+ * when rec is of its seed's family, or the chain does not reach a seed.
+ */
+const char *ks_export_origin(const struct ks_record *rec, const struct ks_export_lineage *lineage);
+
+/*
  * ks_export_write() without the writing: the files it would write are added
  * to out (nothing is added on failure of the checks before the text is
  * made).
@@ -139,7 +146,8 @@ struct ks_export_variant {
 	const int64_t *params;
 	const json_t *record;	     /* its archive record as stored (borrowed): what the export copies */
 	const struct ks_record *rec; /* the same, read (borrowed) */
-	double median_us;	     /* its time on that workload */
+	const struct ks_export_lineage *lineage; /* its chain from the seed; NULL: none */
+	double median_us;			 /* its time on that workload */
 };
 
 /*
