@@ -1501,7 +1501,7 @@ cleanup:
 
 struct timing {
 	const char *id;
-	struct stats cand; /* over the splits: the median of their medians; quantiles of all samples */
+	struct stats cand; /* over the splits: the slowest one's median; quantiles of all samples */
 	double ref_median;
 	double floor_us;
 	int n_splits;
