@@ -1759,7 +1759,7 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 	ks_strbuf_adds(&text, ".\n");
 	add_wrapped(sb, text.buf, "", 80);
 	if (res->n_workloads) {
-		ks_strbuf_adds(sb, "\n| workload | sizes | median (us) | reference (us) | speedup | of speed "
+		ks_strbuf_adds(sb, "\n| workload | sizes | time (us) | reference (us) | speedup | of speed "
 				   "of light |\n"
 				   "| --- | --- | ---: | ---: | ---: | ---: |\n");
 		for (i = 0; i < res->n_workloads; i++) {
@@ -1780,6 +1780,12 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 				       rw->median_us, rw->ref_median_us, rw->speedup, 100 * rw->sol_fraction);
 			ks_strbuf_release(&sizes);
 		}
+		if (res->n_workloads && res->workloads[0].n_splits)
+			ks_strbuf_addf(sb,
+				       "\nEach time is the %s of the medians on three length splits (even,\n"
+				       "skewed, uniform) drawn for the evaluation; the reference's is the\n"
+				       "median over canonical splits of the same kinds.\n",
+				       res->evaluator >= 4 ? "slowest" : "median");
 	}
 	ks_strbuf_addf(
 		sb,

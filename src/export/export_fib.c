@@ -302,10 +302,14 @@ static json_t *trace_json(const struct ks_op *op, const char *solution, const js
 			tolerances, op->outputs[i].name,
 			json_pack("{s:f, s:f}", "atol", op->outputs[i].atol, "rtol", op->outputs[i].rtol));
 	log = ks_asprintf(
-		"measured by ksearch (candidate #%lld, workload %s): the median of %lld timed runs, each "
-		"on fresh inputs with the L2 flushed, half of them verified; the reference is the op's "
+		"measured by ksearch (candidate #%lld, workload %s): %s %lld timed runs, each on fresh "
+		"inputs with the L2 flushed, half of them verified; the reference is the op's "
 		"reference.cu, timed the same way",
-		(long long)rec->id, w->id, (long long)m->reps);
+		(long long)rec->id, w->id,
+		!m->n_splits		     ? "the median of"
+		: rec->result.evaluator >= 4 ? "the slowest of three length splits' medians, over"
+					     : "the median of three length splits' medians, over",
+		(long long)m->reps);
 	eval = json_pack(
 		"{s:s, s:{s:s, s:o}, s:s, s:s, s:{s:{s:s, s:o}}}", "status", "PASSED", "environment",
 		"hardware", *rec->gpu ? rec->gpu : "unknown GPU", "libs", libs, "timestamp",

@@ -339,6 +339,11 @@ for c in doc["candidates"]:
     if c["id"] == 6:
         c["family"] = c["path"] = "knob-3"
         c["mutation"] = "knob"
+        c["evaluator"] = 4
+        for w in c["workloads"]:
+            t = w["median_us"]
+            w["splits"] = [{"kind": "even", "median_us": t * 0.9}, {"kind": "skewed", "median_us": t},
+                           {"kind": "uniform", "median_us": t * 0.95}]
     if c["id"] == 7:
         for w in c["workloads"]:
             if w["id"].startswith("b64"):
@@ -366,6 +371,17 @@ grep -qF "b1_kv546           ->  gqa_d_v0: #6 knob-3 from split_kv (" "$TMP/disp
 grep -qF "(family knob-3, from split_kv; params" "$TMP/disp/gqa_d_v0.cu" ||
 	fail "gqa_d_v0.cu does not name the seed its kernel came from"
 json_check "$TMP/disp/gqa_d_v0.json" 'assert [s["id"] for s in j["lineage"]] == [1, 5, 6], j["lineage"]'
+# a single export of it says so too, and what its times are (evaluator 4: the slowest split's)
+run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --id 6 -o "$TMP/knob6"
+out_has "exported candidate #6 (knob-3 from split_kv; "
+grep -qF "Each time is the slowest of the medians on three length splits" "$TMP/knob6/README.md" ||
+	fail "README.md does not say what a time over length splits is"
+run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --id 6 --format flashinfer-bench -o "$TMP/knob6fib"
+grep -rqF "the slowest of three length splits' medians, over" "$TMP/knob6fib" ||
+	fail "the FlashInfer-Bench traces do not say what a time over length splits is"
+grep -rqF "family knob-3 from split_kv" "$TMP/knob6fib" ||
+	fail "the FlashInfer-Bench Solution does not name the seed"
+checks=$((checks + 5))
 if [ "$have_nvcc" = 1 ]; then
 	for f in gqa_d_v0 gqa_d_v1 gqa_d; do
 		compile "$TMP/disp" "$f"
