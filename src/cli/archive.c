@@ -833,9 +833,12 @@ static const struct ks_help stats_help = {
 	.usage = "ksearch archive stats [--json]",
 	.description = "Counts by verdict, distinct sources, the grid's coverage (filled cells /\n"
 		       "cells), the QD-score (the sum over elites of fitness minus the archive's\n"
-		       "offset), the best fitness, and how the best, coverage and QD-score grew\n"
-		       "with the number of evaluations.  Reads only the kept metrics, so it\n"
-		       "answers at once on any archive.  --json adds the full history, for plots.",
+		       "offset), the best fitness, the fastest kernel of each benchmark workload,\n"
+		       "and how the best, coverage and QD-score grew with the number of\n"
+		       "evaluations; then the export-best commands that take the best home (and,\n"
+		       "when other kernels are faster on some workloads, all of them as one\n"
+		       "dispatch).  Reads only the kept metrics, so it answers at once on any\n"
+		       "archive.  --json adds the full history, for plots.",
 	.examples = "  ksearch archive stats\n"
 		    "  ksearch archive stats --json | jq '.history[] | [.evals, .best] | @tsv'\n",
 	.exit_codes = NULL,
@@ -998,6 +1001,10 @@ static int archive_stats(int argc, char **argv)
 		       (long long)json_integer_value(json_object_get(usage, "cut_off")));
 	if (n_points)
 		print_history(points, n_points, m.candidates);
+	if (m.best_id) {
+		printf("\n");
+		ks_archive_cli_take_home(ar, ks_archive_op(ar), pick.root, pick.gpu, m.best_id);
+	}
 	ret = KS_EXIT_OK;
 cleanup:
 	json_decref(usage);

@@ -138,6 +138,15 @@ void ks_archive_cli_target_release(struct ks_archive_target *t);
 char **ks_archive_cli_record_params(const struct ks_record *rec, size_t *n);
 void ks_archive_cli_params_free(char **params, size_t n);
 
+/*
+ * "take it home:" and the export-best command of best_id (the best by
+ * fitness); when other kernels are the fastest on some benchmark
+ * workloads, the export of all of them as one per-shape dispatch too, and
+ * its fitness.  gpu (may be NULL) is the --gpu the archive was picked by.
+ */
+void ks_archive_cli_take_home(struct ks_archive *ar, const char *op, const char *root, const char *gpu,
+			      uint64_t best_id);
+
 /* "SPLITS=8 WARPS=4" from a record's params. */
 void ks_archive_format_params(const json_t *params, struct ks_strbuf *sb);
 /* A JSON scalar as text: 8, 0.5, "x". */

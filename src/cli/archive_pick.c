@@ -1,7 +1,9 @@
 /*
  * archive_pick.c - picking one verified candidate of an archive for a
- * command that runs it again (`ksearch profile`, `ksearch sanitize`).
+ * command that runs it again (`ksearch profile`, `ksearch sanitize`), and
+ * the commands that take the best home (`evolve`, `archive stats`).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "archive_cli.h"
@@ -120,4 +122,38 @@ void ks_archive_cli_target_release(struct ks_archive_target *t)
 	ks_op_release(&t->op);
 	memset(t, 0, sizeof(*t));
 	ks_record_init(&t->record);
+}
+
+void ks_archive_cli_take_home(struct ks_archive *ar, const char *op, const char *root, const char *gpu,
+			      uint64_t best_id)
+{
+	json_t *bests = NULL, *b;
+	const char *workload;
+	uint64_t ids[64];
+	size_t n_ids = 0, others = 0;
+	struct ks_error err;
+
+	printf("take it home:  ksearch export-best --op %s --archive %s%s%s --id %llu\n", op, root,
+	       gpu ? " --gpu " : "", gpu ? gpu : "", (unsigned long long)best_id);
+	if (ks_archive_workload_bests(ar, &bests, &err) < 0)
+		return;
+	json_object_foreach(bests, workload, b)
+	{
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(b, "id"));
+		size_t k = 0;
+
+		while (k < n_ids && ids[k] != id)
+			k++;
+		if (k == n_ids && n_ids < sizeof(ids) / sizeof(*ids))
+			ids[n_ids++] = id;
+		others += id != best_id;
+	}
+	if (others)
+		printf("               ksearch export-best --op %s --archive %s%s%s --dispatch\n"
+		       "               (the fastest kernel of each benchmark workload, %zu kernels behind "
+		       "one "
+		       "launcher: fitness %.3f)\n",
+		       op, root, gpu ? " --gpu " : "", gpu ? gpu : "", n_ids,
+		       ks_archive_dispatch_fitness(bests));
+	json_decref(bests);
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "archive_cli.h"
 #include "cli.h"
 #include "evolve_cluster.h"
 #include "llm_options.h"
@@ -350,8 +351,8 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 			printf("  %-16s %9.2f us  (reference %9.2f us, floor %7.2f us, %3.0f%% SOL)\n", w->id,
 			       w->median_us, w->ref_median_us, w->floor_us, 100.0 * w->sol_fraction);
 		}
-		printf("\ntake it home:  ksearch export-best --op %s --archive %s --id %llu\n", op->key, root,
-		       (unsigned long long)best.id);
+		printf("\n");
+		ks_archive_cli_take_home(ar, op->key, root, NULL, best.id);
 		free(params);
 	}
 	ks_record_release(&best);

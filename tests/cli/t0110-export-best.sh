@@ -37,6 +37,12 @@ A="$TMP/ar"
 run 0 "$KSEARCH" archive import tests/fixtures/export-gqa.json --archive "$A"
 run 0 "$KSEARCH" archive import tests/fixtures/export-rmsnorm.json --archive "$A"
 
+# archive stats ends with the command that takes the best home; #6 is every workload's fastest
+# here, so there is no dispatch to offer
+run 0 "$KSEARCH" archive stats --archive "$A" --op gqa
+out_has "take it home:  ksearch export-best --op gqa --archive $A --id 6"
+out_lacks "--archive $A --dispatch"
+
 # The best gqa kernel: #6, split_kv at params other than the first, descended from #1 through #5.
 run 0 "$KSEARCH" export-best --op gqa --archive "$A" -o "$TMP/best"
 out_has "exported candidate #6 (split_kv; SPLITS=16 WARPS=8 UNROLL=2 HSPLIT=1)"
@@ -354,6 +360,9 @@ run 0 "$KSEARCH" archive import "$TMP/dispatch.json" --archive "$TMP/dar"
 run 0 "$KSEARCH" archive stats --archive "$TMP/dar" --op gqa
 out_has "best per workload"
 out_has "dispatch         fitness 3.927"
+out_has "take it home:  ksearch export-best --op gqa --archive $TMP/dar --id "
+out_has "               ksearch export-best --op gqa --archive $TMP/dar --dispatch"
+out_has "(the fastest kernel of each benchmark workload, 2 kernels behind one launcher: fitness 3.927)"
 run 0 "$KSEARCH" archive show 7 --archive "$TMP/dar" --op gqa --no-source
 out_has "b64_kv46287               7       300.00     7.07x  <- this one"
 run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --dispatch -o "$TMP/disp" --name gqa_d
