@@ -675,7 +675,14 @@ static void show_record(struct ks_archive *ar, const struct ks_record *rec, cons
 			int with_source)
 {
 	const struct ks_result *res = &rec->result;
+	struct ks_archive_cli_lineage lineage = { 0 };
+	struct ks_error err;
+	const char *origin = NULL;
 	struct ks_strbuf sb;
+
+	/* a knob or LLM child is a family of its own: name the seed it came from */
+	if (ks_archive_cli_lineage_build(ar, rec, &lineage, &err) == 0)
+		origin = ks_export_origin(rec, &lineage.chain);
 
 	printf("candidate #%llu  %s", (unsigned long long)rec->id, ks_verdict_name(res->verdict));
 	if (ks_record_ok(rec)) {
@@ -685,8 +692,10 @@ static void show_record(struct ks_archive *ar, const struct ks_record *rec, cons
 	}
 	printf("\n%-12s%s on %s%s%s%s\n", "operator", or_unknown(rec->op), or_unknown(rec->gpu),
 	       *res->arch ? " (" : "", res->arch, *res->arch ? ")" : "");
-	printf("%-12s%s%s%s%s\n", "family", *rec->family ? rec->family : "-", *rec->path ? "  (" : "",
-	       rec->path, *rec->path ? ")" : "");
+	printf("%-12s%s%s%s%s%s%s\n", "family", *rec->family ? rec->family : "-", origin ? ", from " : "",
+	       origin ? origin : "", *rec->path && strcmp(rec->path, rec->family) ? "  (" : "",
+	       strcmp(rec->path, rec->family) ? rec->path : "",
+	       *rec->path && strcmp(rec->path, rec->family) ? ")" : "");
 	ks_strbuf_init(&sb);
 	ks_archive_format_params(rec->params, &sb);
 	printf("%-12s%s\n", "params", sb.len ? sb.buf : "(none)");
@@ -716,6 +725,7 @@ static void show_record(struct ks_archive *ar, const struct ks_record *rec, cons
 	show_profile(rec);
 	show_sanitizer(rec);
 	show_text(rec, source, with_source);
+	ks_archive_cli_lineage_release(&lineage);
 }
 
 /*

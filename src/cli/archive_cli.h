@@ -16,6 +16,7 @@
 #include "ksearch/archive/archive.h"
 #include "ksearch/archive/record.h"
 #include "ksearch/base/util.h"
+#include "ksearch/export/export.h"
 
 /* Default of --archive. */
 #define KS_ARCHIVE_DEFAULT_ROOT "archive"
@@ -137,6 +138,26 @@ void ks_archive_cli_target_release(struct ks_archive_target *t);
 /* "NAME=VALUE" for each param of a record, *n of them; free with ks_archive_cli_params_free(). */
 char **ks_archive_cli_record_params(const struct ks_record *rec, size_t *n);
 void ks_archive_cli_params_free(char **params, size_t n);
+
+/*
+ * A candidate's chain of first parents (the export's lineage, export.h)
+ * and the ancestors' records it points to.
+ */
+struct ks_archive_cli_lineage {
+	struct ks_record **ancestors; /* read from the archive, owned: the parent first */
+	size_t n_ancestors, alloc;
+	const struct ks_record **steps; /* oldest first, the candidate last */
+	struct ks_export_lineage chain;
+};
+
+/*
+ * The chain of first parents, oldest first, ending with rec (borrowed: it
+ * must outlive lin).  A parent the archive lacks (an elites-only import)
+ * ends the chain as its missing id.  lin must be zeroed.
+ */
+int ks_archive_cli_lineage_build(struct ks_archive *ar, const struct ks_record *rec,
+				 struct ks_archive_cli_lineage *lin, struct ks_error *err);
+void ks_archive_cli_lineage_release(struct ks_archive_cli_lineage *lin);
 
 /*
  * "take it home:" and the export-best command of best_id (the best by

@@ -1,12 +1,17 @@
 /*
  * archive_pick.c - picking one verified candidate of an archive for a
- * command that runs it again (`ksearch profile`, `ksearch sanitize`), and
- * the commands that take the best home (`evolve`, `archive stats`).
+ * command that runs it again (`ksearch profile`, `ksearch sanitize`), its
+ * chain of first parents (`export-best`, `archive show`), and the commands
+ * that take the best home (`evolve`, `archive stats`).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "archive_cli.h"
+
+/* A lineage longer than this is a cycle in damaged data, not a search. */
+#define MAX_LINEAGE 100000
 
 int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct ks_archive_pick *pick,
 				 uint64_t id, int best, struct ks_record *rec, char **source, char **op_key,
@@ -156,4 +161,62 @@ void ks_archive_cli_take_home(struct ks_archive *ar, const char *op, const char 
 		       op, root, gpu ? " --gpu " : "", gpu ? gpu : "", n_ids,
 		       ks_archive_dispatch_fitness(bests));
 	json_decref(bests);
+}
+
+void ks_archive_cli_lineage_release(struct ks_archive_cli_lineage *lin)
+{
+	for (size_t i = 0; i < lin->n_ancestors; i++) {
+		ks_record_release(lin->ancestors[i]);
+		free(lin->ancestors[i]);
+	}
+	free(lin->ancestors);
+	free(lin->steps);
+	memset(lin, 0, sizeof(*lin));
+}
+
+static int in_chain(const struct ks_record *rec, const struct ks_archive_cli_lineage *lin, uint64_t id)
+{
+	if (rec->id == id)
+		return 1;
+	for (size_t i = 0; i < lin->n_ancestors; i++)
+		if (lin->ancestors[i]->id == id)
+			return 1;
+	return 0;
+}
+
+int ks_archive_cli_lineage_build(struct ks_archive *ar, const struct ks_record *rec,
+				 struct ks_archive_cli_lineage *lin, struct ks_error *err)
+{
+	const struct ks_record *current = rec;
+	size_t n_steps;
+
+	for (n_steps = 1; current->n_parents; n_steps++) {
+		uint64_t pid = current->parents[0];
+		struct ks_record *parent;
+
+		if (in_chain(rec, lin, pid))
+			break;
+		parent = ks_calloc(1, sizeof(*parent));
+		ks_record_init(parent);
+		KS_ALLOC_GROW(lin->ancestors, lin->n_ancestors + 1, lin->alloc);
+		lin->ancestors[lin->n_ancestors++] = parent;
+		if (ks_archive_get_record(ar, pid, parent, NULL, err) < 0)
+			return -1;
+		if (!parent->id)
+			lin->chain.missing = pid;
+		if (!parent->id || n_steps == MAX_LINEAGE) {
+			ks_record_release(parent);
+			free(parent);
+			lin->n_ancestors--;
+			break;
+		}
+		current = parent;
+	}
+	lin->steps = ks_calloc(lin->n_ancestors + 1, sizeof(*lin->steps));
+	for (size_t i = 0; i < lin->n_ancestors; i++)
+		lin->steps[i] = lin->ancestors[lin->n_ancestors - 1 - i];
+	lin->steps[lin->n_ancestors] = rec;
+	lin->chain.steps = lin->steps;
+	lin->chain.n_steps = lin->n_ancestors + 1;
+	return 0;
 }

@@ -18,8 +18,6 @@
 #include "ksearch/op/op.h"
 #include "ksearch/base/util.h"
 
-/* A lineage longer than this is a cycle in damaged data, not a search. */
-#define MAX_LINEAGE 100000
 /* Filled cells named in the message for an empty one. */
 #define MAX_CELLS_LISTED 12
 
@@ -327,77 +325,6 @@ static int pick_record(struct ks_archive *ar, uint64_t given_id, const char *cel
 	return 0;
 }
 
-/* The exported candidate's lineage (export.h) and the ancestors' records it points to. */
-struct lineage {
-	struct ks_record **ancestors; /* read from the archive, owned: the parent first */
-	size_t n_ancestors, alloc;
-	const struct ks_record **steps; /* oldest first, the candidate last */
-	struct ks_export_lineage chain;
-};
-
-static void lineage_release(struct lineage *lin)
-{
-	for (size_t i = 0; i < lin->n_ancestors; i++) {
-		ks_record_release(lin->ancestors[i]);
-		free(lin->ancestors[i]);
-	}
-	free(lin->ancestors);
-	free(lin->steps);
-	memset(lin, 0, sizeof(*lin));
-}
-
-static int in_chain(const struct ks_record *rec, const struct lineage *lin, uint64_t id)
-{
-	if (rec->id == id)
-		return 1;
-	for (size_t i = 0; i < lin->n_ancestors; i++)
-		if (lin->ancestors[i]->id == id)
-			return 1;
-	return 0;
-}
-
-/*
- * The chain of first parents, oldest first, ending with rec (borrowed: it
- * must outlive lin).  A parent the archive lacks (an elites-only import)
- * ends the chain as its missing id.  lin must be zeroed.
- */
-static int build_lineage(struct ks_archive *ar, const struct ks_record *rec, struct lineage *lin,
-			 struct ks_error *err)
-{
-	const struct ks_record *current = rec;
-	size_t n_steps;
-
-	for (n_steps = 1; current->n_parents; n_steps++) {
-		uint64_t pid = current->parents[0];
-		struct ks_record *parent;
-
-		if (in_chain(rec, lin, pid))
-			break;
-		parent = ks_calloc(1, sizeof(*parent));
-		ks_record_init(parent);
-		KS_ALLOC_GROW(lin->ancestors, lin->n_ancestors + 1, lin->alloc);
-		lin->ancestors[lin->n_ancestors++] = parent;
-		if (ks_archive_get_record(ar, pid, parent, NULL, err) < 0)
-			return -1;
-		if (!parent->id)
-			lin->chain.missing = pid;
-		if (!parent->id || n_steps == MAX_LINEAGE) {
-			ks_record_release(parent);
-			free(parent);
-			lin->n_ancestors--;
-			break;
-		}
-		current = parent;
-	}
-	lin->steps = ks_calloc(lin->n_ancestors + 1, sizeof(*lin->steps));
-	for (size_t i = 0; i < lin->n_ancestors; i++)
-		lin->steps[i] = lin->ancestors[lin->n_ancestors - 1 - i];
-	lin->steps[lin->n_ancestors] = rec;
-	lin->chain.steps = lin->steps;
-	lin->chain.n_steps = lin->n_ancestors + 1;
-	return 0;
-}
-
 enum export_format { FORMAT_CUDA, FORMAT_FLASHINFER_BENCH, FORMAT_TORCH };
 static const char *const formats[] = { "cuda", "flashinfer-bench", "torch", NULL };
 
@@ -492,7 +419,7 @@ struct dispatch_part {
 	json_t *record;	      /* as stored: what the export copies */
 	struct ks_record rec; /* the same, read */
 	int have_rec;
-	struct lineage lineage; /* from its seed */
+	struct ks_archive_cli_lineage lineage; /* from its seed */
 	char *source;
 	struct ks_candidate cand;
 	int64_t *params;
@@ -557,7 +484,7 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 			goto cleanup;
 		}
 		p->have_cand = 1;
-		if (build_lineage(ar, &p->rec, &p->lineage, &err) < 0) {
+		if (ks_archive_cli_lineage_build(ar, &p->rec, &p->lineage, &err) < 0) {
 			ks_cli_error(cmd, "%s: its lineage: %s", label, err.msg);
 			goto cleanup;
 		}
@@ -615,7 +542,7 @@ cleanup:
 		if (parts[w].have_cand)
 			ks_candidate_release(&parts[w].cand);
 		json_decref(parts[w].record);
-		lineage_release(&parts[w].lineage);
+		ks_archive_cli_lineage_release(&parts[w].lineage);
 		if (parts[w].have_rec)
 			ks_record_release(&parts[w].rec);
 		free(parts[w].source);
@@ -669,7 +596,7 @@ int cmd_export_best(int argc, char **argv)
 	struct ks_op op;
 	json_t *record = NULL;
 	struct ks_record rec;
-	struct lineage lineage;
+	struct ks_archive_cli_lineage lineage;
 	char *source = NULL, *name = NULL, *out_dir = NULL, *label = NULL, *solution = NULL,
 	     *description = NULL;
 	struct ks_export_files files;
@@ -793,7 +720,7 @@ int cmd_export_best(int argc, char **argv)
 		ks_cli_error(cmd, "%s: the record does not match its source: %s", label, err.msg);
 		goto cleanup;
 	}
-	if (build_lineage(ar, &rec, &lineage, &err) < 0) {
+	if (ks_archive_cli_lineage_build(ar, &rec, &lineage, &err) < 0) {
 		ks_cli_error(cmd, "%s: following its parents: %s", label, err.msg);
 		goto cleanup;
 	}
@@ -835,7 +762,7 @@ cleanup:
 		ks_op_release(&op);
 	ks_archive_close(ar);
 	json_decref(record);
-	lineage_release(&lineage);
+	ks_archive_cli_lineage_release(&lineage);
 	ks_record_release(&rec);
 	free(source);
 	free(params);

@@ -365,6 +365,10 @@ out_has "               ksearch export-best --op gqa --archive $TMP/dar --dispat
 out_has "(the fastest kernel of each benchmark workload, 2 kernels behind one launcher: fitness 3.927)"
 run 0 "$KSEARCH" archive show 7 --archive "$TMP/dar" --op gqa --no-source
 out_has "b64_kv46287               7       300.00     7.07x  <- this one"
+out_has "family      mma_tiles  (operators/gqa/seeds/mma_tiles.cu)"
+run 0 "$KSEARCH" archive show 6 --archive "$TMP/dar" --op gqa --no-source
+out_has "family      knob-3, from split_kv"
+out_lacks "family      knob-3, from split_kv  ("
 run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --dispatch -o "$TMP/disp" --name gqa_d
 out_has "b64_kv28815      #7        mma_tiles ("
 out_has "b1_kv546         #6        knob-3 from split_kv ("
