@@ -679,6 +679,7 @@ static void show_record(struct ks_archive *ar, const struct ks_record *rec, cons
 	struct ks_error err;
 	const char *origin = NULL;
 	struct ks_strbuf sb;
+	int own_path;
 
 	/* a knob or LLM child is a family of its own: name the seed it came from */
 	if (ks_archive_cli_lineage_build(ar, rec, &lineage, &err) == 0)
@@ -692,10 +693,10 @@ static void show_record(struct ks_archive *ar, const struct ks_record *rec, cons
 	}
 	printf("\n%-12s%s on %s%s%s%s\n", "operator", or_unknown(rec->op), or_unknown(rec->gpu),
 	       *res->arch ? " (" : "", res->arch, *res->arch ? ")" : "");
+	/* a seed's path is its file; a derived source's is its family's name, not repeated */
+	own_path = *rec->path && strcmp(rec->path, rec->family);
 	printf("%-12s%s%s%s%s%s%s\n", "family", *rec->family ? rec->family : "-", origin ? ", from " : "",
-	       origin ? origin : "", *rec->path && strcmp(rec->path, rec->family) ? "  (" : "",
-	       strcmp(rec->path, rec->family) ? rec->path : "",
-	       *rec->path && strcmp(rec->path, rec->family) ? ")" : "");
+	       origin ? origin : "", own_path ? "  (" : "", own_path ? rec->path : "", own_path ? ")" : "");
 	ks_strbuf_init(&sb);
 	ks_archive_format_params(rec->params, &sb);
 	printf("%-12s%s\n", "params", sb.len ? sb.buf : "(none)");
