@@ -631,8 +631,8 @@ def time_candidate(gpu, op, ref_fn, kernels, refcu, params, scratch, launch, arg
             tref = time_events(gpu, lambda i: ref_fn(*sets[i].values()), flush, args.reps, args.warmup)[0]
             tcu = None
             if refcu is not None:
-                rk, rlaunch, rscratch = refcu
-                renv, _, _, rsizes, rsteps = plan_workload(op, wl, {}, rscratch, rlaunch)
+                rk, rlaunch, rscratch, rfirst = refcu
+                renv, _, _, rsizes, rsteps = plan_workload(op, wl, rfirst, rscratch, rlaunch)
                 rbufs = alloc_outputs(gpu, op, shapes, rscratch, rsizes)
                 rargv = [gpu.plan_args(rsteps, op, renv, dict(rbufs, **s)) for s in sets]
                 rzero = zeroed(rscratch, rbufs)
@@ -721,8 +721,9 @@ def main(argv=None):
         ref_path = os.path.join(args.op_dir, "reference.cu")
         if args.time and os.path.exists(ref_path) and os.path.realpath(ref_path) != os.path.realpath(args.candidate):
             try:
-                rsrc, _, _, rscratch, rlaunch = parse_candidate(ref_path, op)
-                refcu = (gpu.compile(rsrc, {}, args.arch, rlaunch, ref_path), rlaunch, rscratch)
+                rsrc, rparams, _, rscratch, rlaunch = parse_candidate(ref_path, op)
+                rfirst = {k: v[0] for k, v in rparams.items()}  # the params the evaluator times
+                refcu = (gpu.compile(rsrc, rfirst, args.arch, rlaunch, ref_path), rlaunch, rscratch, rfirst)
             except Exception as e:
                 raise UsageError(f"{ref_path}: {e}")
         print(f"{op['name']}: {args.candidate}, arch {args.arch}, seed {seed}, "

@@ -1,19 +1,25 @@
 /* ksearch
-{ "params": {},
+{ "params": {"REF_WARPS": [4, 32]},
   "launch": [
-    {"kernel": "gqa_decode_reference", "grid": ["batch_size*num_qo_heads"], "block": ["128"],
+    {"kernel": "gqa_decode_reference", "grid": ["batch_size*num_qo_heads"], "block": ["32*REF_WARPS"],
      "args": ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale",
               "output", "lse", "batch_size"]} ] }
 */
 /*
  * Reference GQA paged decode, written to be obviously correct rather than fast.
  *
- * One block of 4 warps per (request b, query head h). Query head h reads KV head
- * h / 8. Each warp takes every 4th token of the request; a lane holds 4 of the
+ * One block of REF_WARPS warps per (request b, query head h). Query head h reads
+ * KV head h / 8. Each warp takes every REF_WARPS-th token of the request; a lane
+ * holds 4 of the
  * 128 dimensions. Per token the warp computes the logit s = sm_scale * q.k in fp32
  * (shuffle reduction), and keeps a natural-base online softmax: running max m,
- * running sum l = sum exp(s - m), running acc = sum exp(s - m) * v. The 4 warps'
+ * running sum l = sum exp(s - m), running acc = sum exp(s - m) * v. The warps'
  * states are merged in shared memory at the end.
+ *
+ * REF_WARPS is the only param: the first value (4) is the kernel the evaluator
+ * times, the baseline of fitness; the last (32) is the same code with 8 times the
+ * tokens in flight, which verifies the candidates' outputs (operators/README.md,
+ * "The reference").
  *   output[b,h,:] = acc / l      (bf16)
  *   lse[b,h]      = (m + ln l) / ln 2   (base 2)
  * An empty request (never generated here) gives output 0 and lse -inf, like the
@@ -25,12 +31,11 @@
 #define NUM_KV_HEADS 4
 #define HEAD_DIM 128
 #define GROUP (NUM_QO_HEADS / NUM_KV_HEADS)
-#define REF_WARPS 4
 
 /* -inf without <math.h> (NVRTC has no INFINITY macro) */
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(32 * REF_WARPS)
 gqa_decode_reference(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restrict__ k_cache,
                      const __nv_bfloat16 *__restrict__ v_cache, const int *__restrict__ kv_indptr,
                      const int *__restrict__ kv_indices, float sm_scale,
@@ -80,8 +85,10 @@ gqa_decode_reference(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *_
         sm_acc[warp][lane * 4 + i] = acc[i];
     __syncthreads();
 
-    /* thread d owns dimension d of the output */
+    /* thread d < HEAD_DIM owns dimension d of the output */
     const int d = threadIdx.x;
+    if (d >= HEAD_DIM)
+        return;
     float m_all = neg_inf();
     for (int w = 0; w < REF_WARPS; w++)
         m_all = fmaxf(m_all, sm_m[w]);

@@ -1,21 +1,27 @@
 /* ksearch
-{ "params": {},
+{ "params": {"REF_WARPS": [4, 16]},
   "launch": [
-    {"kernel": "mla_decode_reference", "grid": ["batch_size*num_qo_heads"], "block": ["128"],
+    {"kernel": "mla_decode_reference", "grid": ["batch_size*num_qo_heads"], "block": ["32*REF_WARPS"],
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "output", "lse", "batch_size"]} ] }
 */
 /*
  * Reference MLA paged decode, written to be obviously correct rather than fast.
  *
- * One block of 4 warps per (request b, query head h). A token's key is its ckv row
- * (512 dims) followed by its kpe row (64 dims); its value is the ckv row. Each warp
- * takes every 4th token of the request; lane l holds key dims l + 32*i, i < 18 (the
- * first 16 of them ckv, the last 2 kpe), and value dims l + 32*i, i < 16. Per token
+ * One block of REF_WARPS warps per (request b, query head h). A token's key is its
+ * ckv row (512 dims) followed by its kpe row (64 dims); its value is the ckv row.
+ * Each warp takes every REF_WARPS-th token of the request; lane l holds key dims
+ * l + 32*i, i < 18 (the first 16 of them ckv, the last 2 kpe), and value dims
+ * l + 32*i, i < 16. Per token
  * the warp computes s = sm_scale * (q_nope.ckv + q_pe.kpe) in fp32 (shuffle
  * reduction) and keeps a natural-base online softmax: running max m, running sum
- * l = sum exp(s - m), running acc = sum exp(s - m) * ckv. The 4 warps' states are
+ * l = sum exp(s - m), running acc = sum exp(s - m) * ckv. The warps' states are
  * merged in shared memory at the end.
+ *
+ * REF_WARPS is the only param: the first value (4) is the kernel the evaluator
+ * times, the baseline of fitness; the last (16, its shared merge buffer within
+ * 48 KiB) is the same code with 4 times the tokens in flight, which verifies the
+ * candidates' outputs (operators/README.md, "The reference").
  *   output[b,h,:] = acc / l          (bf16)
  *   lse[b,h]      = (m + ln l) / ln 2  (base 2)
  * An empty request (never generated here) gives output 0 and lse -inf, like the
@@ -26,14 +32,13 @@
 #define NUM_QO_HEADS 16
 #define DIM_CKV 512
 #define DIM_KPE 64
-#define REF_WARPS 4
 #define CKV_PER_LANE (DIM_CKV / 32) /* 16 */
 #define KPE_PER_LANE (DIM_KPE / 32) /* 2 */
 
 /* -inf without <math.h> (NVRTC has no INFINITY macro) */
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(32 * REF_WARPS)
 mla_decode_reference(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *__restrict__ q_pe,
                      const __nv_bfloat16 *__restrict__ ckv_cache, const __nv_bfloat16 *__restrict__ kpe_cache,
                      const int *__restrict__ kv_indptr, const int *__restrict__ kv_indices, float sm_scale,
@@ -99,8 +104,8 @@ mla_decode_reference(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat
     for (int w = 0; w < REF_WARPS; w++)
         if (sm_l[w] > 0.0f) /* a warp that saw no token has m = -inf, l = 0 */
             l_all += sm_l[w] * expf(sm_m[w] - m_all);
-    /* thread t owns dimensions t + 128*i of the output */
-    for (int d = threadIdx.x; d < DIM_CKV; d += 128) {
+    /* thread t owns dimensions t + 32*REF_WARPS*i of the output */
+    for (int d = threadIdx.x; d < DIM_CKV; d += 32 * REF_WARPS) {
         float o = 0.0f;
         for (int w = 0; w < REF_WARPS; w++)
             if (sm_l[w] > 0.0f)

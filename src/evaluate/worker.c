@@ -203,11 +203,18 @@ struct worker {
 	char printf_head[PRINTF_KEEP + 1];
 	size_t printf_kept;
 	uint64_t printf_bytes;
-	/* the operator of the last job, its reference and the reference's times */
+	/*
+	 * The operator of the last job, its reference and the reference's
+	 * times.  ref (the reference's first params) is timed: fitness's
+	 * baseline.  oracle computes the outputs candidates are verified
+	 * against: the reference's last params when it declares more than one
+	 * combination (the same code, more of it in flight), else ref itself.
+	 */
 	char *op_dir;
 	struct ks_op op;
 	struct ks_candidate ref_cand;
-	struct program ref;
+	struct program ref, oracle_own;
+	const struct program *oracle;
 	double *ref_us; /* per benchmark workload; < 0: not measured yet */
 };
 
@@ -1019,24 +1026,63 @@ static int compare_all(const struct ks_op *op, void **got, void **ref, const str
 static void drop_op(struct worker *w)
 {
 	program_unload(w, &w->ref);
+	program_unload(w, &w->oracle_own);
 	ks_candidate_release(&w->ref_cand);
 	ks_op_release(&w->op);
 	free(w->op_dir);
 	free(w->ref_us);
 	free((void *)w->ref.params);
+	free((void *)w->oracle_own.params);
 	ks_devpool_drain(&w->pool); /* another operator's buffers have other sizes */
 	w->op_dir = NULL;
 	w->ref_us = NULL;
 	memset(&w->ref, 0, sizeof(w->ref));
+	memset(&w->oracle_own, 0, sizeof(w->oracle_own));
+	w->oracle = NULL;
 }
 
-/* Load the op and build its reference (trusted code: compiled here, in-process). */
-static int use_op(struct worker *w, const char *op_dir, struct outcome *oc)
+/* Build the reference with the params of combination `index` into prog (trusted code: in-process). */
+static int reference_load(struct worker *w, size_t index, struct program *prog, struct outcome *oc)
 {
+	const struct ks_candidate *cand = &w->ref_cand;
 	struct ks_compile_request req = { 0 };
 	struct ks_compile_result res = { 0 };
+	struct ks_define defines[KS_CANDIDATE_MAX_PARAMS];
 	struct ks_error err;
-	int64_t *params;
+	int64_t *params = ks_calloc(cand->n_params ? cand->n_params : 1, sizeof(*params));
+
+	if (index == 0)
+		ks_params_first(cand, params);
+	else
+		ks_params_nth(cand, index, params);
+	prog->cand = cand;
+	prog->params = params;
+	for (size_t i = 0; i < cand->n_params && i < KS_CANDIDATE_MAX_PARAMS; i++)
+		defines[i] = (struct ks_define){ cand->params[i].name, params[i] };
+	req.source = cand->source;
+	req.source_name = cand->path;
+	req.arch = w->prof.arch;
+	req.defines = defines;
+	req.n_defines = cand->n_params < KS_CANDIDATE_MAX_PARAMS ? cand->n_params : KS_CANDIDATE_MAX_PARAMS;
+	req.resources_optional = 1;
+	if (ks_nvrtc_compile(&req, &res, &err) < 0) {
+		ks_compile_result_release(&res);
+		return fail_internal(oc, err.msg);
+	}
+	if (program_load(w, prog, res.cubin, NULL, oc) < 0 || program_set_smem(w, prog, oc) < 0) {
+		ks_compile_result_release(&res);
+		oc->internal = 1;
+		return -1;
+	}
+	ks_compile_result_release(&res);
+	return 0;
+}
+
+/* Load the op and build its reference, and the oracle when the reference declares one. */
+static int use_op(struct worker *w, const char *op_dir, struct outcome *oc)
+{
+	struct ks_error err;
+	size_t count;
 
 	if (w->op_dir && !strcmp(w->op_dir, op_dir))
 		return 0;
@@ -1045,24 +1091,11 @@ static int use_op(struct worker *w, const char *op_dir, struct outcome *oc)
 	    ks_candidate_load(w->op.reference_path, &w->ref_cand, &err) < 0 ||
 	    ks_candidate_bind(&w->ref_cand, &w->op, &err) < 0)
 		return fail_internal(oc, err.msg);
-	params = ks_calloc(w->ref_cand.n_params ? w->ref_cand.n_params : 1, sizeof(*params));
-	ks_params_first(&w->ref_cand, params);
-	w->ref.cand = &w->ref_cand;
-	w->ref.params = params;
-	req.source = w->ref_cand.source;
-	req.source_name = w->ref_cand.path;
-	req.arch = w->prof.arch;
-	req.resources_optional = 1;
-	if (ks_nvrtc_compile(&req, &res, &err) < 0) {
-		ks_compile_result_release(&res);
-		return fail_internal(oc, err.msg);
-	}
-	if (program_load(w, &w->ref, res.cubin, NULL, oc) < 0 || program_set_smem(w, &w->ref, oc) < 0) {
-		ks_compile_result_release(&res);
-		oc->internal = 1;
+	count = ks_params_count(&w->ref_cand);
+	if (reference_load(w, 0, &w->ref, oc) < 0 ||
+	    (count > 1 && reference_load(w, count - 1, &w->oracle_own, oc) < 0))
 		return -1;
-	}
-	ks_compile_result_release(&res);
+	w->oracle = count > 1 ? &w->oracle_own : &w->ref;
 	w->ref_us = ks_calloc(w->op.n_workloads, sizeof(*w->ref_us));
 	for (size_t i = 0; i < w->op.n_workloads; i++)
 		w->ref_us[i] = -1;
@@ -1101,11 +1134,11 @@ static int reference_queue(struct worker *w, const struct ks_workload *wl, const
 	struct ks_error err;
 
 	memset(rr, 0, sizeof(*rr));
-	if (ks_plan_resolve(w->ref.cand, &w->op, wl, w->ref.params, &rr->plan, &err) < 0)
+	if (ks_plan_resolve(w->oracle->cand, &w->op, wl, w->oracle->params, &rr->plan, &err) < 0)
 		return fail_internal(oc, err.msg);
-	if (outputs_make(w, wl, &rr->out, oc) < 0 || scratch_make(w, &w->ref, &rr->plan, &rr->s, oc) < 0 ||
+	if (outputs_make(w, wl, &rr->out, oc) < 0 || scratch_make(w, w->oracle, &rr->plan, &rr->s, oc) < 0 ||
 	    poison(w, &rr->out, &rr->s, oc) < 0 ||
-	    program_launch(w, &w->ref, &rr->plan, wl, in, &rr->out, &rr->s, oc) < 0) {
+	    program_launch(w, w->oracle, &rr->plan, wl, in, &rr->out, &rr->s, oc) < 0) {
 		oc->internal = 1;
 		return -1;
 	}

@@ -36,8 +36,10 @@
 #include "ks_export.h"
 
 #if defined(KS_OP_GQA)
+#define REF_WARPS 4		/* the reference's first params: 4 warps, the 128 threads launched below */
 #include "reference.cu" /* gqa_decode_reference */
 #elif defined(KS_OP_MLA_DECODE)
+#define REF_WARPS 4
 #include "reference.cu" /* mla_decode_reference */
 #elif defined(KS_OP_RMSNORM)
 #include "reference.cu" /* rmsnorm_reference */
