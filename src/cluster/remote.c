@@ -29,6 +29,7 @@ struct rjob {
 	int64_t params[KS_CANDIDATE_MAX_PARAMS];
 	size_t n_params;
 	int64_t deadline_ms; /* when its rank must have answered */
+	int64_t sent_ms;     /* when it was placed on its rank, for the rank's build time */
 	struct ks_result res;
 	char *error;
 	void *local_built; /* rank 0's own build, held for evaluate() */
@@ -44,6 +45,20 @@ struct rank_state {
 	int64_t last_heard;
 	int outstanding; /* jobs sent and not yet done, held builds and evidence included */
 	int draining;	 /* profiles or checks waiting for this rank to hold no candidate */
+	/*
+	 * While its one profile or check runs: when the rank takes candidates
+	 * again (0: once it ends), so that their builds are done as it ends
+	 * (take_evidence_rank()).
+	 */
+	int64_t reopen_ms;
+	double build_ms; /* how long a build placed here takes to come back (moving average) */
+};
+
+/* The last KS_CLUSTER_EVIDENCE_KEEP durations of a kind of evidence on a drained rank, in ms. */
+#define KS_CLUSTER_EVIDENCE_KEEP 8
+struct evidence_times {
+	int64_t ms[KS_CLUSTER_EVIDENCE_KEEP];
+	int n, next;
 };
 
 /* A message to send; a job's contents are read from its rjob when it is sent. */
@@ -78,6 +93,7 @@ struct ks_cluster_remote {
 	char dead_why[512];
 	int *lane_busy;	   /* rank 0's own lanes (opts.local) */
 	int next_evidence; /* the rank the next profile or check goes to, in turn */
+	struct evidence_times took[KS_CLUSTER_SANITIZE + 1]; /* by kind */
 	struct ks_backend backend;
 };
 
@@ -118,13 +134,36 @@ static int takes_jobs(const struct ks_cluster_remote *r, int i)
 	return (i > 0 || r->opts.local) && !r->ranks[i].dead && r->ranks[i].gpus;
 }
 
-/* Whether a rank other than i takes jobs and is not draining for a profile or check. */
+/*
+ * Whether rank i is closed to new candidates for a profile or check: from
+ * the moment one waits for it until it ends, except after its reopen time,
+ * for as many candidates as its GPUs time first (KS_CLUSTER_REOPEN_JOBS
+ * per GPU, beside the check itself).
+ */
+static int closed(const struct ks_cluster_remote *r, int i)
+{
+	const struct rank_state *rs = &r->ranks[i];
+
+	/* the check itself is outstanding on a serving rank; rank 0 runs its own in a lane */
+	return rs->draining > 0 && !(rs->reopen_ms && ks_now_ms() >= rs->reopen_ms &&
+				     rs->outstanding < (i > 0) + KS_CLUSTER_REOPEN_JOBS * rs->gpus);
+}
+
+/* Whether a rank other than i takes jobs and is not closed for a profile or check. */
 static int another_takes_jobs(const struct ks_cluster_remote *r, int i)
 {
 	for (int k = 0; k < r->size; k++)
-		if (k != i && takes_jobs(r, k) && !r->ranks[k].draining)
+		if (k != i && takes_jobs(r, k) && !closed(r, k))
 			return 1;
 	return 0;
+}
+
+/* A build placed on rank took ms to come back: the rank's moving average. */
+static void note_build(struct ks_cluster_remote *r, int rank, int64_t ms)
+{
+	struct rank_state *rs = &r->ranks[rank];
+
+	rs->build_ms = rs->build_ms > 0 ? 0.8 * rs->build_ms + 0.2 * (double)ms : (double)ms;
 }
 
 /*
@@ -138,7 +177,7 @@ static int choose_rank(struct ks_cluster_remote *r)
 	double best_load = 0;
 
 	for (int i = 0; i < r->size; i++) {
-		int draining = r->ranks[i].draining > 0;
+		int draining = closed(r, i);
 		double load;
 
 		if (!takes_jobs(r, i))
@@ -171,6 +210,7 @@ static void dispatch(struct ks_cluster_remote *r, struct rjob *job, int evaluate
 	}
 	job->rank = rank;
 	job->deadline_ms = job_deadline(r, evaluate);
+	job->sent_ms = ks_now_ms();
 	r->ranks[rank].outstanding++;
 	if (rank > 0)
 		queue_out(r, rank, KS_CLUSTER_JOB, job->id, evaluate);
@@ -251,6 +291,8 @@ static void handle(struct ks_cluster_remote *r, int from, struct ks_cluster_msg 
 			declare_dead(r, from, "it answered a job it was not given");
 			return;
 		}
+		if (msg->type == KS_CLUSTER_BUILT && !job->rebuild)
+			note_build(r, from, ks_now_ms() - job->sent_ms);
 		if (msg->type == KS_CLUSTER_FAILED) {
 			job->error = ks_asprintf("rank %d: %s", from, msg->error);
 			job->stage = FAILED;
@@ -466,6 +508,8 @@ static void run_local(struct ks_cluster_remote *r, struct rjob *job)
 	pthread_mutex_lock(&r->lock);
 	if (rc < 0)
 		goto failed;
+	if (!evaluate && !job->rebuild)
+		note_build(r, 0, ks_now_ms() - job->sent_ms);
 	if (built && evaluate) {
 		lane = take_lane(r);
 		pthread_mutex_unlock(&r->lock);
@@ -670,6 +714,22 @@ static void remote_discard(void *ctx, void *built)
 	pthread_mutex_unlock(&r->lock);
 }
 
+static int cmp_ms(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int64_t evidence_median_ms(const struct evidence_times *t)
+{
+	int64_t sorted[KS_CLUSTER_EVIDENCE_KEEP];
+
+	memcpy(sorted, t->ms, (size_t)t->n * sizeof(*sorted));
+	qsort(sorted, (size_t)t->n, sizeof(*sorted), cmp_ms);
+	return sorted[t->n / 2];
+}
+
 /*
  * Profiles and sanitizer checks go to the ranks in turn, each on one of
  * the chosen rank's GPUs.  A check holds that GPU for seconds, and the
@@ -682,16 +742,29 @@ static void remote_discard(void *ctx, void *built)
  * rank could take them, after KS_CLUSTER_DRAIN_MS, or when the search
  * cancels it.  A rank of several GPUs goes on timing candidates on the
  * others and is not drained: draining it idled all of them for as long as
- * one checked (2 ranks of two GPUs: 82% busy, BENCHMARKS.md).  Under lock;
- * the rank, or -1 when no rank takes jobs; *drained says whether its
- * draining count was raised (give it back with ranks[rank].draining--).
+ * one checked (2 ranks of two GPUs: 82% busy, BENCHMARKS.md).
+ *
+ * A drained rank would then idle from the end of the check until a new
+ * candidate is built there (about 1.5 s a check on 4 ranks of one GPU).
+ * So once its kind has run on drained ranks before, the rank reopens for
+ * a few candidates (closed()) when, by the median of the last of them,
+ * the check has about as long left to run as a build takes on that rank:
+ * their builds end as it does, and their timings follow at once.  Until
+ * then nothing waits behind it; an estimate too short holds at most those
+ * few candidates' results, one too long costs the idle of before.
+ *
+ * Under lock; the rank, or -1 when no rank takes jobs; *drained says
+ * whether its draining count was raised (give it back with evidence_done()),
+ * and *alone whether the rank holds nothing else: the check's time is then
+ * its own, and counts for the estimate.
  */
-static int take_evidence_rank(struct ks_cluster_remote *r, const volatile sig_atomic_t *cancel, int *drained)
+static int take_evidence_rank(struct ks_cluster_remote *r, enum ks_cluster_evidence kind,
+			      const volatile sig_atomic_t *cancel, int *drained, int *alone)
 {
 	int64_t until = ks_now_ms() + KS_CLUSTER_DRAIN_MS;
 	int rank = -1;
 
-	*drained = 0;
+	*drained = *alone = 0;
 
 	for (int k = 0; k < r->size && rank < 0; k++) {
 		int i = (r->next_evidence + k) % r->size;
@@ -705,11 +778,35 @@ static int take_evidence_rank(struct ks_cluster_remote *r, const volatile sig_at
 	if (r->ranks[rank].gpus > 1)
 		return rank;
 	r->ranks[rank].draining++;
+	r->ranks[rank].reopen_ms = 0;
 	*drained = 1;
 	while (r->ranks[rank].outstanding > 0 && !r->ranks[rank].dead && another_takes_jobs(r, rank) &&
 	       !r->failed && !(cancel && *cancel) && ks_now_ms() < until)
 		wait_a_while(r);
+	/* drained (not given up on after KS_CLUSTER_DRAIN_MS), and no other check waits: it starts now */
+	*alone = r->ranks[rank].draining == 1 && r->ranks[rank].outstanding == 0;
+	if (*alone && r->took[kind].n > 0) {
+		int64_t left = evidence_median_ms(&r->took[kind]) - (int64_t)r->ranks[rank].build_ms;
+
+		r->ranks[rank].reopen_ms = ks_now_ms() + (left > 0 ? left : 0);
+	}
 	return rank;
+}
+
+/* A profile or check that held its drained rank for ms ended (ok: alone on it, to its end, not cancelled or
+ * lost). */
+static void evidence_done(struct ks_cluster_remote *r, int rank, enum ks_cluster_evidence kind, int ok,
+			  int64_t ms)
+{
+	struct evidence_times *t = &r->took[kind];
+
+	if (ok) {
+		t->ms[t->next] = ms;
+		t->next = (t->next + 1) % KS_CLUSTER_EVIDENCE_KEEP;
+		t->n += t->n < KS_CLUSTER_EVIDENCE_KEEP;
+	}
+	if (--r->ranks[rank].draining == 0)
+		r->ranks[rank].reopen_ms = 0;
 }
 
 /* The caller's outcome when it was cancelled before the answer came. */
@@ -789,17 +886,21 @@ static int remote_evidence(struct ks_cluster_remote *r, enum ks_cluster_evidence
 			   const struct ks_family *fam, const int64_t *params,
 			   const volatile sig_atomic_t *cancel, void *outcome, struct ks_error *err)
 {
-	int rank, rc, drained;
+	int rank, rc, drained, alone;
+	int64_t started;
 
 	pthread_mutex_lock(&r->lock);
-	rank = take_evidence_rank(r, cancel, &drained);
+	rank = take_evidence_rank(r, kind, cancel, &drained, &alone);
 	if (rank < 0) {
 		pthread_mutex_unlock(&r->lock);
 		return ks_fail(err, "every rank has died; the first: %s", r->dead_why);
 	}
+	started = ks_now_ms();
 	rc = rank == 0 ? evidence_here(r, kind, fam, params, cancel, outcome, err)
 		       : evidence_there(r, rank, kind, fam, params, cancel, outcome, err);
-	r->ranks[rank].draining -= drained;
+	if (drained)
+		evidence_done(r, rank, kind, alone && rc == 0 && !(cancel && *cancel) && !r->ranks[rank].dead,
+			      ks_now_ms() - started);
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	return rc;

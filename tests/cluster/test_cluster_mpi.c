@@ -13,8 +13,11 @@
  *   local      as roundtrip, with rank 0's own lanes (the toy, in rank 0's
  *              process) beside the ranks': all three build and time jobs
  *   wide       as local, with rank 1 serving two GPUs (lanes): profiles on
- *              ranks 0 and 2 (one GPU each) find their rank drained, while
- *              rank 1 goes on timing candidates beside its profiles
+ *              ranks 0 and 2 (one GPU each) find their rank drained, and no
+ *              candidate is timed there while they run, but once the first
+ *              has shown how long one takes, builds start there near the
+ *              end of one; rank 1 goes on timing candidates beside its
+ *              profiles
  *   kill       rank 2 is killed (SIGKILL) in its third build: it is found
  *              dead and its jobs are done by rank 1 or by rank 0's own lane
  *   kill0      rank 0 is killed once the ranks serve it: with nobody to stop
@@ -54,8 +57,11 @@ static int my_rank;
 static const char *scenario;
 static int failures;
 static int builds;
-/* this process's toy candidates being built, held or timed; while a toy profile runs, those started */
-static int here_now, profiling, started_while_profiling;
+/*
+ * This process's toy candidates being built, held or timed; while a toy
+ * profile runs, the builds and the timings that started.
+ */
+static int here_now, profiling, built_while_profiling, timed_while_profiling;
 
 static void check(int ok, const char *fmt, const char *detail)
 {
@@ -79,7 +85,7 @@ static int toy_build(void *ctx, const struct ks_family *fam, const int64_t *para
 	*built = NULL;
 	__atomic_add_fetch(&here_now, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&profiling, __ATOMIC_SEQ_CST))
-		__atomic_add_fetch(&started_while_profiling, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&built_while_profiling, 1, __ATOMIC_SEQ_CST);
 	usleep(20000);
 	/* its third build, whichever job that is: a rank dies with jobs in flight */
 	if (!strcmp(scenario, "kill") && my_rank == 2 &&
@@ -109,7 +115,7 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *fam, const 
 	(void)err;
 	free(built);
 	if (__atomic_load_n(&profiling, __ATOMIC_SEQ_CST))
-		__atomic_add_fetch(&started_while_profiling, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&timed_while_profiling, 1, __ATOMIC_SEQ_CST);
 	usleep(30000);
 	__atomic_sub_fetch(&here_now, 1, __ATOMIC_SEQ_CST);
 	res->has |= KS_RESULT_EVALUATED;
@@ -131,16 +137,17 @@ static void toy_discard(void *ctx, void *built)
  * A profile, which holds a GPU for a while, on whichever rank's turn it is:
  * on a rank of one GPU it should find none of that rank's candidates built,
  * held or being timed (their results would wait for it, and every rank's
- * behind them), and none should start there while it runs; a rank of two
- * GPUs (rank 1 in "wide") goes on with its candidates on the other, so
- * there it lasts until one starts (at most 2 s).  It says what it found in
- * why: "rank R, beside N candidates, S started during it".
+ * behind them), and none should be timed there while it runs, though builds
+ * may start near its end; a rank of two GPUs (rank 1 in "wide") goes on with
+ * its candidates on the other, so there it lasts until one starts (at most
+ * 2 s).  It says what it found in why: "rank R, beside N candidates, T timed
+ * and B built during it".
  */
 static int toy_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
 		       struct ks_error *err)
 {
-	int beside = __atomic_load_n(&here_now, __ATOMIC_SEQ_CST), started;
+	int beside = __atomic_load_n(&here_now, __ATOMIC_SEQ_CST), timed, built;
 
 	(void)ctx;
 	(void)lane;
@@ -148,20 +155,23 @@ static int toy_profile(void *ctx, int lane, const struct ks_family *fam, const i
 	(void)params;
 	(void)cancel;
 	(void)err;
-	__atomic_store_n(&started_while_profiling, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&built_while_profiling, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&timed_while_profiling, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&profiling, 1, __ATOMIC_SEQ_CST);
 	usleep(100000);
 	for (int ms = 0; !strcmp(scenario, "wide") && my_rank == 1 && ms < 2000 &&
-			 !__atomic_load_n(&started_while_profiling, __ATOMIC_SEQ_CST);
+			 !__atomic_load_n(&timed_while_profiling, __ATOMIC_SEQ_CST) &&
+			 !__atomic_load_n(&built_while_profiling, __ATOMIC_SEQ_CST);
 	     ms++)
 		usleep(1000);
 	__atomic_store_n(&profiling, 0, __ATOMIC_SEQ_CST);
-	started = __atomic_load_n(&started_while_profiling, __ATOMIC_SEQ_CST);
+	timed = __atomic_load_n(&timed_while_profiling, __ATOMIC_SEQ_CST);
+	built = __atomic_load_n(&built_while_profiling, __ATOMIC_SEQ_CST);
 	memset(out, 0, sizeof(*out));
 	out->status = KS_PROFILE_OK;
 	snprintf(out->profile.tool, sizeof(out->profile.tool), "toy");
-	snprintf(out->why, sizeof(out->why), "rank %d, beside %d candidates, %d started during it", my_rank,
-		 beside, started);
+	snprintf(out->why, sizeof(out->why), "rank %d, beside %d candidates, %d timed and %d built during it",
+		 my_rank, beside, timed, built);
 	return 0;
 }
 
@@ -466,44 +476,49 @@ static void *profiler(void *arg)
 
 /*
  * The profiles went to every rank in turn; each on a rank of one GPU found
- * it holding no candidate, and each on rank 1 of "wide" (two GPUs) saw a
- * candidate start beside it.
+ * it holding no candidate and saw none timed there while it ran; in "wide",
+ * where the jobs outlast the profiles, at least one such profile after the
+ * first saw builds start there before it ended (the rank reopened near its
+ * end); each on rank 1 of "wide" (two GPUs) saw a candidate start beside it.
  */
 static void check_profiles(const struct profiler *p)
 {
 	int wide = !strcmp(scenario, "wide");
 	unsigned ranks = 0;
-	int wrong = 0, beside_wide = 0;
+	int wrong = 0, beside_wide = 0, reopened = 0;
 	char what[600] = "";
 
 	for (int i = 0; i < N_PROFILES; i++) {
-		int rank, beside, started, two_gpus;
+		int rank, beside, timed, built, two_gpus;
 
-		if (sscanf(p->why[i], "rank %d, beside %d candidates, %d started during it", &rank, &beside,
-			   &started) != 3) {
+		if (sscanf(p->why[i], "rank %d, beside %d candidates, %d timed and %d built during it", &rank,
+			   &beside, &timed, &built) != 4) {
 			rank = -1;
-			beside = started = 0;
+			beside = timed = built = 0;
 		}
 		two_gpus = wide && rank == 1;
-		if (rank < 0 || (!two_gpus && (beside || started)) || (two_gpus && !started)) {
+		if (rank < 0 || (!two_gpus && (beside || timed)) || (two_gpus && !timed && !built)) {
 			if (!wrong++)
 				snprintf(what, sizeof(what), ": '%s'", p->why[i]);
 			continue;
 		}
 		beside_wide += two_gpus;
+		reopened += !two_gpus && built > 0;
 		ranks |= 1u << rank;
 	}
 	check(p->failed == 0, "six profiles through the remote backend came back%s", "");
 	check(ranks == 7, "they ran on ranks 0, 1 and 2, in turn%s", "");
-	if (wide)
+	if (wide) {
 		check(!wrong && beside_wide == 2,
-		      "on ranks of one GPU each found none of its rank's candidates, and none started; on "
-		      "rank 1 (two GPUs) candidates went on beside both%s",
+		      "on ranks of one GPU each found none of its rank's candidates, and none was timed "
+		      "there while it ran; on rank 1 (two GPUs) candidates went on beside both%s",
 		      what);
-	else
+		check(reopened > 0, "a rank of one GPU took builds again before its profile ended%s", "");
+	} else {
 		check(!wrong,
-		      "each found its rank holding no candidate, and none started there while it ran%s",
+		      "each found its rank holding no candidate, and none was timed there while it ran%s",
 		      what);
+	}
 }
 
 static int load_family(struct ks_op *op, struct ks_family *fam)
