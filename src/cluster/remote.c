@@ -136,17 +136,13 @@ static int takes_jobs(const struct ks_cluster_remote *r, int i)
 
 /*
  * Whether rank i is closed to new candidates for a profile or check: from
- * the moment one waits for it until it ends, except after its reopen time,
- * for as many candidates as its GPUs time first (KS_CLUSTER_REOPEN_JOBS
- * per GPU, beside the check itself).
+ * the moment one waits for it until it ends, or until its reopen time.
  */
 static int closed(const struct ks_cluster_remote *r, int i)
 {
 	const struct rank_state *rs = &r->ranks[i];
 
-	/* the check itself is outstanding on a serving rank; rank 0 runs its own in a lane */
-	return rs->draining > 0 && !(rs->reopen_ms && ks_now_ms() >= rs->reopen_ms &&
-				     rs->outstanding < (i > 0) + KS_CLUSTER_REOPEN_JOBS * rs->gpus);
+	return rs->draining > 0 && !(rs->reopen_ms && ks_now_ms() >= rs->reopen_ms);
 }
 
 /* Whether a rank other than i takes jobs and is not closed for a profile or check. */
@@ -746,12 +742,15 @@ static int64_t evidence_median_ms(const struct evidence_times *t)
  *
  * A drained rank would then idle from the end of the check until a new
  * candidate is built there (about 1.5 s a check on 4 ranks of one GPU).
- * So once its kind has run on drained ranks before, the rank reopens for
- * a few candidates (closed()) when, by the median of the last of them,
- * the check has about as long left to run as a build takes on that rank:
- * their builds end as it does, and their timings follow at once.  Until
- * then nothing waits behind it; an estimate too short holds at most those
- * few candidates' results, one too long costs the idle of before.
+ * So once its kind has run on drained ranks before, the rank reopens
+ * (closed()) when, by the median of the last of them, the check has about
+ * as long left to run as a build takes on that rank: their builds end as
+ * it does, and their timings follow at once.  Until then nothing waits
+ * behind it; an estimate too short holds their results (and so every later
+ * one's) for the rest of the check, one too long costs the idle of before.
+ * Taking only 2 of them per GPU cost the GPU the next build's wait after
+ * those two (0.85-1.5 s after most checks on 4 ranks of one GPU), and
+ * bounded little: one held result holds the insertions as much as ten.
  *
  * Under lock; the rank, or -1 when no rank takes jobs; *drained says
  * whether its draining count was raised (give it back with evidence_done()),

@@ -192,6 +192,7 @@ int ks_gpu_backend_open(struct ks_gpu_backend *gb, const struct ks_op *op, const
 	}
 	gb->backend = (struct ks_backend){ .ctx = gb,
 					   .lanes = (int)n_gpus,
+					   .depth_extra = KS_GPU_DEPTH_PER_LANE * (int)n_gpus,
 					   .evaluator = KS_EVALUATOR_GENERATION,
 
 					   .build = gb_build,

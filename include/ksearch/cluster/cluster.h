@@ -63,9 +63,6 @@ int ks_cluster_comm_poll(struct ks_cluster_comm *c, int *from, struct ks_cluster
 /* how long a profile or check waits for its rank to finish the candidates it holds */
 #define KS_CLUSTER_DRAIN_MS 10000
 
-/* how many candidates per GPU a drained rank takes near the end of its profile or check */
-#define KS_CLUSTER_REOPEN_JOBS 2
-
 /* how long MPI_Finalize may take before the process exits without it */
 #define KS_CLUSTER_FINALIZE_MS 10000
 /*

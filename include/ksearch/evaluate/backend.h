@@ -65,10 +65,10 @@ struct ks_backend {
 	int evaluator;
 	/*
 	 * Proposals the search keeps in flight beyond its compile jobs and two
-	 * per lane (0 on one host).  Results are inserted in proposal order,
-	 * so the depth is how far the pipeline runs ahead of its slowest
-	 * candidate; a backend whose candidates take longer from proposal to
-	 * answer (an MPI rank's queue and round trips) needs more of it.
+	 * per lane (the GPU backend's: KS_GPU_DEPTH_PER_LANE per GPU).  Results are inserted in proposal
+	 * order, so the depth is how far the pipeline runs ahead of its slowest candidate; a backend whose
+	 * candidates take longer from proposal to answer (an MPI rank's queue and round trips) needs more of
+	 * it.
 	 */
 	int depth_extra;
 
@@ -131,6 +131,18 @@ int ks_gpu_build(const struct ks_op *op, const struct ks_candidate *cand, const 
 int ks_gpu_evaluate(struct ks_evaluator *ev, const struct ks_op *op, const struct ks_candidate *cand,
 		    const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
 		    struct ks_result *res, struct ks_error *err);
+
+/*
+ * The GPU backend's depth_extra per GPU.  A proposal is made when the one
+ * depth places before it is inserted, so on one host it has about
+ * (depth - 1) x (an evaluation's time / GPUs) to be compiled before its
+ * GPU needs it.  With the oracle an evaluation takes 0.16 s; one GPU's
+ * depth of 10 (8 jobs + 2) then gave 1.4 s, the 95th percentile of its
+ * compiles, and the GPU waited on the late ones (95% busy, against 99% with
+ * 0.21 s evaluations: BENCHMARKS.md, "The oracle").  8 more per GPU give
+ * about 2.7 s on one GPU and on four (jobs 32, depth 72).
+ */
+#define KS_GPU_DEPTH_PER_LANE 8
 
 struct ks_gpu_backend {
 	const struct ks_op *op;
