@@ -102,6 +102,7 @@ part_survived() {
 part roundtrip 0 "${mpi[@]}" -np 3 "$prog" roundtrip
 part local 0 "${mpi[@]}" -np 3 "$prog" local
 part wide 0 "${mpi[@]}" -np 3 "$prog" wide
+part wide0 0 "${mpi[@]}" -np 3 "$prog" wide0
 # Without recovery the launcher ends the whole job when a rank dies (the
 # archive keeps what was committed; the search resumes); with it, rank 0
 # finds the silent rank and gives its jobs to another.

@@ -18,6 +18,10 @@
  *              has shown how long one takes, builds start there near the
  *              end of one; rank 1 goes on timing candidates beside its
  *              profiles
+ *   wide0      as local, with rank 0's own lanes two GPUs: a build held on
+ *              rank 0 while rank 0 profiles counts the profile among what
+ *              waits for its GPUs (the backlog by which a free lane picks
+ *              a build), as a profile on another rank does
  *   kill       rank 2 is killed (SIGKILL) in its third build: it is found
  *              dead and its jobs are done by rank 1 or by rank 0's own lane
  *   kill0      rank 0 is killed once the ranks serve it: with nobody to stop
@@ -51,7 +55,7 @@
 #include "ksearch/search/search.h"
 
 #define N_JOBS 40
-#define N_JOBS_WIDE 160 /* wide: enough to keep every rank busy through the profiles */
+#define N_JOBS_WIDE 160 /* wide, wide0: enough to keep every rank busy through the profiles */
 
 static int my_rank;
 static const char *scenario;
@@ -62,6 +66,16 @@ static int builds;
  * profile runs, the builds and the timings that started.
  */
 static int here_now, profiling, built_while_profiling, timed_while_profiling;
+/* this process's toy timings running now */
+static int timing_now;
+/* wide0: builds held on rank 0 while it profiled, and those whose backlog left the profile out */
+static int held_while_profiling, backlog_short;
+
+/* Whether this process serves two GPUs: rank 1 in "wide", rank 0's own lanes in "wide0". */
+static int two_gpus_here(void)
+{
+	return (!strcmp(scenario, "wide") && my_rank == 1) || (!strcmp(scenario, "wide0") && my_rank == 0);
+}
 
 static void check(int ok, const char *fmt, const char *detail)
 {
@@ -99,6 +113,7 @@ static int toy_build(void *ctx, const struct ks_family *fam, const int64_t *para
 	}
 	res->verdict = KS_VERDICT_OK;
 	res->has |= KS_RESULT_BUILT;
+	ks_result_set_evidence(res, "toy: built on rank %d", my_rank);
 	snprintf(res->binary, sizeof(res->binary), "%064llx", (unsigned long long)v);
 	*built = ks_calloc(1, sizeof(int));
 	*(int *)*built = my_rank;
@@ -116,7 +131,9 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *fam, const 
 	free(built);
 	if (__atomic_load_n(&profiling, __ATOMIC_SEQ_CST))
 		__atomic_add_fetch(&timed_while_profiling, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&timing_now, 1, __ATOMIC_SEQ_CST);
 	usleep(30000);
+	__atomic_sub_fetch(&timing_now, 1, __ATOMIC_SEQ_CST);
 	__atomic_sub_fetch(&here_now, 1, __ATOMIC_SEQ_CST);
 	res->has |= KS_RESULT_EVALUATED;
 	res->fitness = 1.5 * (double)params[0];
@@ -138,10 +155,10 @@ static void toy_discard(void *ctx, void *built)
  * on a rank of one GPU it should find none of that rank's candidates built,
  * held or being timed (their results would wait for it, and every rank's
  * behind them), and none should be timed there while it runs, though builds
- * may start near its end; a rank of two GPUs (rank 1 in "wide") goes on with
+ * may start near its end; a rank of two GPUs (two_gpus_here()) goes on with
  * its candidates on the other, so there it lasts until one starts (at most
- * 2 s).  It says what it found in why: "rank R, beside N candidates, T timed
- * and B built during it".
+ * 2 s), and 60 ms more, for builds started beside it to come back.  It says what it found in why: "rank R,
+ * beside N candidates, T timed and B built during it".
  */
 static int toy_profile(void *ctx, int lane, const struct ks_family *fam, const int64_t *params,
 		       const volatile sig_atomic_t *cancel, struct ks_profile_outcome *out,
@@ -159,11 +176,13 @@ static int toy_profile(void *ctx, int lane, const struct ks_family *fam, const i
 	__atomic_store_n(&timed_while_profiling, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&profiling, 1, __ATOMIC_SEQ_CST);
 	usleep(100000);
-	for (int ms = 0; !strcmp(scenario, "wide") && my_rank == 1 && ms < 2000 &&
-			 !__atomic_load_n(&timed_while_profiling, __ATOMIC_SEQ_CST) &&
-			 !__atomic_load_n(&built_while_profiling, __ATOMIC_SEQ_CST);
+	for (int ms = 0;
+	     two_gpus_here() && ms < 2000 && !__atomic_load_n(&timed_while_profiling, __ATOMIC_SEQ_CST) &&
+	     !__atomic_load_n(&built_while_profiling, __ATOMIC_SEQ_CST);
 	     ms++)
 		usleep(1000);
+	if (two_gpus_here())
+		usleep(60000);
 	__atomic_store_n(&profiling, 0, __ATOMIC_SEQ_CST);
 	timed = __atomic_load_n(&timed_while_profiling, __ATOMIC_SEQ_CST);
 	built = __atomic_load_n(&built_while_profiling, __ATOMIC_SEQ_CST);
@@ -372,6 +391,31 @@ struct run {
 	int failed[N_JOBS_WIDE];
 };
 
+/*
+ * wide0: a build held on rank 0 while rank 0 profiles must count the
+ * profile among what waits for rank 0's two GPUs, beside the timings
+ * running there: a backlog of at least (1 + running) / 2.  Counted only
+ * when the profile ran before and after the call.
+ */
+static void observe_backlog(const struct ks_backend *backend, void *built, const char *evidence)
+{
+	int rank = -1, before, after, running_before, running_after;
+	double backlog;
+
+	if (sscanf(evidence, "toy: built on rank %d", &rank) != 1 || rank != 0)
+		return;
+	before = __atomic_load_n(&profiling, __ATOMIC_SEQ_CST);
+	running_before = __atomic_load_n(&timing_now, __ATOMIC_SEQ_CST);
+	backlog = backend->backlog(backend->ctx, built);
+	running_after = __atomic_load_n(&timing_now, __ATOMIC_SEQ_CST);
+	after = __atomic_load_n(&profiling, __ATOMIC_SEQ_CST);
+	if (!before || !after)
+		return;
+	__atomic_add_fetch(&held_while_profiling, 1, __ATOMIC_SEQ_CST);
+	if (2 * backlog < 1 + (running_before < running_after ? running_before : running_after))
+		__atomic_add_fetch(&backlog_short, 1, __ATOMIC_SEQ_CST);
+}
+
 static void *driver(void *arg)
 {
 	struct run *run = arg;
@@ -380,7 +424,7 @@ static void *driver(void *arg)
 		int64_t params[KS_CANDIDATE_MAX_PARAMS] = { 0 };
 		void *built = NULL;
 		struct ks_error err;
-		int i;
+		int i, rc;
 
 		pthread_mutex_lock(&run->lock);
 		i = run->next++;
@@ -388,10 +432,11 @@ static void *driver(void *arg)
 		if (i >= run->n_jobs)
 			return NULL;
 		params[0] = i;
-		if (run->backend->build(run->backend->ctx, run->fam, params, &built, &run->results[i], &err) <
-			    0 ||
-		    (built && run->backend->evaluate(run->backend->ctx, 0, run->fam, params, built,
-						     &run->results[i], &err) < 0)) {
+		rc = run->backend->build(run->backend->ctx, run->fam, params, &built, &run->results[i], &err);
+		if (rc == 0 && built && !strcmp(scenario, "wide0"))
+			observe_backlog(run->backend, built, run->results[i].evidence);
+		if (rc < 0 || (built && run->backend->evaluate(run->backend->ctx, 0, run->fam, params, built,
+							       &run->results[i], &err) < 0)) {
 			printf("job %d failed: %s\n", i, err.msg);
 			run->failed[i] = 1;
 		}
@@ -404,7 +449,8 @@ static unsigned run_jobs(const struct ks_backend *backend, const struct ks_famil
 {
 	struct run run = { .backend = backend,
 			   .fam = fam,
-			   .n_jobs = strcmp(scenario, "wide") ? N_JOBS : N_JOBS_WIDE };
+			   .n_jobs = strcmp(scenario, "wide") && strcmp(scenario, "wide0") ? N_JOBS
+											   : N_JOBS_WIDE };
 	pthread_t tids[16];
 	unsigned timed_on = 0;
 	int wrong = 0;
@@ -483,7 +529,7 @@ static void *profiler(void *arg)
  */
 static void check_profiles(const struct profiler *p)
 {
-	int wide = !strcmp(scenario, "wide");
+	int wide = !strcmp(scenario, "wide"), wide0 = !strcmp(scenario, "wide0");
 	unsigned ranks = 0;
 	int wrong = 0, beside_wide = 0, reopened = 0;
 	char what[600] = "";
@@ -496,7 +542,7 @@ static void check_profiles(const struct profiler *p)
 			rank = -1;
 			beside = timed = built = 0;
 		}
-		two_gpus = wide && rank == 1;
+		two_gpus = (wide && rank == 1) || (wide0 && rank == 0);
 		if (rank < 0 || (!two_gpus && (beside || timed)) || (two_gpus && !timed && !built)) {
 			if (!wrong++)
 				snprintf(what, sizeof(what), ": '%s'", p->why[i]);
@@ -514,6 +560,11 @@ static void check_profiles(const struct profiler *p)
 		      "there while it ran; on rank 1 (two GPUs) candidates went on beside both%s",
 		      what);
 		check(reopened > 0, "a rank of one GPU took builds again before its profile ended%s", "");
+	} else if (wide0) {
+		check(!wrong && beside_wide == 2,
+		      "on ranks of one GPU each found none of its rank's candidates, and none was timed "
+		      "there while it ran; on rank 0 (two GPUs of its own) candidates went on beside both%s",
+		      what);
 	} else {
 		check(!wrong,
 		      "each found its rank holding no candidate, and none was timed there while it ran%s",
@@ -538,16 +589,18 @@ static int load_family(struct ks_op *op, struct ks_family *fam)
 static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 {
 	struct ks_cluster_remote_options opts = { .hello_ms = 20000, .dead_after_ms = 2000 };
-	int wide = !strcmp(scenario, "wide");
-	int with_local = !strcmp(scenario, "local") || !strcmp(scenario, "kill") || wide;
+	int wide = !strcmp(scenario, "wide"), wide0 = !strcmp(scenario, "wide0");
+	int with_local = !strcmp(scenario, "local") || !strcmp(scenario, "kill") || wide || wide0;
+	struct ks_backend two = toy;
 	struct ks_cluster_remote *r;
 	struct ks_error err;
 	char why[512];
 	unsigned ranks;
 	int dead;
 
+	two.lanes = 2;
 	if (with_local) {
-		opts.local = &toy;
+		opts.local = wide0 ? &two : &toy;
 		opts.local_jobs = 2;
 		opts.local_model = "toy GPU";
 	}
@@ -568,6 +621,10 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 		check(ks_cluster_remote_gpus(r) == 4 && ks_cluster_remote_jobs(r) == 6 &&
 			      ks_cluster_remote_backend(r)->lanes == 4 * KS_CLUSTER_LANES_PER_GPU,
 		      "four GPUs, rank 1's two among them, and their lanes%s", "");
+	else if (wide0)
+		check(ks_cluster_remote_gpus(r) == 4 && ks_cluster_remote_jobs(r) == 6 &&
+			      ks_cluster_remote_backend(r)->lanes == 4 * KS_CLUSTER_LANES_PER_GPU,
+		      "four GPUs, rank 0's own two among them, and their lanes%s", "");
 	else if (with_local)
 		check(ks_cluster_remote_gpus(r) == 3 && ks_cluster_remote_jobs(r) == 6 &&
 			      ks_cluster_remote_backend(r)->lanes == 3 * KS_CLUSTER_LANES_PER_GPU,
@@ -579,7 +636,7 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 		check(ks_cluster_remote_gpus(r) == 2 &&
 			      ks_cluster_remote_backend(r)->lanes == 2 * KS_CLUSTER_LANES_PER_GPU,
 		      "two GPUs, one per serving rank, and their lanes%s", "");
-	if (!strcmp(scenario, "local") || wide) {
+	if (!strcmp(scenario, "local") || wide || wide0) {
 		struct profiler p = { .backend = ks_cluster_remote_backend(r), .fam = fam };
 		pthread_t tid;
 
@@ -587,6 +644,16 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 		ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
 		pthread_join(tid, NULL);
 		check_profiles(&p);
+		if (wide0) {
+			char seen[64];
+
+			snprintf(seen, sizeof(seen), " (%d held, %d short)", held_while_profiling,
+				 backlog_short);
+			check(held_while_profiling > 0 && !backlog_short,
+			      "builds held on rank 0 while it profiled counted the profile among what waits "
+			      "for its GPUs%s",
+			      seen);
+		}
 	} else {
 		ranks = run_jobs(ks_cluster_remote_backend(r), fam, ks_cluster_remote_jobs(r) + 2);
 	}
@@ -594,7 +661,7 @@ static int rank0(struct ks_cluster_comm *c, const struct ks_family *fam)
 	if (!strcmp(scenario, "roundtrip")) {
 		check(ranks == 6, "ranks 1 and 2 both timed jobs%s", "");
 		check(dead == 0, "no rank died%s", why);
-	} else if (!strcmp(scenario, "local") || wide) {
+	} else if (!strcmp(scenario, "local") || wide || wide0) {
 		check(ranks == 7, "ranks 0, 1 and 2 all timed jobs%s", "");
 		check(dead == 0, "no rank died%s", why);
 	} else {
