@@ -14,7 +14,8 @@
 #            with --runs: issue 24's "GPUs at least 95% busy" on one host)
 # (--runs: some of them, in the order given), and prints each run's
 # evaluations, seconds, evaluations per hour, ratio to the first (`one`) and
-# the GPUs' busy share; then where each run's GPU time went (tools/gpu-time.py)
+# the GPUs' busy share; then where each run's GPU time went (tools/gpu-time.py,
+# each GPU's gaps listed in OUTDIR/NAME-gpu-time.txt) and the ratios from 40 s on
 # and where an evaluation's time went in each run (tools/eval-costs.py over
 # the runs' records in OUTDIR/costs).  Each run's events (--log) are in
 # OUTDIR/NAME.jsonl.
@@ -90,11 +91,25 @@ for name in $runs; do
 	printf "%-5s %12s %8s %10s %7s %6s\n" "$name" "$evals" "$secs" "$rate" "${ratio}x" "${busy:-?}" |
 		tee -a "$OUTDIR/summary.txt"
 done
-# where each run's GPU time went (evaluating, profiles and checks, idle; each GPU's gaps)
+# where each run's GPU time went (evaluating, profiles and checks, idle; each GPU's gaps, listed)
+late=()
 for name in $runs; do
 	case $name in one) gpus=1 ;; *) gpus=4 ;; esac
 	echo "== $name" | tee -a "$OUTDIR/summary.txt"
-	python3 tools/gpu-time.py --gpus "$gpus" "$OUTDIR/$name.jsonl" "$OUTDIR/costs/$name.json" |
+	python3 tools/gpu-time.py --gpus "$gpus" --detail "$OUTDIR/$name.jsonl" "$OUTDIR/costs/$name.json" \
+		>"$OUTDIR/$name-gpu-time.txt"
+	# the summary keeps the totals and each GPU's line; the gaps one by one stay in NAME-gpu-time.txt
+	grep -v '^    at ' "$OUTDIR/$name-gpu-time.txt" | tee -a "$OUTDIR/summary.txt"
+	late+=("$name $(sed -n 's/.*, \([0-9,]*\) from 40 s$/\1/p' "$OUTDIR/$name-gpu-time.txt" | tr -d ,)")
+done
+# the same ratios counted from 40 s on: an MPI run ramps up over its first 20-40 s
+echo "from 40 s on (evaluations an hour, ratio to the first run):" | tee -a "$OUTDIR/summary.txt"
+base=""
+for entry in "${late[@]}"; do
+	set -- $entry
+	[ -n "${2:-}" ] || { echo "  $1: shorter than 40 s" | tee -a "$OUTDIR/summary.txt"; continue; }
+	[ -z "$base" ] && base=$2
+	awk -v n="$1" -v r="$2" -v b="$base" 'BEGIN { printf "  %-5s %10d %7.2fx\n", n, r, r / b }' |
 		tee -a "$OUTDIR/summary.txt"
 done
 # where an evaluation's time went, run against run and per family every run evaluated

@@ -18,7 +18,14 @@ evaluated, and its gaps longer than --gap seconds (default 0.5) between
 the end of one evaluation and the start of the next, from the log's
 `evaluated_t` and `worker_s`: a profile, a check or the drain of a rank
 before one shows as such a gap, and so does a GPU waiting for a build.
-tools/bench-mpi.sh prints it for each of its runs.
+Then the evaluations an hour counted from the results evaluated from 0, 20
+and 40 s on (an MPI run ramps up over its first 20-40 s).  With --detail,
+each GPU's gaps one by one: those a profile or check explains (it ran
+within the gap, for at least half of the check: the log's events give its
+seconds and when it ended, not its GPU), with the time beside it (the drain
+before it, the wait for a build after it), and the others (the GPU waited
+for a build, or for the insertions to move on).
+tools/bench-mpi.sh prints it for each of its runs, with --detail.
 """
 import argparse
 import collections
@@ -68,6 +75,7 @@ def main():
     ap = argparse.ArgumentParser(description="where a search's GPU time went")
     ap.add_argument("--gpus", type=int, required=True, help="GPUs the search ran on, all ranks together")
     ap.add_argument("--gap", type=float, default=0.5, help="count gaps longer than this, seconds")
+    ap.add_argument("--detail", action="store_true", help="list each GPU's gaps, with or without a check in them")
     ap.add_argument("log", help="the search's --log file")
     ap.add_argument("records", help="`ksearch archive ls --json` of its archive")
     args = ap.parse_args()
@@ -82,6 +90,7 @@ def main():
     total = args.gpus * wall
     evaluating = 0.0
     spans = collections.defaultdict(list)
+    ends = []
     for e in events:
         if e.get("event") != "result" or e.get("id") not in records:
             continue
@@ -93,6 +102,10 @@ def main():
         end, worker = e.get("evaluated_t"), e.get("worker_s")
         if isinstance(end, (int, float)) and isinstance(worker, (int, float)):
             spans[place(r)].append((end - worker, end))
+            ends.append(end)
+    checks = [(e["t"] - e["seconds"], e["t"]) for e in events
+              if e.get("event") in ("profile", "sanitizer", "profile_failed", "sanitizer_failed")
+              and isinstance(e.get("seconds"), (int, float)) and isinstance(e.get("t"), (int, float))]
     evidence = sum(e.get("seconds", 0) for e in events
                    if e.get("event") in ("profile", "sanitizer", "profile_failed", "sanitizer_failed")
                    and isinstance(e.get("seconds"), (int, float)))
@@ -107,6 +120,13 @@ def main():
     row("  evaluating", evaluating)
     row("  profiles and checks", evidence)
     row("  idle", idle)
+    if ends:
+        rates = []
+        for start in (0, 20, 40):
+            n = sum(1 for t in ends if t >= start)
+            if wall > start:
+                rates.append(f"{3600 * n / (wall - start):,.0f} from {start} s")
+        print("evaluations per hour: " + ", ".join(rates))
     if not spans:
         return
     print(f"{'per GPU':<18} {'evaluations':>11} {'evaluating':>11} {'gaps > %gs' % args.gap:>11} {'in them':>9}")
@@ -115,6 +135,35 @@ def main():
         gaps = [iv[i][0] - iv[i - 1][1] for i in range(1, len(iv)) if iv[i][0] - iv[i - 1][1] > args.gap]
         busy = sum(b - a for a, b in iv)
         print(f"  {name:<16} {len(iv):>11} {busy:>9.1f} s {len(gaps):>11} {sum(gaps):>7.1f} s")
+    if args.detail:
+        for name in sorted(spans):
+            detail(name, sorted(spans[name]), checks, args.gap)
+
+
+def detail(name, iv, checks, gap_s):
+    """One GPU's gaps longer than gap_s, each with the check that explains it, if one does."""
+    lines, with_check, beside, other = [], 0, 0.0, 0.0
+    for prev, nxt in zip(iv, iv[1:]):
+        a, b = prev[1], nxt[0]
+        if b - a <= gap_s:
+            continue
+        # checks on other GPUs may overlap it too: a GPU runs one at a time, the best fits first
+        inside = []
+        for s, e in sorted(checks, key=lambda c: -(min(b, c[1]) - max(a, c[0]))):
+            if min(b, e) - max(a, s) >= 0.5 * (e - s) and all(e <= s2 or s >= e2 for s2, e2 in inside):
+                inside.append((s, e))
+        held = sum(min(b, e) - max(a, s) for s, e in inside)
+        if inside:
+            with_check += 1
+            beside += (b - a) - held
+            lines.append(f"    at {a:7.1f} s: {b - a:5.2f} s, a check of {held:.2f} s in it")
+        else:
+            other += b - a
+            lines.append(f"    at {a:7.1f} s: {b - a:5.2f} s, no check")
+    print(f"{name}: {with_check} gaps with a check, {beside:.1f} s beside the checks; "
+          f"{len(lines) - with_check} without, {other:.1f} s")
+    for line in lines:
+        print(line)
 
 
 if __name__ == "__main__":
