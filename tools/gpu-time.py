@@ -147,10 +147,12 @@ def detail(name, iv, checks, gap_s):
         a, b = prev[1], nxt[0]
         if b - a <= gap_s:
             continue
-        # checks on other GPUs may overlap it too: a GPU runs one at a time, the best fits first
+        # checks on other GPUs may overlap it too: a GPU runs one at a time (the log's times are
+        # rank 0's, so two in a row on one GPU may seem to overlap by a little), the best fits first
         inside = []
         for s, e in sorted(checks, key=lambda c: -(min(b, c[1]) - max(a, c[0]))):
-            if min(b, e) - max(a, s) >= 0.5 * (e - s) and all(e <= s2 or s >= e2 for s2, e2 in inside):
+            if min(b, e) - max(a, s) >= 0.5 * (e - s) and \
+                    all(e <= s2 + 0.5 or s >= e2 - 0.5 for s2, e2 in inside):
                 inside.append((s, e))
         held = sum(min(b, e) - max(a, s) for s, e in inside)
         if inside:
