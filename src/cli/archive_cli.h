@@ -95,13 +95,15 @@ int ks_archive_cli_get_record(const char *cmd, struct ks_archive *ar, uint64_t i
 /*
  * A verified candidate to run again (archive_pick.c): record id, or the
  * best with best, with its source, the archive's operator and GPU model
- * (all the caller's to free); verb says what is done to it ("profiled")
+ * (all the caller's to free), and *origin, the seed family a knob or LLM
+ * child came from (NULL for any other, or when its chain of parents is
+ * not whole; the caller's to free); verb says what is done to it ("profiled")
  * when it is not verified.  Prints the error and returns
  * KS_EXIT_FAILED, or returns 0.
  */
 int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct ks_archive_pick *pick,
 				 uint64_t id, int best, struct ks_record *rec, char **source, char **op_key,
-				 char **gpu);
+				 char **gpu, char **origin);
 /*
  * The candidate a command runs again (`profile`, `sanitize`): --id ID or
  * --best in the archive pick names, or one FILE.cu with --param values,
@@ -125,7 +127,7 @@ struct ks_archive_target {
 	const char *const *params;   /* "NAME=VALUE" */
 	size_t n_params;
 	const char *path;
-	char what[256]; /* "#12 (split_kv)" or the file, for messages */
+	char what[256]; /* "#12 (split_kv)", "#66 (knob-3, from split_kv)" or the file, for messages */
 	struct ks_op op;
 	char **record_params; /* owned, when params are a record's */
 	size_t n_record_params;

@@ -15,10 +15,12 @@
 
 int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct ks_archive_pick *pick,
 				 uint64_t id, int best, struct ks_record *rec, char **source, char **op_key,
-				 char **gpu)
+				 char **gpu, char **origin)
 {
 	struct ks_archive *ar = NULL;
+	struct ks_archive_cli_lineage lineage = { 0 };
 	struct ks_error err;
+	const char *seed;
 	int ret = KS_EXIT_FAILED;
 
 	if (ks_archive_cli_open(cmd, pick, &ar))
@@ -42,6 +44,12 @@ int ks_archive_cli_pick_verified(const char *cmd, const char *verb, const struct
 	}
 	*op_key = ks_strdup(ks_archive_op(ar));
 	*gpu = ks_strdup(ks_archive_gpu(ar));
+	/* a knob or LLM child is a family of its own: the seed it came from, when the chain is whole */
+	*origin = NULL;
+	if (ks_archive_cli_lineage_build(ar, rec, &lineage, &err) == 0 &&
+	    (seed = ks_export_origin(rec, &lineage.chain)))
+		*origin = ks_strdup(seed);
+	ks_archive_cli_lineage_release(&lineage);
 	ret = 0;
 cleanup:
 	ks_archive_close(ar);
@@ -71,6 +79,7 @@ int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct k
 			       struct ks_archive_target *t)
 {
 	struct ks_error err;
+	char *origin = NULL;
 	int ret;
 
 	memset(t, 0, sizeof(*t));
@@ -85,15 +94,17 @@ int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct k
 		return ks_cli_usage(cmd, "--param goes with a FILE: a record's params are its own");
 	if (!a->n_files) {
 		if ((ret = ks_archive_cli_pick_verified(cmd, verb, a->pick, a->id, a->best, &t->record,
-							&t->source, &t->op_key, &t->gpu)))
+							&t->source, &t->op_key, &t->gpu, &origin)))
 			return ret;
 		t->id = t->record.id;
 		t->record_params = ks_archive_cli_record_params(&t->record, &t->n_record_params);
 		t->params = (const char *const *)t->record_params;
 		t->n_params = t->n_record_params;
 		t->path = *t->record.path ? t->record.path : "candidate.cu";
-		snprintf(t->what, sizeof(t->what), "#%llu (%s)", (unsigned long long)t->id,
-			 *t->record.family ? t->record.family : "?");
+		snprintf(t->what, sizeof(t->what), "#%llu (%s%s%s)", (unsigned long long)t->id,
+			 *t->record.family ? t->record.family : "?", origin ? ", from " : "",
+			 origin ? origin : "");
+		free(origin);
 	} else {
 		size_t len;
 

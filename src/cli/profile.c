@@ -171,10 +171,10 @@ int cmd_profile(int argc, char **argv)
 		goto cleanup;
 	}
 	if (ks_cuda_device_info(device, &info, &err) < 0) {
-		ks_cli_error(cmd,
-			     "%s\n(profiling runs the candidate on an NVIDIA GPU; `ksearch doctor` says what "
-			     "is missing)",
-			     err.msg);
+		ks_cli_error(
+			cmd,
+			"%s\n(profiling runs %s on an NVIDIA GPU; `ksearch doctor` says what is missing)",
+			err.msg, target.what);
 		ret = EXIT_NO_PROFILER;
 		goto cleanup;
 	}

@@ -155,9 +155,8 @@ int cmd_sanitize(int argc, char **argv)
 	if (ks_cuda_device_info(device, &info, &err) < 0) {
 		ks_cli_error(
 			cmd,
-			"%s\n(the check runs the candidate on an NVIDIA GPU; `ksearch doctor` says what is "
-			"missing)",
-			err.msg);
+			"%s\n(the check runs %s on an NVIDIA GPU; `ksearch doctor` says what is missing)",
+			err.msg, target.what);
 		ret = EXIT_NO_SANITIZER;
 		goto cleanup;
 	}
