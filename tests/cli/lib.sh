@@ -72,3 +72,17 @@ done_ok() {
 	echo "ok: $checks checks"
 	exit 0
 }
+
+# knob_fixture OUT.json: tests/fixtures/export-gqa.json with #6 made a knob child (a family of
+# its own, knob-3) of split_kv's #5, as the knob mutator files one
+knob_fixture() {
+	python3 - "$1" <<'PY'
+import json, sys
+doc = json.load(open("tests/fixtures/export-gqa.json"))
+for c in doc["candidates"]:
+    if c["id"] == 6:
+        c["family"] = c["path"] = "knob-3"
+        c["mutation"] = "knob"
+json.dump(doc, open(sys.argv[1], "w"))
+PY
+}

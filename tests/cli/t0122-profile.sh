@@ -73,15 +73,7 @@ checks=$((checks + 1))
 
 # a knob child is named with the seed it came from (here without a GPU: the error names it;
 # on a GPU, /bin/true as the profiler fails and the error names it too)
-python3 - "$TMP/knob.json" <<'PY' || fail "cannot write the knob fixture"
-import json, sys
-doc = json.load(open("tests/fixtures/export-gqa.json"))
-for c in doc["candidates"]:
-    if c["id"] == 6:
-        c["family"] = c["path"] = "knob-3"
-        c["mutation"] = "knob"
-json.dump(doc, open(sys.argv[1], "w"))
-PY
+knob_fixture "$TMP/knob.json" || fail "cannot write the knob fixture"
 run 0 "$KSEARCH" archive import "$TMP/knob.json" --archive "$TMP/knob"
 KSEARCH_NCU=/bin/true "$KSEARCH" profile --op gqa --id 6 --archive "$TMP/knob" >"$TMP/out" 2>"$TMP/err"
 [ $? != 0 ] || fail "profiling with /bin/true as ncu succeeded"
