@@ -21,17 +21,24 @@
 # OUTDIR/NAME.jsonl.
 # Needs 4 GPUs, a ksearch built with MPI (KSEARCH, default build/ksearch)
 # and mpirun on PATH (tools/mpi-wheel.sh).
+#
+# --summarize runs nothing: it prints the same summary from the runs already
+# in OUTDIR (NAME.txt, NAME.jsonl, costs/NAME.json of each of --runs), e.g.
+# runs long enough to need a call each on a GPU machine, their files copied
+# into one folder afterwards (no GPU needed).
 set -u
 cd "$(dirname "$0")/.."
 op=gqa
 seconds=150
 runs="one 4x1 2x2"
+summarize=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--op) op=$2; shift 2 ;;
 	--time) seconds=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--summarize) summarize=1; shift ;;
+	-h | --help) sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "bench-mpi: unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -41,15 +48,14 @@ for name in $runs; do # before any run starts: a typo must not cost a GPU sessio
 done
 OUTDIR=${1:-${OUT:-/tmp}/bench-mpi}
 KSEARCH=${KSEARCH:-build/ksearch}
+if [ $summarize = 1 ]; then
+	for name in $runs; do
+		for f in "$OUTDIR/$name.txt" "$OUTDIR/$name.jsonl" "$OUTDIR/costs/$name.json"; do
+			[ -f "$f" ] || { echo "bench-mpi: --summarize: no $f (run $name's output)" >&2; exit 2; }
+		done
+	done
+fi
 mkdir -p "$OUTDIR"
-n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-[ "$n_gpus" -ge 4 ] || { echo "bench-mpi: needs 4 GPUs, this host has $n_gpus" >&2; exit 2; }
-command -v mpirun >/dev/null || { echo "bench-mpi: no mpirun on PATH (tools/mpi-wheel.sh env DIR)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi=(mpirun --oversubscribe --bind-to none)
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUTDIR/gpu.txt"
-echo "cores: $(nproc)" | tee -a "$OUTDIR/gpu.txt"
-
 run() { # NAME LAUNCHER... -- EVOLVE-OPTIONS...
 	local name=$1 launcher=()
 	shift
@@ -64,15 +70,26 @@ run() { # NAME LAUNCHER... -- EVOLVE-OPTIONS...
 	"$KSEARCH" archive ls --op "$op" --archive "$OUTDIR/archive-$name" --sort id --json \
 		>"$OUTDIR/costs/$name.json" 2>>"$OUTDIR/$name.txt"
 }
-for name in $runs; do
-	case $name in
-	one) run one -- ;;
-	4x1) run 4x1 "${mpi[@]}" -np 4 -- ;;
-	2x2) run 2x2 "${mpi[@]}" -np 2 -- --gpus all ;;
-	1x4) run 1x4 -- --gpus all ;;
-	*) echo "bench-mpi: unknown run '$name' (one, 4x1, 2x2, 1x4)" >&2; exit 2 ;;
-	esac
-done
+# the runs themselves (not with --summarize): each from a fresh archive, its records kept
+measure() {
+	n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+	[ "$n_gpus" -ge 4 ] || { echo "bench-mpi: needs 4 GPUs, this host has $n_gpus" >&2; exit 2; }
+	command -v mpirun >/dev/null || { echo "bench-mpi: no mpirun on PATH (tools/mpi-wheel.sh env DIR)" >&2; exit 2; }
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+	mpi=(mpirun --oversubscribe --bind-to none)
+	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUTDIR/gpu.txt"
+	echo "cores: $(nproc)" | tee -a "$OUTDIR/gpu.txt"
+
+	for name in $runs; do
+		case $name in
+		one) run one -- ;;
+		4x1) run 4x1 "${mpi[@]}" -np 4 -- ;;
+		2x2) run 2x2 "${mpi[@]}" -np 2 -- --gpus all ;;
+		1x4) run 1x4 -- --gpus all ;;
+		esac
+	done
+}
+[ $summarize = 1 ] || measure
 
 printf "%-5s %12s %8s %10s %7s %6s\n" run evaluations seconds per-hour ratio busy | tee "$OUTDIR/summary.txt"
 base=""
