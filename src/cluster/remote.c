@@ -795,8 +795,11 @@ static int take_evidence_rank(struct ks_cluster_remote *r, enum ks_cluster_evide
 	return rank;
 }
 
-/* A profile or check that held its drained rank for ms ended (ok: alone on it, to its end, not cancelled or
- * lost). */
+/*
+ * A profile or check that held its drained rank for ms ended; ok: it ran
+ * alone there, to its end (not cancelled, its rank not lost), so its time
+ * counts for the estimate.
+ */
 static void evidence_done(struct ks_cluster_remote *r, int rank, enum ks_cluster_evidence kind, int ok,
 			  int64_t ms)
 {
