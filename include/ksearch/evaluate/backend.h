@@ -138,9 +138,10 @@ int ks_gpu_evaluate(struct ks_evaluator *ev, const struct ks_op *op, const struc
  * (depth - 1) x (an evaluation's time / GPUs) to be compiled before its
  * GPU needs it.  With the oracle an evaluation takes 0.16 s; one GPU's
  * depth of 10 (8 jobs + 2) then gave 1.4 s, the 95th percentile of its
- * compiles, and the GPU waited on the late ones (95% busy, against 99% with
- * 0.21 s evaluations: BENCHMARKS.md, "The oracle").  8 more per GPU give
- * about 2.7 s on one GPU and on four (jobs 32, depth 72).
+ * compiles.  Replayed with the runs' own times (tools/pipeline-replay.py),
+ * depth 10 cost 0.4-1.7 points of the GPU's time and 14 or more nothing;
+ * 8 more per GPU (depth 18 on one GPU, 72 on four) leave room for slower
+ * compiles (BENCHMARKS.md, "The oracle").
  */
 #define KS_GPU_DEPTH_PER_LANE 8
 
