@@ -14,14 +14,19 @@
 //      (as above), the same pages sorted by address (a sparse stream), and dense (pages
 //      0..N-1); and a streaming read of the same bytes. Separates what the random page
 //      order costs from what the gather method costs.
+//   4. (2026-11-27, `./gather-bench mla`) mla_decode's rows: per token a 1 KiB ckv row and a
+//      128-byte kpe row, from a pool of 2N+1024 pages, for b64_kv64000 and b128_kv256000:
+//      16-byte cp.async into a ring laid out as mla_mma's (1168-byte rows), one bulk copy
+//      per row part by a producer warp, plain 16-byte loads, and a streaming read.
 // Build and run on a machine with an sm_90 GPU:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gather-bench tools/gather-bench.cu
-//   ./gather-bench
+//   ./gather-bench [quick | mla]
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <algorithm>
 #include <random>
+#include <string>
 #include <cuda_runtime.h>
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
 
@@ -161,6 +166,158 @@ __global__ void __launch_bounds__(512) stream_read(const uint4 *p, long long n16
     if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
 }
 
+// ---- mla_decode rows: ckv (1024 B) and kpe (128 B) per token ----
+
+// 16-byte cp.async into a ring of TILE rows of 1168 bytes a stage, as mla_mma fills it
+template <int TILE, int STAGES, int THREADS>
+__global__ void __launch_bounds__(THREADS) mla_cp(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
+    const int ntiles = r1 > r0 ? (r1 - r0 + TILE - 1) / TILE : 0;
+    const unsigned base = (unsigned)__cvta_generic_to_shared(sm);
+    auto issue = [&](int t) {
+        if (t < ntiles) {
+            for (int i = threadIdx.x; i < TILE * 72; i += THREADS) {
+                const int tr = i / 72, p = i % 72, tok = r0 + t * TILE + tr;
+                if (tok < r1) {
+                    const long long pg = idx[tok];
+                    cp16(base + ((t % STAGES) * TILE + tr) * 1168 + p * 16, p < 64 ? ckv + pg * 1024 + p * 16 : kpe + pg * 128 + (p - 64) * 16);
+                }
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    for (int t = 0; t < STAGES - 1; t++) issue(t);
+    float acc = 0.f;
+    for (int t = 0; t < ntiles; t++) {
+        cpwait<STAGES - 2>();
+        __syncthreads();
+        issue(t + STAGES - 1);
+        acc += reinterpret_cast<float *>(sm + (t % STAGES) * TILE * 1168)[threadIdx.x];
+    }
+    cpwait<0>();
+    if (acc == 12345.f) out[blockIdx.x] = acc;
+}
+
+// warp 0 produces (two bulk copies per token: 1024 B and 128 B), warp 1 consumes
+template <int TILE, int STAGES>
+__global__ void __launch_bounds__(64) mla_bulk(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    constexpr int UNIT = TILE * 1152;
+    const unsigned base = (unsigned)__cvta_generic_to_shared(sm);
+    const unsigned full = base + STAGES * UNIT, empty = full + STAGES * 8;
+    const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
+    const int ntiles = r1 > r0 ? (r1 - r0 + TILE - 1) / TILE : 0;
+    const int lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) { mbar_init(full + 8 * s, 1); mbar_init(empty + 8 * s, 1); }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % STAGES;
+            if (t >= STAGES) mbar_wait(empty + 8 * s, ((t / STAGES) - 1) & 1);
+            const int got = min(TILE, r1 - (r0 + t * TILE));
+            if (lane == 0) mbar_expect(full + 8 * s, got * 1152);
+            __syncwarp();
+            for (int i = lane; i < got; i += 32) {
+                const long long pg = idx[r0 + t * TILE + i];
+                bulk(base + s * UNIT + i * 1152, ckv + pg * 1024, 1024, full + 8 * s);
+                bulk(base + s * UNIT + i * 1152 + 1024, kpe + pg * 128, 128, full + 8 * s);
+            }
+        }
+    } else {
+        float acc = 0.f;
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % STAGES;
+            mbar_wait(full + 8 * s, (t / STAGES) & 1);
+            acc += reinterpret_cast<float *>(sm + s * UNIT)[lane];
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty + 8 * s);
+        }
+        if (acc == 12345.f) out[blockIdx.x] = acc;
+    }
+}
+
+// plain loads: a warp takes U tokens at a time; lane l holds ckv pieces l and 32+l of each,
+// lanes 0-7 also a kpe piece
+template <int U>
+__global__ void __launch_bounds__(256) mla_ld(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out) {
+    const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
+    unsigned acc = 0;
+    for (int t0 = r0 + warp * U; t0 < r1; t0 += nw * U) {
+        uint4 r[U][3];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int tok = t0 + u;
+            r[u][0] = r[u][1] = r[u][2] = make_uint4(0, 0, 0, 0);
+            if (tok < r1) {
+                const long long pg = idx[tok];
+                const uint4 *cp = reinterpret_cast<const uint4 *>(ckv + pg * 1024);
+                r[u][0] = __ldg(cp + lane);
+                r[u][1] = __ldg(cp + 32 + lane);
+                if (lane < 8) r[u][2] = __ldg(reinterpret_cast<const uint4 *>(kpe + pg * 128) + lane);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            for (int j = 0; j < 3; j++) acc ^= r[u][j].x ^ r[u][j].y ^ r[u][j].z ^ r[u][j].w;
+    }
+    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
+}
+
+template <typename Timeit>
+static void run_mla(Timeit timeit, int sms, float empty_us, float *out) {
+    for (int n : {64000, 256000}) {
+        const int pool = 2 * n + 1024;
+        const double bytes = 1152.0 * n;
+        char *ckv, *kpe; CK(cudaMalloc(&ckv, (size_t)pool * 1024)); CK(cudaMalloc(&kpe, (size_t)pool * 128));
+        int *idx; CK(cudaMalloc(&idx, n * 4));
+        std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
+        { std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); }
+        perm.resize(n);
+        CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+        {
+            char *s; CK(cudaMalloc(&s, (size_t)bytes));
+            float best = 1e9f;
+            for (int g : {sms * 2, sms * 4, sms * 8}) {
+                best = std::min(best, timeit([&] { stream_read<<<g, 512>>>(reinterpret_cast<const uint4 *>(s), (long long)bytes / 16, out); }, 20));
+                CK(cudaGetLastError());
+            }
+            printf("mla n=%d stream read of the same bytes (%.1f MB): %.2f us  %.2f TB/s (%.2f without the empty kernel)\n", n, bytes / 1e6, best, bytes / best / 1e6, bytes / (best - empty_us) / 1e6);
+            CK(cudaFree(s));
+        }
+        float best = 1e9f; char bestname[96] = "";
+        auto run = [&](auto kern, int threads, int smem, int ctas, const char *name) {
+            if (smem > 48 * 1024) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            const int chunk = (n + ctas - 1) / ctas;
+            float us = timeit([&] { kern<<<ctas, threads, smem>>>(idx, ckv, kpe, n, chunk, out); }, 20);
+            CK(cudaGetLastError());
+            printf("mla n=%d %-26s ctas=%4d smem=%6d: %7.2f us  %.2f TB/s\n", n, name, ctas, smem, us, bytes / us / 1e6);
+            if (us < best) { best = us; snprintf(bestname, sizeof bestname, "%s ctas=%d", name, ctas); }
+        };
+        for (int ctas : {sms, 2 * sms, 3 * sms, 4 * sms, 8 * sms}) {
+            if (ctas <= 3 * sms) {
+                run(mla_cp<32, 2, 256>, 256, 2 * 32 * 1168, ctas, "cp.async T32 S2 256t");
+                run(mla_cp<16, 2, 128>, 128, 2 * 16 * 1168, ctas, "cp.async T16 S2 128t");
+            }
+            if (ctas <= sms) run(mla_cp<32, 4, 256>, 256, 4 * 32 * 1168, ctas, "cp.async T32 S4 256t");
+            if (ctas <= 2 * sms) {
+                run(mla_bulk<16, 6>, 64, 6 * 16 * 1152 + 256, ctas, "bulk T16 S6");
+                run(mla_bulk<32, 3>, 64, 3 * 32 * 1152 + 256, ctas, "bulk T32 S3");
+            }
+            if (ctas >= 2 * sms) run(mla_bulk<16, 3>, 64, 3 * 16 * 1152 + 256, ctas, "bulk T16 S3");
+            run(mla_ld<2>, 256, 0, ctas, "ld U2 256t");
+            run(mla_ld<4>, 256, 0, ctas, "ld U4 256t");
+            run(mla_ld<8>, 256, 0, ctas, "ld U8 256t");
+        }
+        printf("mla n=%d BEST %s: %.2f us  %.2f TB/s (%.2f without the empty kernel)\n", n, bestname, best, bytes / best / 1e6, bytes / (best - empty_us) / 1e6);
+        CK(cudaFree(idx)); CK(cudaFree(ckv)); CK(cudaFree(kpe));
+    }
+}
+
 int main(int argc, char **argv) {
     int dev = 0; cudaDeviceProp pr; CK(cudaGetDeviceProperties(&pr, dev));
     const int sms = pr.multiProcessorCount;
@@ -183,6 +340,10 @@ int main(int argc, char **argv) {
     printf("memset 256B + empty: %.2f us\n", timeit([&] { cudaMemsetAsync(dummy, 0, 4); empty_kernel<<<1, 32>>>(dummy); }, 30));
     const bool quick = argc > 1 && argv[1][0] == 'q';
     float *out; CK(cudaMalloc(&out, 1 << 20));
+    if (argc > 1 && std::string(argv[1]) == "mla") {
+        run_mla(timeit, sms, empty_us, out);
+        return 0;
+    }
     for (int n : {28815, 46287}) {
         const int pool = 2 * n + 1024;
         const double bytes = 2.0 * n * 1024;

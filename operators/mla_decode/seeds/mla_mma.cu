@@ -2,12 +2,12 @@
 { "params": {"CHUNK": [16, 32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4],
              "WARPS": [4, 8], "MINB": [1, 2, 3], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 16, 32, 48, 64, 96, 128], "MW": [4, 8, 16]},
   "constraints": ["CHUNK % TILE == 0", "MINB*WARPS <= 16", "SPLIT == 1 || SEGP == 0",
-                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + (TILE + 8)*32 + 192 + 8192 + 1024) <= 233472"],
+                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 1024) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
               "part_lse": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads"]},
   "launch": [
     {"kernel": "mla_mma_partial", "grid": ["cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size*(1 - SPLIT)"], "block": ["WARPS*32"],
-     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + (TILE + 8)*32 + 192 + 8192",
+     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
     {"kernel": "mla_mma_merge", "grid": ["batch_size*num_qo_heads"], "block": ["MW*32"], "pdl": true,
@@ -49,10 +49,17 @@
  *      of part w / NT of the 36 (KS parts; NT n-tiles per warp when TILE/8 > WARPS); A = Q
  *      by ldmatrix, B = K rows by ldmatrix (a token row is a column of K^T). Partial sums
  *      to shared memory.
- *   2. Online softmax in base 2: warp w owns heads w, w + WARPS, ...; their running max m
- *      and sum l live in its registers; P (bf16) and the rescale factors to shared memory.
- *   3. O [16 x 512] += P . V: warp w owns dims [w*512/WARPS, (w+1)*512/WARPS); A = P by
- *      ldmatrix, B = V = the ckv part of the rows by ldmatrix.trans. No warp ever merges
+ *   2. Online softmax in base 2, in every warp: a lane reads the scores of its A-fragment
+ *      elements of P (heads r, r+8; 4 tokens of each 16) and makes them P (bf16) in
+ *      registers; the row max is reduced over the lane quad, the running max m is the same
+ *      in every warp (the same scores, the same operations), and each lane keeps its
+ *      columns' share of the sum l, reduced once at the finish. So one barrier per tile
+ *      separates the score from the PV, and P never passes through shared memory: against
+ *      warps owning heads and P in shared memory (one barrier more, five-step shuffle
+ *      trees), a tile of 16 tokens with 4 warps and 3 CTAs an SM ran b128 in 129 us
+ *      instead of 148 on an H200 (BENCHMARKS.md, "mla_mma's softmax on the fragments").
+ *   3. O [16 x 512] += P . V: warp w owns dims [w*512/WARPS, (w+1)*512/WARPS); A = P from
+ *      registers, B = V = the ckv part of the rows by ldmatrix.trans. No warp ever merges
  *      with another: every output element has one owner.
  *
  * Params:
@@ -125,16 +132,13 @@ constexpr int NT = TILE / 8;                                   /* n-tiles of the
 constexpr int NPW = NT > WARPS ? NT / WARPS : 1;               /* n-tiles per warp */
 constexpr int KS = WARPS > NT ? WARPS / NT : 1;                /* parts of the k-steps */
 constexpr int KPW = KSTEPS / KS;                               /* k-steps per part */
-constexpr int HPW = NUM_QO_HEADS / WARPS;                      /* softmax heads per warp */
 constexpr int DPW = DIM_CKV / WARPS;                           /* output dims per warp */
 constexpr int OT = DPW / 8;                                    /* PV n-tiles per warp */
-constexpr int P_STRIDE = (TILE + 8) * 2;                       /* bytes per P row */
 constexpr int Q_BYTES = NUM_QO_HEADS * ROW_BYTES;              /* 18688 */
 constexpr int RING_BYTES = STAGES * TILE * ROW_BYTES;
 constexpr int S_STRIDE = TILE + 8; /* floats per score row: the float2 stores of 16 lanes hit 32 banks */
 constexpr int S_BYTES = KS * NUM_QO_HEADS * S_STRIDE * 4;
-constexpr int P_BYTES = NUM_QO_HEADS * P_STRIDE;
-constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + P_BYTES + 192 + 8192;
+constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + 8192;
 
 static_assert(TILE == 16 || TILE == 32 || TILE == 64, "TILE is 16, 32 or 64 tokens");
 static_assert(WARPS == 4 || WARPS == 8, "WARPS is 4 or 8");
@@ -143,8 +147,7 @@ static_assert(STAGES >= 2, "at least double buffering");
 static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT is 0 or 1");
 static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
 static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS, "keep the smem expression in sync");
-static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS +
-                                (TILE + 8) * 32 + 192 + 8192,
+static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS + 8192,
               "keep the smem expression in the header in sync");
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
@@ -232,10 +235,7 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     unsigned char *const s_q = smem_raw;                                                  /* [16][ROW_BYTES] */
     unsigned char *const s_ring = s_q + Q_BYTES;                                          /* [STAGES][TILE][ROW_BYTES] */
     float *const s_s = reinterpret_cast<float *>(s_ring + RING_BYTES);                    /* [KS][16][S_STRIDE] */
-    unsigned char *const s_p = s_ring + RING_BYTES + S_BYTES;                             /* [16][P_STRIDE] bf16 */
-    float *const s_corr = reinterpret_cast<float *>(s_p + P_BYTES);                      /* [16] */
-    float *const s_ml = s_corr + NUM_QO_HEADS;                                            /* [16][2] */
-    int *const s_idx = reinterpret_cast<int *>(s_p + P_BYTES + 192);                      /* [IDX_MAX] */
+    int *const s_idx = reinterpret_cast<int *>(s_ring + RING_BYTES + S_BYTES);            /* [IDX_MAX] */
 
     pdl_launch_dependents(); /* the merge grid may be scheduled once every CTA of this one runs */
     const int tid = threadIdx.x;
@@ -340,18 +340,12 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     /* ldmatrix addressing: A (Q) rows lane & 15, piece +lane/16; B (K rows) rows lane & 7, piece +(lane/8)&1 */
     const unsigned q_addr = smem_addr(s_q) + (unsigned)((lane & 15) * ROW_BYTES + (lane >> 4) * 16);
     const unsigned kb_off = (unsigned)((lane & 7) * ROW_BYTES + ((lane >> 3) & 1) * 16);
-    /* PV: A (P rows) lane & 15, piece + lane/16; B (V rows, .trans) tokens (lane&7) + 8*((lane>>3)&1), piece + lane/16 */
-    const unsigned p_addr = smem_addr(s_p) + (unsigned)((lane & 15) * P_STRIDE + (lane >> 4) * 16);
+    /* PV: A (P) from registers; B (V rows, .trans) tokens (lane&7) + 8*((lane>>3)&1), piece + lane/16 */
     const unsigned v_off = (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES + (lane >> 4) * 16 + warp * DPW * 2);
 
     int waited = -1; /* the last tile waited for: a tile two segments share is waited for once */
     for (;;) {
-        float m_run[HPW], l_run[HPW]; /* softmax state of heads warp + WARPS*i (warp-uniform) */
-#pragma unroll
-        for (int i = 0; i < HPW; i++) {
-            m_run[i] = NEG_BIG;
-            l_run[i] = 0.0f;
-        }
+        float m_row[2] = {NEG_BIG, NEG_BIG}, l_row[2] = {0.0f, 0.0f}; /* softmax state of heads r, r+8 */
         float o[OT][4]; /* heads r, r+8; dims warp*DPW + 8*t + 2c, +1 */
 #pragma unroll
         for (int t = 0; t < OT; t++)
@@ -366,7 +360,7 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
                     issue_tile(waited + STAGES - 1); /* refills the slot of the tile before */
                 } while (waited < u);
             } else {
-                __syncthreads(); /* the last segment's PV is done with s_p; the new Q is in */
+                __syncthreads(); /* every warp is done with the last segment's scores; the new Q is in */
             }
             const unsigned tile = ring + (unsigned)((u % STAGES) * TILE * ROW_BYTES);
             /* 1. partial scores */
@@ -398,82 +392,88 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
             }
             __syncthreads();
 
-            /* 2. online softmax: warp owns heads warp + WARPS*i, lane owns tokens lane, lane + 32 */
-#pragma unroll
-            for (int i = 0; i < HPW; i++) {
-                const int h = warp + WARPS * i;
-                float s[2];
-                float mx = neg_inf();
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int t = lane + 32 * e;
-                    s[e] = neg_inf();
-                    if (t < TILE && u * TILE + t >= seg_a && u * TILE + t < seg_z) {
-                        float v = 0.0f;
-#pragma unroll
-                        for (int k = 0; k < KS; k++)
-                            v += s_s[(k * NUM_QO_HEADS + h) * S_STRIDE + t];
-                        s[e] = v * qk_scale;
-                    }
-                    mx = fmaxf(mx, s[e]);
-                }
-#pragma unroll
-                for (int off = 16; off >= 1; off /= 2)
-                    mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, off));
-                const float m_new = fmaxf(m_run[i], mx);
-                const float corr = exp2f(m_run[i] - m_new);
-                float sum = 0.0f;
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int t = lane + 32 * e;
-                    const float p = exp2f(s[e] - m_new); /* masked: exp2(-inf) = 0 */
-                    sum += p;
-                    if (t < TILE)
-                        *reinterpret_cast<__nv_bfloat16 *>(s_p + h * P_STRIDE + t * 2) = __float2bfloat16(p);
-                }
-#pragma unroll
-                for (int off = 16; off >= 1; off /= 2)
-                    sum += __shfl_xor_sync(FULL_MASK, sum, off);
-                l_run[i] = l_run[i] * corr + sum;
-                m_run[i] = m_new;
-                if (lane == 0)
-                    s_corr[h] = corr;
-            }
-            __syncthreads();
-
-            /* 3. O = O * corr + P . V over this warp's dims */
+            /* 2. online softmax on the fragments: every warp computes P for all 16 heads and the
+               tile's tokens itself, straight into the A fragments of its PV (rows r and r+8,
+               columns 2c, 2c+1, 2c+8, 2c+9 of each 16-token step), so nothing passes through
+               shared memory and no warp waits for another between the score and the PV; the
+               row max is reduced over the lane quad, the row sum only at the finish */
+            unsigned pa[TILE / 16][4];
             {
-                const float c0 = s_corr[r], c1 = s_corr[r + 8];
+                float sv[2][TILE / 16][4]; /* [row r, r+8][16-token step][columns 2c, 2c+1, 2c+8, 2c+9] */
+                float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
-                for (int t = 0; t < OT; t++) {
-                    o[t][0] *= c0;
-                    o[t][1] *= c0;
-                    o[t][2] *= c1;
-                    o[t][3] *= c1;
+                for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+                    for (int kt = 0; kt < TILE / 16; kt++)
+#pragma unroll
+                        for (int half = 0; half < 2; half++) {
+                            const int t = kt * 16 + 2 * c + 8 * half;
+                            float2 v = make_float2(0.0f, 0.0f);
+#pragma unroll
+                            for (int k = 0; k < KS; k++) {
+                                const float2 w = *reinterpret_cast<const float2 *>(s_s + (k * NUM_QO_HEADS + r + 8 * hh) * S_STRIDE + t);
+                                v.x += w.x;
+                                v.y += w.y;
+                            }
+                            const int g = u * TILE + t; /* token offset from lo */
+                            sv[hh][kt][2 * half] = (g >= seg_a && g < seg_z) ? v.x * qk_scale : neg_inf();
+                            sv[hh][kt][2 * half + 1] = (g + 1 >= seg_a && g + 1 < seg_z) ? v.y * qk_scale : neg_inf();
+                            mx[hh] = fmaxf(mx[hh], fmaxf(sv[hh][kt][2 * half], sv[hh][kt][2 * half + 1]));
+                        }
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(FULL_MASK, mx[hh], 1));
+                    mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(FULL_MASK, mx[hh], 2));
+                    const float m_new = fmaxf(m_row[hh], mx[hh]);
+                    const float corr = exp2f(m_row[hh] - m_new);
+                    m_row[hh] = m_new;
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int kt = 0; kt < TILE / 16; kt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            sv[hh][kt][e] = exp2f(sv[hh][kt][e] - m_new); /* masked: exp2(-inf) = 0 */
+                            sum += sv[hh][kt][e];
+                        }
+                    l_row[hh] = l_row[hh] * corr + sum; /* this lane's columns only */
+#pragma unroll
+                    for (int t = 0; t < OT; t++) {
+                        o[t][2 * hh] *= corr;
+                        o[t][2 * hh + 1] *= corr;
+                    }
                 }
 #pragma unroll
                 for (int kt = 0; kt < TILE / 16; kt++) {
-                    unsigned a[4];
-                    ldmatrix_x4(a, p_addr + (unsigned)(kt * 32));
-                    const unsigned vb = tile + v_off + (unsigned)(kt * 16 * ROW_BYTES);
+                    const __nv_bfloat162 p0 = __floats2bfloat162_rn(sv[0][kt][0], sv[0][kt][1]);
+                    const __nv_bfloat162 p1 = __floats2bfloat162_rn(sv[1][kt][0], sv[1][kt][1]);
+                    const __nv_bfloat162 p2 = __floats2bfloat162_rn(sv[0][kt][2], sv[0][kt][3]);
+                    const __nv_bfloat162 p3 = __floats2bfloat162_rn(sv[1][kt][2], sv[1][kt][3]);
+                    pa[kt][0] = *reinterpret_cast<const unsigned *>(&p0);
+                    pa[kt][1] = *reinterpret_cast<const unsigned *>(&p1);
+                    pa[kt][2] = *reinterpret_cast<const unsigned *>(&p2);
+                    pa[kt][3] = *reinterpret_cast<const unsigned *>(&p3);
+                }
+            }
+
+            /* 3. O += P . V over this warp's dims */
 #pragma unroll
-                    for (int t = 0; t < OT; t += 2) {
-                        unsigned bv[4];
-                        ldmatrix_x4_trans(bv, vb + (unsigned)(t * 16));
-                        mma_bf16(o[t], a, bv[0], bv[1]);
-                        mma_bf16(o[t + 1], a, bv[2], bv[3]);
-                    }
+            for (int kt = 0; kt < TILE / 16; kt++) {
+                const unsigned vb = tile + v_off + (unsigned)(kt * 16 * ROW_BYTES);
+#pragma unroll
+                for (int t = 0; t < OT; t += 2) {
+                    unsigned bv[4];
+                    ldmatrix_x4_trans(bv, vb + (unsigned)(t * 16));
+                    mma_bf16(o[t], pa[kt], bv[0], bv[1]);
+                    mma_bf16(o[t + 1], pa[kt], bv[2], bv[3]);
                 }
             }
         }
-        /* ---- finish: m and l of every head to shared memory, then each warp writes its dims ---- */
+        /* ---- finish: each warp has m and its lanes' part of l for rows r and r+8; it writes its dims ---- */
 #pragma unroll
-        for (int i = 0; i < HPW; i++)
-            if (lane == 0) {
-                s_ml[2 * (warp + WARPS * i)] = m_run[i];
-                s_ml[2 * (warp + WARPS * i) + 1] = l_run[i];
-            }
-        __syncthreads();
+        for (int hh = 0; hh < 2; hh++) {
+            l_row[hh] += __shfl_xor_sync(FULL_MASK, l_row[hh], 1);
+            l_row[hh] += __shfl_xor_sync(FULL_MASK, l_row[hh], 2);
+        }
         int part_first = 0;
         const int n_parts = request_parts(__ldg(kv_indptr + rb), __ldg(kv_indptr + rb + 1), rb, chunk, &part_first);
         const bool direct = n_parts == 1;
@@ -481,9 +481,9 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int h = r + 8 * hh;
-            const float L = s_ml[2 * h + 1];
+            const float L = l_row[hh];
             const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-            const float ls = L > 0.0f ? s_ml[2 * h] + log2f(L) : neg_inf();
+            const float ls = L > 0.0f ? m_row[hh] + log2f(L) : neg_inf();
 #pragma unroll
             for (int t = 0; t < OT; t++) {
                 const int d = warp * DPW + 8 * t + 2 * c;
