@@ -49,7 +49,7 @@ big = [x for x in op["ksearch"]["workloads"] if x["axes"]["batch_size"] > 1]
 assert all(max(l) > 2 * min(l) for l in (x["generators"]["kv_indptr"]["lengths"] for x in big)), "uneven"
 checks = {(a["batch_size"], a["num_kv_indices"]) for a in (x["axes"] for x in ops[0]["check_workloads"])}
 assert (1, 1) in checks and any(b > 128 for b, _ in checks), checks
-assert sorted(s.split("/")[-1] for s in ops[0]["seeds"]) == ["mla_fma.cu", "mla_mma.cu", "mla_wgmma.cu", "mla_ws.cu"], ops[0]["seeds"]
+assert sorted(s.split("/")[-1] for s in ops[0]["seeds"]) == ["mla_fma.cu", "mla_mma.cu", "mla_mma_ws.cu", "mla_wgmma.cu", "mla_ws.cu"], ops[0]["seeds"]
 PY
 
 run 1 "$KSEARCH" ops --op gqb

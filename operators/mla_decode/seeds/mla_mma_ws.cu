@@ -1,0 +1,722 @@
+/* ksearch
+{ "params": {"CHUNK": [32, 64, 128, 256, 512, 1024], "CTAS": [66, 132, 200, 264, 396, 528, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4, 6],
+             "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 32, 64, 96], "MW": [4, 8, 16]},
+  "constraints": ["CHUNK % TILE == 0", "MINB == 1 || WARPS*TILE <= 128", "SPLIT == 1 || SEGP == 0",
+                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES + 1024) <= 233472"],
+  "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
+              "part_lse": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads"]},
+  "launch": [
+    {"kernel": "mla_mma_ws_partial", "grid": ["cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size*(1 - SPLIT)"], "block": ["WARPS*32 + 32"],
+     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES",
+     "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
+              "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
+    {"kernel": "mla_mma_ws_merge", "grid": ["batch_size*num_qo_heads"], "block": ["MW*32"], "pdl": true,
+     "args": ["kv_indptr", "part_o", "part_lse", "output", "lse", "batch_size", "num_kv_indices"]} ] }
+*/
+/*
+ * Family "mla_mma_ws": mla_mma (its work split, score, softmax on the fragments and PV,
+ * unchanged) with its loads given to a warp of their own. One producer warp fills a
+ * STAGES-deep ring with one cp.async.bulk per row part (a token's 1 KiB ckv row and 128-byte
+ * kpe row), each stage completing on a "full" mbarrier (transaction bytes), and refills a
+ * stage once every consumer thread has arrived on its "empty" mbarrier; the consumers'
+ * barriers are named barriers among themselves. Against mla_mma, whose CTA issues 16-byte
+ * cp.async for the next tile at each tile's barrier, the copies no longer wait for the math
+ * and the ring can be deeper at the same occupancy: a bare read of mla_decode's rows took
+ * 118 us at b128 as mla_mma's loads make it and 88 us as one producer warp's bulk copies
+ * into a 3-stage ring (tools/gather-bench.cu mla; BENCHMARKS.md, seventh session).
+ * Rows of no token (past the chunk, or a page index out of range) are zeroed by the
+ * producer with st.shared (fenced to the async proxy before the next copy into them).
+ * Consumers that finish their segments early still wait for and release every tile the
+ * producer loads, so it never waits for a release that cannot come.
+ *
+ * The rest is mla_mma's (below); params as mla_mma's, with STAGES up to 6 and fewer values
+ * of CHUNK, CTAS and SEGP (the constraints' work bound).
+ *
+ * Work split, with chunk = min(2048, max(CHUNK, TILE*cdiv(cdiv(V, CTAS), TILE))) tokens, where
+ * V = N (SPLIT 0) or N + SEGP*batch_size (SPLIT 1, virtual tokens below):
+ *   SPLIT 0 (per request): request b owns the chunk slots [f(b), f(b) + cdiv(len_b, chunk)),
+ *     f(b) = floor(kv_indptr[b] / chunk) + b, which never overlap and all lie below
+ *     cdiv(N, chunk) + batch_size (the grid); every CTA works on one request, and a
+ *     request's last chunk is short, so CTAs differ in length.
+ *   SPLIT 1 (equal ranges): CTA g takes the tokens [g*chunk, (g+1)*chunk) of the whole
+ *     batch, whatever requests they belong to (grid cdiv(V, chunk)): every CTA the same
+ *     length, so CTAS = the CTAs that fit at once makes one even wave. It walks the
+ *     requests its range meets, one segment each (Q reloaded, softmax state reset); a
+ *     tile that two requests share is computed once per request, masked. The segment of
+ *     request b in CTA g leaves its partial at g + b: unique, since a request's CTAs are
+ *     consecutive and the next request starts in the CTA where it ended or later.
+ *     Virtual tokens: a CTA that meets a request boundary does more (the shared tile
+ *     twice, a Q load, a second write-out), so each request's start counts SEGP tokens:
+ *     token t of request b sits at t + SEGP*(b+1), CTA g takes the tokens at
+ *     [g*chunk, (g+1)*chunk) of that line (contiguous, since it grows with t), and a CTA
+ *     that meets a boundary streams up to SEGP fewer tokens. SEGP 0: equal token ranges.
+ * A CTA finds its (first) request with one coalesced read of kv_indptr and
+ * __syncthreads_count; idle slots exit at once. A request met by one CTA only is written in
+ * place; longer ones leave (o_s / l_s, lse_s) per segment, fp32 or bf16 (PART), which the
+ * merge launch (PDL: it starts while this grid runs) combines. Requests of no token get
+ * output 0 and lse -inf.
+ *
+ * Per CTA: Q (16 heads x 576 dims: q_nope then q_pe) in shared memory; the chunk's page
+ * indices in shared memory; a STAGES-deep ring of TILE-token tiles, each token a row of
+ * ckv (1024 B) then kpe (128 B), padded to 1168 B so that ldmatrix rows fall in distinct
+ * banks, filled with 16-byte cp.async.cg (zero-fill for tokens past the chunk). Per tile:
+ *   1. S [16 heads x TILE] = Q . K^T: warp w takes n-tile (8 tokens) w % NT and the k-steps
+ *      of part w / NT of the 36 (KS parts; NT n-tiles per warp when TILE/8 > WARPS); A = Q
+ *      by ldmatrix, B = K rows by ldmatrix (a token row is a column of K^T). Partial sums
+ *      to shared memory.
+ *   2. Online softmax in base 2, in every warp: a lane reads the scores of its A-fragment
+ *      elements of P (heads r, r+8; 4 tokens of each 16) and makes them P (bf16) in
+ *      registers; the row max is reduced over the lane quad, the running max m is the same
+ *      in every warp (the same scores, the same operations), and each lane keeps its
+ *      columns' share of the sum l, reduced once at the finish. So one barrier per tile
+ *      separates the score from the PV, and P never passes through shared memory: against
+ *      warps owning heads and P in shared memory (one barrier more, five-step shuffle
+ *      trees), a tile of 16 tokens with 4 warps and 3 CTAs an SM ran b128 in 129 us
+ *      instead of 148 on an H200 (BENCHMARKS.md, "mla_mma's softmax on the fragments").
+ *   3. O [16 x 512] += P . V: warp w owns dims [w*512/WARPS, (w+1)*512/WARPS); A = P from
+ *      registers, B = V = the ckv part of the rows by ldmatrix.trans. No warp ever merges
+ *      with another: every output element has one owner.
+ *
+ * Params:
+ *   CHUNK  - fewest tokens per CTA; CTAS - slots wanted (the chunk grows to cdiv(N, CTAS)
+ *            tokens when that is more; 1048576: a fixed chunk): GPU fill and balance vs.
+ *            partial traffic and the merge
+ *   TILE   - tokens per ring stage (16, 32, 64)
+ *   STAGES - ring depth: STAGES-1 tiles in flight while one is computed
+ *   WARPS  - 4 or 8 (the score splits the k-steps, the PV splits the output dims)
+ *   MINB   - CTAs per SM asked of ptxas (__launch_bounds__), and allowed by shared memory:
+ *            several CTAs overlap one's barriers with another's loads and math
+ *   PART   - partials in fp32 (0) or bf16 (1)
+ *   SPLIT  - per-request chunks (0) or equal token ranges across requests (1)
+ *   SEGP   - SPLIT 1: the tokens a request boundary costs a CTA (virtual tokens)
+ *   MW     - warps per merge CTA (4, 8, 16): a long request's partials are read MW*4 at a
+ *            time, so its merge takes cdiv(partials, MW*4) dependent round trips
+ */
+#include <cuda_bf16.h>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "mla_mma_ws needs sm_90 or newer (griddepcontrol, cp.async.bulk and mbarrier transaction counts; its constraints allow up to 227 KiB of shared memory per block)"
+#endif
+
+#ifndef CHUNK
+#define CHUNK 64
+#endif
+#ifndef TILE
+#define TILE 16
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef WARPS
+#define WARPS 4
+#endif
+#ifndef MINB
+#define MINB 1
+#endif
+#ifndef PART
+#define PART 0
+#endif
+#ifndef CTAS
+#define CTAS 132
+#endif
+#ifndef SPLIT
+#define SPLIT 0
+#endif
+#ifndef SEGP
+#define SEGP 0
+#endif
+#ifndef MW
+#define MW 4
+#endif
+#define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
+#define CHUNK_TILE TILE
+
+#define NUM_QO_HEADS 16
+#define DIM_CKV 512
+#define DIM_KPE 64
+#define DIM_QK (DIM_CKV + DIM_KPE) /* 576 */
+#define ROW_PIECES (DIM_QK / 8)     /* 16-byte pieces of a token row: 72 (64 ckv + 8 kpe) */
+#define ROW_BYTES 1168              /* 1152 + 16 of padding: rows start 73 pieces apart */
+#define CTHREADS (WARPS * 32)     /* consumer threads */
+#define THREADS (CTHREADS + 32)    /* and the producer warp */
+#define FULL_MASK 0xffffffffu
+#define NEG_BIG (-1.0e30f) /* "no token yet": finite, so exp2(NEG_BIG - NEG_BIG) = 1, never NaN */
+#define LOG2E 1.4426950408889634f
+
+constexpr int KSTEPS = DIM_QK / 16;                            /* 36 */
+constexpr int NT = TILE / 8;                                   /* n-tiles of the score */
+constexpr int NPW = NT > WARPS ? NT / WARPS : 1;               /* n-tiles per warp */
+constexpr int KS = WARPS > NT ? WARPS / NT : 1;                /* parts of the k-steps */
+constexpr int KPW = KSTEPS / KS;                               /* k-steps per part */
+constexpr int DPW = DIM_CKV / WARPS;                           /* output dims per warp */
+constexpr int OT = DPW / 8;                                    /* PV n-tiles per warp */
+constexpr int Q_BYTES = NUM_QO_HEADS * ROW_BYTES;              /* 18688 */
+constexpr int RING_BYTES = STAGES * TILE * ROW_BYTES;
+constexpr int S_STRIDE = TILE + 8; /* floats per score row: the float2 stores of 16 lanes hit 32 banks */
+constexpr int S_BYTES = KS * NUM_QO_HEADS * S_STRIDE * 4;
+constexpr int SMEM_BYTES = Q_BYTES + RING_BYTES + S_BYTES + 8192 + 16 * STAGES;
+
+static_assert(TILE == 16 || TILE == 32 || TILE == 64, "TILE is 16, 32 or 64 tokens");
+static_assert(WARPS == 4 || WARPS == 8, "WARPS is 4 or 8");
+static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
+static_assert(STAGES >= 2, "at least double buffering");
+static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT is 0 or 1");
+static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
+static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS, "keep the smem expression in sync");
+static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS + 8192 + 16 * STAGES,
+              "keep the smem expression in the header in sync");
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+
+/* programmatic dependent launch: the merge launch may start while the partial grid runs,
+   and waits for it before it reads a partial */
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+/* release: this thread's reads of the stage happen before the producer refills it */
+__device__ __forceinline__ void mbar_arrive(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* acquire: returns once the phase of the given parity has completed */
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n.reg .pred P1;\n"
+                 "LAB_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra.uni DONE;\n"
+                 "bra.uni LAB_WAIT;\n"
+                 "DONE:\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+/* the consumer warps' own barrier (the producer never waits at it) */
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CTHREADS) : "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x2(unsigned &r0, unsigned &r1, unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
+/* d += a . b, m16n8k16, bf16 inputs, fp32 accumulators */
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Tokens per chunk slot: CHUNK at least, more when that makes over CTAS slots, a whole number of
+   tiles, at most IDX_MAX (the page indices of a chunk sit in shared memory). Every launch
+   expression of the header computes the same. First slot of request b: floor(indptr / chunk) + b,
+   strictly increasing in b. */
+__device__ __forceinline__ int chunk_tokens(int num_kv_indices, int batch_size)
+{
+    const int virt = num_kv_indices + SPLIT * SEGP * batch_size; /* see "virtual tokens" above */
+    const int per_cta = (virt + CTAS - 1) / CTAS;
+    return min(IDX_MAX, max(CHUNK, CHUNK_TILE * ((per_cta + CHUNK_TILE - 1) / CHUNK_TILE)));
+}
+
+__device__ __forceinline__ int slot_begin(int indptr_b, int b, int chunk) { return indptr_b / chunk + b; }
+
+/* Where request b's partials are, [*first, *first + return): the partial and merge kernels
+   both ask this. One partial means the partial kernel wrote the request in place. */
+__device__ __forceinline__ int request_parts(int start, int end, int b, int chunk, int *first)
+{
+    if (end <= start)
+        return 0;
+    if (SPLIT) { /* the CTAs whose virtual ranges hold the request's tokens */
+        *first = (start + SEGP * (b + 1)) / chunk + b;
+        return (end - 1 + SEGP * (b + 1)) / chunk - (start + SEGP * (b + 1)) / chunk + 1;
+    }
+    *first = slot_begin(start, b, chunk);
+    return (end - start + chunk - 1) / chunk;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
+mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *__restrict__ q_pe,
+                const __nv_bfloat16 *__restrict__ ckv_cache, const __nv_bfloat16 *__restrict__ kpe_cache,
+                const int *__restrict__ kv_indptr, const int *__restrict__ kv_indices, float sm_scale,
+                float *__restrict__ part_o, float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output,
+                float *__restrict__ lse, int batch_size, int num_pages, int num_kv_indices)
+{
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    unsigned char *const s_q = smem_raw;                                                  /* [16][ROW_BYTES] */
+    unsigned char *const s_ring = s_q + Q_BYTES;                                          /* [STAGES][TILE][ROW_BYTES] */
+    float *const s_s = reinterpret_cast<float *>(s_ring + RING_BYTES);                    /* [KS][16][S_STRIDE] */
+    int *const s_idx = reinterpret_cast<int *>(s_ring + RING_BYTES + S_BYTES);            /* [IDX_MAX] */
+    const unsigned full_bar = smem_addr(s_idx + IDX_MAX);                                 /* [STAGES] mbarriers */
+    const unsigned empty_bar = full_bar + 8 * STAGES;                                     /* [STAGES] mbarriers */
+
+    pdl_launch_dependents(); /* the merge grid may be scheduled once every CTA of this one runs */
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int slot = blockIdx.x;
+    const int chunk = chunk_tokens(num_kv_indices, batch_size);
+
+    /* ---- this CTA's tokens [lo, hi) and the first request they meet (block-uniform) ---- */
+    int lo, hi, cnt = 0;
+    if (SPLIT) {
+        /* virtual range [x, y): the first requests that end past x and past y */
+        const int x = slot * chunk, y = x + chunk;
+        int cnt_y = 0;
+        for (int base = 0; base < batch_size; base += THREADS) {
+            const int bb = base + tid;
+            const int ve = bb < batch_size ? __ldg(kv_indptr + bb + 1) + SEGP * (bb + 1) : 0x7fffffff;
+            cnt += __syncthreads_count(ve <= x);
+            cnt_y += __syncthreads_count(ve <= y);
+        }
+        const int end_all = __ldg(kv_indptr + batch_size);
+        lo = cnt < batch_size ? max(__ldg(kv_indptr + cnt), x - SEGP * (cnt + 1)) : end_all;
+        hi = cnt_y < batch_size ? max(__ldg(kv_indptr + cnt_y), y - SEGP * (cnt_y + 1)) : end_all;
+        hi = min(hi, num_kv_indices);
+    } else {
+        /* the request that owns this slot: b = #{b < B : f(b) <= slot} - 1 */
+        for (int base = 0; base < batch_size; base += THREADS) {
+            const int bb = base + tid;
+            const bool pred = bb < batch_size && slot_begin(__ldg(kv_indptr + bb), bb, chunk) <= slot;
+            cnt += __syncthreads_count(pred);
+        }
+        cnt -= 1;
+        if (cnt < 0)
+            return; /* only if kv_indptr[0] > 0: slots below request 0's */
+        const int start = __ldg(kv_indptr + cnt);
+        const int j = slot - slot_begin(start, cnt, chunk);
+        lo = start + j * chunk;
+        hi = min(lo + chunk, __ldg(kv_indptr + cnt + 1)); /* empty for an idle slot */
+    }
+    /* request rb's segment in [lo, hi), as token offsets from lo: [seg_a, seg_z) */
+    int rb = cnt, seg_a = 0, seg_z = 0;
+    auto next_segment = [&]() { /* from rb on, the next request with tokens in [lo, hi) */
+        for (; rb < batch_size; rb++) {
+            const int s0 = __ldg(kv_indptr + rb), e0 = __ldg(kv_indptr + rb + 1);
+            if (s0 >= hi)
+                break;
+            seg_a = max(s0, lo) - lo;
+            seg_z = min(e0, hi) - lo;
+            if (seg_a < seg_z)
+                return true;
+        }
+        return false;
+    };
+    if (hi <= lo || !next_segment())
+        return; /* idle slot */
+    const int n_tiles = (hi - lo + TILE - 1) / TILE;
+
+    /* ---- page indices (-1 past the end or out of range) and Q to shared memory ---- */
+    for (int k = tid; k < chunk; k += THREADS) {
+        int pg = -1;
+        if (k < hi - lo)
+            pg = __ldg(kv_indices + lo + k);
+        s_idx[k] = ((unsigned)pg < (unsigned)num_pages) ? pg : -1;
+    }
+    auto load_q = [&](int qb) {
+        for (int i = tid; i < NUM_QO_HEADS * ROW_PIECES; i += CTHREADS) { /* consumer threads */
+            const int h = i / ROW_PIECES, p = i % ROW_PIECES;
+            const uint4 v = p < 64 ? __ldg(reinterpret_cast<const uint4 *>(q_nope + ((size_t)qb * NUM_QO_HEADS + h) * DIM_CKV) + p)
+                                   : __ldg(reinterpret_cast<const uint4 *>(q_pe + ((size_t)qb * NUM_QO_HEADS + h) * DIM_KPE) + (p - 64));
+            *reinterpret_cast<uint4 *>(s_q + h * ROW_BYTES + p * 16) = v;
+        }
+    };
+    if (tid < CTHREADS)
+        load_q(rb);
+    if (tid == 0) {
+        for (int st = 0; st < STAGES; st++) {
+            mbar_init(full_bar + 8 * st, 1);      /* the producer's arrive, with the stage's bytes */
+            mbar_init(empty_bar + 8 * st, CTHREADS); /* one arrive per consumer thread */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads(); /* s_idx, Q and the mbarriers ready */
+
+    const unsigned ring = smem_addr(s_ring);
+    if (warp == WARPS) { /* ---- the producer: tile u into stage u % STAGES, rows lane, lane + 32 ---- */
+        for (int u = 0; u < n_tiles; u++) {
+            const int st = u % STAGES;
+            if (u >= STAGES) /* every consumer warp is done with tile u - STAGES */
+                mbar_wait(empty_bar + 8 * st, (unsigned)(((u / STAGES) - 1) & 1));
+            int nvalid = 0;
+#pragma unroll
+            for (int k = 0; k < (TILE + 31) / 32; k++) {
+                const int tr = lane + 32 * k;
+                const bool valid = tr < TILE && s_idx[u * TILE + tr] >= 0;
+                nvalid += __popc(__ballot_sync(FULL_MASK, valid));
+                if (tr < TILE && !valid)
+                    for (int p = 0; p < ROW_PIECES; p++)
+                        *reinterpret_cast<uint4 *>(s_ring + (st * TILE + tr) * ROW_BYTES + p * 16) = make_uint4(0, 0, 0, 0);
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* zeroed rows before later copies into them */
+            __syncwarp();
+            if (lane == 0) /* releases the zeroed rows with the stage */
+                mbar_arrive_expect_tx(full_bar + 8 * st, (unsigned)(nvalid * 1152));
+            __syncwarp(); /* the byte count is armed before any copy can complete */
+#pragma unroll
+            for (int k = 0; k < (TILE + 31) / 32; k++) {
+                const int tr = lane + 32 * k;
+                if (tr < TILE) {
+                    const int pg = s_idx[u * TILE + tr];
+                    const unsigned dst = ring + (unsigned)((st * TILE + tr) * ROW_BYTES);
+                    if (pg >= 0) {
+                        bulk_copy(dst, ckv_cache + (size_t)pg * DIM_CKV, DIM_CKV * 2, full_bar + 8 * st);
+                        bulk_copy(dst + DIM_CKV * 2, kpe_cache + (size_t)pg * DIM_KPE, DIM_KPE * 2, full_bar + 8 * st);
+                    }
+                }
+            }
+        }
+        return; /* the consumers wait for every stage's copies before they exit */
+    }
+    /* ---- the consumers: warps 0..WARPS-1 ---- */
+    /* this thread is done with tile t: every lane releases its own reads (one arrival per warp
+       after a __syncwarp is ordered too, but compute-sanitizer's racecheck does not see it so;
+       gqa_ws found it) */
+    auto release = [&](int t) { mbar_arrive(empty_bar + 8 * (t % STAGES)); };
+
+    const float qk_scale = sm_scale * LOG2E;
+    const int r = lane >> 2; /* fragment row */
+    const int c = lane & 3;  /* fragment column pair */
+
+    /* score split of this warp */
+    const int s_nt0 = (warp % (NT / NPW)) * NPW; /* first n-tile */
+    const int s_ks = warp / (NT / NPW);          /* part of the k-steps (< KS) */
+    /* ldmatrix addressing: A (Q) rows lane & 15, piece +lane/16; B (K rows) rows lane & 7, piece +(lane/8)&1 */
+    const unsigned q_addr = smem_addr(s_q) + (unsigned)((lane & 15) * ROW_BYTES + (lane >> 4) * 16);
+    const unsigned kb_off = (unsigned)((lane & 7) * ROW_BYTES + ((lane >> 3) & 1) * 16);
+    /* PV: A (P) from registers; B (V rows, .trans) tokens (lane&7) + 8*((lane>>3)&1), piece + lane/16 */
+    const unsigned v_off = (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES + (lane >> 4) * 16 + warp * DPW * 2);
+
+    int waited = -1; /* the last tile waited for: a tile two segments share is waited for once */
+    for (;;) {
+        float m_row[2] = {NEG_BIG, NEG_BIG}, l_row[2] = {0.0f, 0.0f}; /* softmax state of heads r, r+8 */
+        float o[OT][4]; /* heads r, r+8; dims warp*DPW + 8*t + 2c, +1 */
+#pragma unroll
+        for (int t = 0; t < OT; t++)
+            o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+
+        for (int u = seg_a / TILE; u * TILE < seg_z; u++) {
+            if (u > waited) {
+                do { /* tiles no request owns (before kv_indptr[0]) are waited for too */
+                    if (waited >= 0)
+                        release(waited);
+                    waited++;
+                    mbar_wait(full_bar + 8 * (waited % STAGES), (unsigned)((waited / STAGES) & 1));
+                } while (waited < u);
+            }
+            consumer_sync(); /* every warp is done with the last tile's scores (and a new segment's Q is in) */
+            const unsigned tile = ring + (unsigned)((u % STAGES) * TILE * ROW_BYTES);
+            /* 1. partial scores */
+#pragma unroll
+            for (int n = 0; n < NPW; n++) {
+                const int nt = s_nt0 + n;
+                /* two accumulator chains (even and odd k-steps) halve the mma dependency latency */
+                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
+                const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
+#pragma unroll 3
+                for (int k = 0; k < KPW; k += 2) {
+                    unsigned a[4], b0, b1;
+                    ldmatrix_x4(a, qa + (unsigned)(k * 32));
+                    ldmatrix_x2(b0, b1, kb + (unsigned)(k * 32));
+                    mma_bf16(acc, a, b0, b1);
+                    if (k + 1 < KPW) {
+                        ldmatrix_x4(a, qa + (unsigned)((k + 1) * 32));
+                        ldmatrix_x2(b0, b1, kb + (unsigned)((k + 1) * 32));
+                        mma_bf16(acc1, a, b0, b1);
+                    }
+                }
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[e] += acc1[e];
+                float *const sp = s_s + s_ks * NUM_QO_HEADS * S_STRIDE;
+                *reinterpret_cast<float2 *>(sp + r * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[0], acc[1]);
+                *reinterpret_cast<float2 *>(sp + (r + 8) * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[2], acc[3]);
+            }
+            consumer_sync();
+
+            /* 2. online softmax on the fragments: every warp computes P for all 16 heads and the
+               tile's tokens itself, straight into the A fragments of its PV (rows r and r+8,
+               columns 2c, 2c+1, 2c+8, 2c+9 of each 16-token step), so nothing passes through
+               shared memory and no warp waits for another between the score and the PV; the
+               row max is reduced over the lane quad, the row sum only at the finish */
+            unsigned pa[TILE / 16][4];
+            {
+                float sv[2][TILE / 16][4]; /* [row r, r+8][16-token step][columns 2c, 2c+1, 2c+8, 2c+9] */
+                float mx[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+                    for (int kt = 0; kt < TILE / 16; kt++)
+#pragma unroll
+                        for (int half = 0; half < 2; half++) {
+                            const int t = kt * 16 + 2 * c + 8 * half;
+                            float2 v = make_float2(0.0f, 0.0f);
+#pragma unroll
+                            for (int k = 0; k < KS; k++) {
+                                const float2 w = *reinterpret_cast<const float2 *>(s_s + (k * NUM_QO_HEADS + r + 8 * hh) * S_STRIDE + t);
+                                v.x += w.x;
+                                v.y += w.y;
+                            }
+                            const int g = u * TILE + t; /* token offset from lo */
+                            sv[hh][kt][2 * half] = (g >= seg_a && g < seg_z) ? v.x * qk_scale : neg_inf();
+                            sv[hh][kt][2 * half + 1] = (g + 1 >= seg_a && g + 1 < seg_z) ? v.y * qk_scale : neg_inf();
+                            mx[hh] = fmaxf(mx[hh], fmaxf(sv[hh][kt][2 * half], sv[hh][kt][2 * half + 1]));
+                        }
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(FULL_MASK, mx[hh], 1));
+                    mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(FULL_MASK, mx[hh], 2));
+                    const float m_new = fmaxf(m_row[hh], mx[hh]);
+                    const float corr = exp2f(m_row[hh] - m_new);
+                    m_row[hh] = m_new;
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int kt = 0; kt < TILE / 16; kt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            sv[hh][kt][e] = exp2f(sv[hh][kt][e] - m_new); /* masked: exp2(-inf) = 0 */
+                            sum += sv[hh][kt][e];
+                        }
+                    l_row[hh] = l_row[hh] * corr + sum; /* this lane's columns only */
+#pragma unroll
+                    for (int t = 0; t < OT; t++) {
+                        o[t][2 * hh] *= corr;
+                        o[t][2 * hh + 1] *= corr;
+                    }
+                }
+#pragma unroll
+                for (int kt = 0; kt < TILE / 16; kt++) {
+                    const __nv_bfloat162 p0 = __floats2bfloat162_rn(sv[0][kt][0], sv[0][kt][1]);
+                    const __nv_bfloat162 p1 = __floats2bfloat162_rn(sv[1][kt][0], sv[1][kt][1]);
+                    const __nv_bfloat162 p2 = __floats2bfloat162_rn(sv[0][kt][2], sv[0][kt][3]);
+                    const __nv_bfloat162 p3 = __floats2bfloat162_rn(sv[1][kt][2], sv[1][kt][3]);
+                    pa[kt][0] = *reinterpret_cast<const unsigned *>(&p0);
+                    pa[kt][1] = *reinterpret_cast<const unsigned *>(&p1);
+                    pa[kt][2] = *reinterpret_cast<const unsigned *>(&p2);
+                    pa[kt][3] = *reinterpret_cast<const unsigned *>(&p3);
+                }
+            }
+
+            /* 3. O += P . V over this warp's dims */
+#pragma unroll
+            for (int kt = 0; kt < TILE / 16; kt++) {
+                const unsigned vb = tile + v_off + (unsigned)(kt * 16 * ROW_BYTES);
+#pragma unroll
+                for (int t = 0; t < OT; t += 2) {
+                    unsigned bv[4];
+                    ldmatrix_x4_trans(bv, vb + (unsigned)(t * 16));
+                    mma_bf16(o[t], pa[kt], bv[0], bv[1]);
+                    mma_bf16(o[t + 1], pa[kt], bv[2], bv[3]);
+                }
+            }
+        }
+        /* ---- finish: each warp has m and its lanes' part of l for rows r and r+8; it writes its dims ---- */
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            l_row[hh] += __shfl_xor_sync(FULL_MASK, l_row[hh], 1);
+            l_row[hh] += __shfl_xor_sync(FULL_MASK, l_row[hh], 2);
+        }
+        int part_first = 0;
+        const int n_parts = request_parts(__ldg(kv_indptr + rb), __ldg(kv_indptr + rb + 1), rb, chunk, &part_first);
+        const bool direct = n_parts == 1;
+        const int part = SPLIT ? slot + rb : slot; /* this segment's partial */
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int h = r + 8 * hh;
+            const float L = l_row[hh];
+            const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+            const float ls = L > 0.0f ? m_row[hh] + log2f(L) : neg_inf();
+#pragma unroll
+            for (int t = 0; t < OT; t++) {
+                const int d = warp * DPW + 8 * t + 2 * c;
+                const float x0 = o[t][2 * hh] * inv, x1 = o[t][2 * hh + 1] * inv;
+                if (direct) {
+                    *reinterpret_cast<__nv_bfloat162 *>(output + ((size_t)rb * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                        __floats2bfloat162_rn(x0, x1);
+                } else if (PART) {
+                    *reinterpret_cast<__nv_bfloat162 *>(reinterpret_cast<__nv_bfloat16 *>(part_o) +
+                                                        ((size_t)part * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                        __floats2bfloat162_rn(x0, x1);
+                } else {
+                    *reinterpret_cast<float2 *>(part_o + ((size_t)part * NUM_QO_HEADS + h) * DIM_CKV + d) =
+                        make_float2(x0, x1);
+                }
+            }
+            if (warp == 0 && c == 0) {
+                if (direct)
+                    lse[(size_t)rb * NUM_QO_HEADS + h] = ls;
+                else
+                    part_lse[(size_t)part * NUM_QO_HEADS + h] = ls;
+            }
+        }
+        rb++;
+        if (!next_segment())
+            break;
+        load_q(rb); /* every warp is past its last read of Q (the score, two barriers ago) */
+    }
+    while (waited + 1 < n_tiles) { /* tiles past the last segment: waited for and released all the same */
+        if (waited >= 0)
+            release(waited);
+        waited++;
+        mbar_wait(full_bar + 8 * (waited % STAGES), (unsigned)((waited / STAGES) & 1));
+    }
+}
+
+/* One CTA of MW warps per (request, head): warp w takes the request's partials w, w+MW, ...
+   (four per step, so a lane has 8 to 16 loads in flight rather than one), lane owns dims
+   8*lane.. and 256 + 8*lane..; the MW warps' sums meet in shared memory. Requests of one
+   partial were finished by the partial kernel; requests of no token get output 0 and lse -inf. */
+extern "C" __global__ void __launch_bounds__(MW * 32)
+mla_mma_ws_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_o,
+              const float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output, float *__restrict__ lse,
+              int batch_size, int num_kv_indices)
+{
+    __shared__ float s_acc[MW][DIM_CKV];
+    __shared__ float s_l[MW];
+    const int row = blockIdx.x; /* b*16 + head */
+    if (row >= batch_size * NUM_QO_HEADS)
+        return;
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    const int b = row / NUM_QO_HEADS;
+    const int head = row % NUM_QO_HEADS;
+
+    const int chunk = chunk_tokens(num_kv_indices, batch_size);
+    int s0 = 0;
+    int n = request_parts(__ldg(kv_indptr + b), __ldg(kv_indptr + b + 1), b, chunk, &s0);
+    if (n == 1)
+        return; /* written by mla_mma_ws_partial */
+    const int virt = num_kv_indices + SPLIT * SEGP * batch_size;
+    const int n_slots = (virt + chunk - 1) / chunk + batch_size; /* the partials the scratch holds */
+    if (n > 0 && (s0 < 0 || s0 + n > n_slots))
+        n = 0; /* inconsistent kv_indptr: never read past the scratch */
+    pdl_wait(); /* the partial grid has finished and its stores are visible */
+
+    float mx = neg_inf();
+    for (int s = lane; s < n; s += 32)
+        mx = fmaxf(mx, __ldg(part_lse + (size_t)(s0 + s) * NUM_QO_HEADS + head));
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2)
+        mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, off));
+
+    float L = 0.0f;
+    float acc[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        acc[i] = 0.0f;
+    for (int s = warp; s < n; s += MW * 4) { /* warp-uniform */
+        float ws[4];
+        uint4 raw[4][4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int sk = s + MW * k;
+            const float ls = sk < n ? __ldg(part_lse + (size_t)(s0 + sk) * NUM_QO_HEADS + head) : neg_inf();
+            ws[k] = (ls == neg_inf()) ? 0.0f : exp2f(ls - mx);
+            const size_t prow = ((size_t)(s0 + (sk < n ? sk : s)) * NUM_QO_HEADS + head) * DIM_CKV;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int d = half * 256 + lane * 8;
+                if (PART) {
+                    raw[k][2 * half] = __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const __nv_bfloat16 *>(part_o) + prow + d));
+                } else {
+                    raw[k][2 * half] = __ldg(reinterpret_cast<const uint4 *>(part_o + prow + d));
+                    raw[k][2 * half + 1] = __ldg(reinterpret_cast<const uint4 *>(part_o + prow + d + 4));
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            L += ws[k];
+            if (ws[k] == 0.0f)
+                continue;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                float x[8];
+                if (PART) {
+                    const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&raw[k][2 * half]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float2 f = __bfloat1622float2(h2[e]);
+                        x[2 * e] = f.x;
+                        x[2 * e + 1] = f.y;
+                    }
+                } else {
+                    const float *f0 = reinterpret_cast<const float *>(&raw[k][2 * half]);
+                    const float *f1 = reinterpret_cast<const float *>(&raw[k][2 * half + 1]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        x[e] = f0[e];
+                        x[4 + e] = f1[e];
+                    }
+                }
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    acc[half * 8 + e] = fmaf(ws[k], x[e], acc[half * 8 + e]);
+            }
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; half++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            s_acc[warp][half * 256 + lane * 8 + e] = acc[half * 8 + e];
+    if (lane == 0)
+        s_l[warp] = L; /* the same in every lane */
+    __syncthreads();
+
+    float Lt = 0.0f;
+#pragma unroll
+    for (int w = 0; w < MW; w++)
+        Lt += s_l[w];
+    const float inv = (Lt > 0.0f) ? 1.0f / Lt : 0.0f;
+    for (int d = threadIdx.x * 4; d < DIM_CKV; d += MW * 32 * 4) {
+        float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int w = 0; w < MW; w++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                o[e] += s_acc[w][d + e];
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[e] *= inv;
+        __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(output + (size_t)row * DIM_CKV + d);
+        out[0] = __floats2bfloat162_rn(o[0], o[1]);
+        out[1] = __floats2bfloat162_rn(o[2], o[3]);
+    }
+    if (threadIdx.x == 0)
+        lse[row] = (Lt > 0.0f) ? mx + log2f(Lt) : neg_inf();
+}
