@@ -232,8 +232,8 @@ def parse_candidate(path, op):
     if not isinstance(block, dict):
         raise CandidateError("ksearch block must be a JSON object")
     for k in block:
-        if k not in ("params", "constraints", "scratch", "launch"):
-            raise CandidateError(f"ksearch block: unknown field '{k}' (fields: params, constraints, scratch, launch)")
+        if k not in ("params", "start", "constraints", "scratch", "launch"):
+            raise CandidateError(f"ksearch block: unknown field '{k}' (fields: params, start, constraints, scratch, launch)")
     params = block.get("params", {}) or {}
     constraints = block.get("constraints", []) or []
     if not isinstance(constraints, list) or not all(isinstance(c, str) and c.strip() for c in constraints):
@@ -250,6 +250,15 @@ def parse_candidate(path, op):
         if not isinstance(vals, list) or not vals or not all(type(v) is int for v in vals) \
                 or len(set(vals)) != len(vals):
             raise CandidateError(f"param '{k}' must be a non-empty list of distinct integers")
+    start = block.get("start", {}) or {}
+    if not isinstance(start, dict):
+        raise CandidateError("'start' must be an object of NAME -> value")
+    for k, v in start.items():  # the default params: each list with its start value first, as ksearch begins there
+        if k not in params:
+            raise CandidateError(f"start.{k}: not a param")
+        if v not in params[k]:
+            raise CandidateError(f"start.{k}: {v} is not one of its values {params[k]}")
+        params[k] = [v] + [x for x in params[k] if x != v]
     for k, v in scratch.items():
         if not IDENT.match(k) or k in tensors or k in axes or k in params:
             raise CandidateError(f"scratch '{k}' is not a C identifier or clashes with a tensor, axis or param")
@@ -295,8 +304,9 @@ def allowed(combo, constraints):
 
 
 def param_sets(params, constraints, overrides, all_params):
-    """The default params (the first values, or else the first combination, first param varying
-    slowest, that meets the constraints), or (all_params) every allowed combination; --param
+    """The default params (the block's start and the first values, or else the first combination,
+    first param varying slowest, that meets the constraints), or (all_params) every allowed
+    combination; --param
     pins values. A pinned combination that breaks a constraint is a usage error, as in ksearch."""
     names = list(params)
     for k, v in overrides.items():
@@ -656,7 +666,7 @@ def main(argv=None):
                                  epilog="exit status: 0 all passed, 1 a candidate failed, 2 usage error")
     ap.add_argument("op_dir", metavar="OP_DIR")
     ap.add_argument("candidate", metavar="CANDIDATE.cu")
-    ap.add_argument("--param", action="append", default=[], metavar="K=V", help="set a param (default: first value of each)")
+    ap.add_argument("--param", action="append", default=[], metavar="K=V", help="set a param (default: its start, else its first value)")
     ap.add_argument("--all-params", action="store_true", help="every combination of the params")
     ap.add_argument("--time", action="store_true", help="also time the benchmark workloads")
     ap.add_argument("--arch", help="NVRTC target, e.g. sm_90a (default: the GPU's, 'a' on sm_90)")

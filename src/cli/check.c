@@ -319,7 +319,7 @@ int cmd_check(int argc, char **argv)
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "op", &op_name, "NAME", "the operator the candidate implements (required)"),
 		KS_OPT_LIST('p', "param", &args.param, "K=V",
-			    "set a param (repeatable); others take their first value"),
+			    "set a param (repeatable); others take their default (start or first value)"),
 		KS_OPT_BOOL(0, "all-params", &args.all_params, "check every combination of the params"),
 		KS_OPT_LIST('w', "workload", &workload, "ID",
 			    "time only this benchmark workload (repeatable)"),

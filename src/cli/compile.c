@@ -29,8 +29,9 @@ static const struct ks_help help = {
 		       "occupancy from the architecture's limits for the launch's block size and\n"
 		       "shared memory.  Then the candidate's MAP-Elites descriptors and its cell.\n"
 		       "\n"
-		       "Without --param the first value of every param is used; --param changes\n"
-		       "some; --all-params compiles every combination and prints one row each.",
+		       "Without --param the default params are used (the block's \"start\", else the\n"
+		       "first value of each); --param changes some; --all-params compiles every\n"
+		       "combination and prints one row each.",
 	.examples =
 		"  ksearch compile operators/gqa/seeds/split_kv.cu --op gqa\n"
 		"  ksearch compile operators/gqa/seeds/split_kv.cu --op gqa --param SPLITS=8 --arch sm_80\n"
@@ -154,7 +155,7 @@ int cmd_compile(int argc, char **argv)
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "op", &op_name, "NAME", "the operator the candidate implements (required)"),
 		KS_OPT_LIST('p', "param", &param, "K=V",
-			    "set a param (repeatable); others take their first value"),
+			    "set a param (repeatable); others take their default (start or first value)"),
 		KS_OPT_BOOL(0, "all-params", &all_params, "compile every combination of the params"),
 		KS_OPT_STRING(0, "arch", &arch_given, "sm_XX",
 			      "target architecture (default: GPU 0's, else sm_90a)"),

@@ -389,6 +389,66 @@ static int parse_launches(struct ks_candidate *cand, const json_t *launch, struc
  * count of allowed ones, --all-params, the mutators' scans) is bounded
  * here, before anything enumerates.
  */
+/*
+ * "start": where the params begin, NAME -> one of its values (params it
+ * leaves out begin at their first value): what `ksearch check` runs
+ * without --param, and the combination the search evaluates a seed at.
+ * Lets a family keep its value lists in order (a move goes one place
+ * along them) and still begin where it was measured best.  It must meet
+ * the constraints.
+ */
+static int parse_start(struct ks_candidate *cand, const json_t *start, struct ks_error *err)
+{
+	int64_t values[KS_CANDIDATE_MAX_PARAMS];
+	const char *name;
+	json_t *v;
+	char why[256];
+
+	if (!start)
+		return 0;
+	if (!json_is_object(start))
+		return ks_fail(err, "start: expected an object of NAME -> value, e.g. {\"TILE\": 64}");
+	json_object_foreach((json_t *)start, name, v)
+	{
+		struct ks_param *p = NULL;
+		struct ks_strbuf known;
+
+		for (size_t i = 0; i < cand->n_params; i++)
+			if (!strcmp(cand->params[i].name, name))
+				p = &cand->params[i];
+		if (!p) {
+			ks_strbuf_init(&known);
+			for (size_t i = 0; i < cand->n_params; i++)
+				ks_strbuf_addf(&known, "%s%s", i ? ", " : "", cand->params[i].name);
+			ks_fail(err, "start.%s: not a param (params: %s)", name,
+				cand->n_params ? known.buf : "none");
+			ks_strbuf_release(&known);
+			return -1;
+		}
+		if (!json_is_integer(v))
+			return ks_fail(err, "start.%s: expected an integer, got %s", name,
+				       ks_json_type_word(v));
+		p->start = p->n_values;
+		for (size_t k = 0; k < p->n_values; k++)
+			if (p->values[k] == json_integer_value(v))
+				p->start = k;
+		if (p->start == p->n_values) {
+			ks_strbuf_init(&known);
+			for (size_t k = 0; k < p->n_values; k++)
+				ks_strbuf_addf(&known, "%s%lld", k ? ", " : "", (long long)p->values[k]);
+			ks_fail(err, "start.%s: %lld is not one of its values (%s)", name,
+				(long long)json_integer_value(v), known.buf);
+			ks_strbuf_release(&known);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < cand->n_params; i++)
+		values[i] = cand->params[i].values[cand->params[i].start];
+	if (!ks_params_allowed(cand, values, why, sizeof(why)))
+		return ks_fail(err, "start: %s", why);
+	return 0;
+}
+
 static int check_combinations(const struct ks_candidate *cand, struct ks_error *err)
 {
 	uint64_t combos = 1, bytes = 0;
@@ -458,12 +518,11 @@ int ks_candidate_parse(const char *path, const char *source, struct ks_candidate
 	}
 	json_object_foreach(root, key, unused)
 	{
-		if (strcmp(key, "params") && strcmp(key, "constraints") && strcmp(key, "scratch") &&
-		    strcmp(key, "launch")) {
+		if (strcmp(key, "params") && strcmp(key, "start") && strcmp(key, "constraints") &&
+		    strcmp(key, "scratch") && strcmp(key, "launch")) {
 			ks_fail(err,
-				"%s:%d: ksearch block: unknown field '%s' (fields: params, constraints, "
-				"scratch, "
-				"launch)",
+				"%s:%d: ksearch block: unknown field '%s' (fields: params, start, "
+				"constraints, scratch, launch)",
 				path, cand->block_line, key);
 			goto cleanup;
 		}
@@ -475,7 +534,7 @@ int ks_candidate_parse(const char *path, const char *source, struct ks_candidate
 		ks_error_prefix(err, "%s:%d: ksearch block", path, cand->block_line);
 		goto cleanup;
 	}
-	if (check_combinations(cand, err) < 0) {
+	if (check_combinations(cand, err) < 0 || parse_start(cand, json_object_get(root, "start"), err) < 0) {
 		ks_error_prefix(err, "%s:%d: ksearch block", path, cand->block_line);
 		goto cleanup;
 	}
@@ -763,7 +822,7 @@ void ks_params_first(const struct ks_candidate *cand, int64_t *values)
 	size_t count = ks_params_count(cand);
 
 	for (size_t i = 0; i < cand->n_params; i++)
-		values[i] = cand->params[i].values[0];
+		values[i] = cand->params[i].values[cand->params[i].start];
 	if (ks_params_allowed(cand, values, NULL, 0))
 		return;
 	/* the first combination, in enumeration order, that meets the constraints */

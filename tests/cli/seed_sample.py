@@ -9,7 +9,7 @@ For each operators/<op>/reference.cu and seeds/*.cu: enumerate the combinations 
 its params that meet its constraints (evaluated here as C: integer arithmetic,
 comparisons, !, &&, ||, min, max, cdiv), check that every value of every param
 occurs in some allowed combination (no dead values), and pick exactly SAMPLE (default
-24) of them: the default (first allowed) combination, then the ones that bring the most
+24) of them: the default (the start, else the first allowed) combination, then the ones that bring the most
 param values not yet picked (every param's smallest and largest first), then evenly
 spaced points of the enumeration; 4 picks cover most values of most families. A family
 with at most SAMPLE allowed combinations is compiled whole. Each pick is compiled with `ksearch compile --param
@@ -73,12 +73,17 @@ def allowed_combos(block):
                 out.append(combo)
         except ZeroDivisionError:
             pass  # a condition that cannot be decided does not hold
+    start = block.get("start", {})  # the default params: the block's start, as ksearch begins there
+    default = tuple(start.get(n, block["params"][n][0]) for n in names)
+    if start and default in out:
+        out.remove(default)
+        out.insert(0, default)
     return names, out
 
 
 def sample(names, combos, k):
     """Exactly min(k, len(combos)) allowed combinations, deterministically: the default (the
-    first allowed), then greedily the one that adds the most param values not yet in the
+    block's start, else the first allowed), then greedily the one that adds the most param values not yet in the
     sample (a param's smallest and largest value count double; ties go to a fixed hash, which
     spreads the picks), until every value is in or k are picked; then evenly spaced points."""
     if len(combos) <= k:

@@ -196,6 +196,36 @@ static void test_constraints_rule_combinations_out(void **state)
 	free(src);
 }
 
+/*
+ * "start" says where the params begin: what the default params are (a
+ * seed's first evaluation, `check` without --param), while the lists keep
+ * their order for the moves; params it leaves out begin at their first.
+ */
+static void test_start_is_the_default(void **state)
+{
+	struct fixture *f = *state;
+	char *src = test_replace(
+		good, "\"scratch\":",
+		"\"start\": {\"UNROLL\": 4}, \"constraints\": [\"THREADS * UNROLL >= 256\"], \"scratch\":");
+	const char *assign[] = { "THREADS=256" };
+	struct ks_candidate c;
+	struct ks_error err;
+	int64_t v[2];
+
+	assert_int_equal(ks_candidate_parse("good.cu", src, &c, &err), 0);
+	assert_int_equal(ks_candidate_bind(&c, &f->op, &err), 0);
+	ks_params_first(&c, v);
+	assert_int_equal(v[0], 128);		    /* THREADS: its first */
+	assert_int_equal(v[1], 4);		    /* UNROLL: the start, not 2 (the first allowed) */
+	assert_int_equal(c.params[1].values[0], 1); /* the list keeps its order */
+	/* --param on top of the start */
+	assert_int_equal(ks_params_assign(&c, assign, 1, v, &err), 0);
+	assert_int_equal(v[0], 256);
+	assert_int_equal(v[1], 4);
+	ks_candidate_release(&c);
+	free(src);
+}
+
 struct broken {
 	const char *from, *to, *expect;
 	int at_bind; /* fails at bind rather than parse */
@@ -227,6 +257,18 @@ static const struct broken broken[] = {
 	  0 },
 	{ "\"smem\": \"THREADS*4\"", "\"pdl\": 1, \"smem\": \"THREADS*4\"", "pdl: expected true or false",
 	  0 },
+	/* "start": params only, listed values, allowed by the constraints */
+	{ "\"scratch\":", "\"start\": {\"TILE\": 32}, \"scratch\":",
+	  "start.TILE: not a param (params: THREADS, UNROLL)", 0 },
+	{ "\"scratch\":", "\"start\": {\"UNROLL\": 3}, \"scratch\":",
+	  "start.UNROLL: 3 is not one of its values (1, 2, 4)", 0 },
+	{ "\"scratch\":", "\"start\": {\"UNROLL\": \"2\"}, \"scratch\":", "start.UNROLL: expected an integer",
+	  0 },
+	{ "\"scratch\":", "\"start\": [256, 2], \"scratch\":", "start: expected an object", 0 },
+	{ "\"scratch\":",
+	  "\"constraints\": [\"THREADS * UNROLL <= 512\"], \"start\": {\"THREADS\": 256, \"UNROLL\": 4}, "
+	  "\"scratch\":",
+	  "start: constraints[0] \"THREADS * UNROLL <= 512\" does not hold for THREADS=256 UNROLL=4", 0 },
 };
 
 /* Printable text: tabs, CR LF, form feeds, vertical tabs and UTF-8 are not control characters. */
@@ -645,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_plan_resolves_numbers),
 		cmocka_unit_test(test_params_enumerate_and_assign),
 		cmocka_unit_test(test_constraints_rule_combinations_out),
+		cmocka_unit_test(test_start_is_the_default),
 		cmocka_unit_test(test_printable_sources_parse),
 		cmocka_unit_test(test_broken_blocks_get_clear_errors),
 		cmocka_unit_test(test_plan_errors_name_launch_and_workload),

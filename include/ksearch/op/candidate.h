@@ -28,6 +28,7 @@ struct ks_param {
 	char *name;
 	int64_t *values;
 	size_t n_values;
+	size_t start; /* index of its value in the block's "start" (0 without one) */
 };
 
 struct ks_scratch {
@@ -134,9 +135,12 @@ void ks_candidate_release(struct ks_candidate *cand);
  * declaration order.
  */
 /*
- * The first value of every param, or if that combination breaks a
- * constraint, the first combination in ks_params_nth() order that meets
- * them all (the plain first values if none does).
+ * The default params: the block's "start" (each param it names at that
+ * value, the others at their first; a parsed start always meets the
+ * constraints), else the first value of every param, or if that
+ * combination breaks a constraint, the first combination in
+ * ks_params_nth() order that meets them all (the plain first values if
+ * none does).
  */
 void ks_params_first(const struct ks_candidate *cand, int64_t *values);
 /* Apply "NAME=VALUE" assignments on top of values; unknown names and values outside the list fail. */

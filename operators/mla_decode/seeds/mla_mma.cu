@@ -1,6 +1,7 @@
 /* ksearch
 { "params": {"CHUNK": [16, 32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4],
              "WARPS": [4, 8], "MINB": [1, 2, 3], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 16, 32, 48, 64, 96, 128], "MW": [4, 8, 16]},
+  "start": {"CHUNK": 32, "CTAS": 264, "TILE": 32, "WARPS": 8, "PART": 1, "SPLIT": 1, "SEGP": 64},
   "constraints": ["CHUNK % TILE == 0", "MINB*WARPS <= 16", "SPLIT == 1 || SEGP == 0",
                   "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 1024) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
@@ -62,7 +63,8 @@
  *      registers, B = V = the ckv part of the rows by ldmatrix.trans. No warp ever merges
  *      with another: every output element has one owner.
  *
- * Params:
+ * Params (the search starts at the best b128 a search found on an H200, 123-125 us:
+ * CHUNK 32, CTAS 264, TILE 32, WARPS 8, PART 1, SPLIT 1, SEGP 64):
  *   CHUNK  - fewest tokens per CTA; CTAS - slots wanted (the chunk grows to cdiv(N, CTAS)
  *            tokens when that is more; 1048576: a fixed chunk): GPU fill and balance vs.
  *            partial traffic and the merge
