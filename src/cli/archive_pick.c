@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "archive_cli.h"
+#include "ksearch/op/candidate.h"
 
 /* A lineage longer than this is a cycle in damaged data, not a search. */
 #define MAX_LINEAGE 100000
@@ -75,6 +76,36 @@ void ks_archive_cli_params_free(char **params, size_t n)
 	free(params);
 }
 
+/*
+ * A FILE's --param, checked before any tool is looked for or started: a
+ * name the candidate lacks, a value off its list or params its constraints
+ * rule out is a usage error, as in `check` and `compile`; a block that
+ * does not parse fails here, naming the problem.
+ */
+static int file_params_usable(const char *cmd, const struct ks_archive_target *t)
+{
+	struct ks_candidate cand;
+	struct ks_error err;
+	int64_t *values;
+	int ret = 0;
+
+	if (ks_candidate_parse(t->path, t->source, &cand, &err) < 0 ||
+	    ks_candidate_bind(&cand, &t->op, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		return KS_EXIT_FAILED;
+	}
+	values = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*values));
+	ks_params_first(&cand, values);
+	if (ks_params_assign(&cand, t->params, t->n_params, values, &err) < 0)
+		ret = ks_cli_usage(cmd, "%s", err.msg);
+	else if (t->n_params && !ks_params_allowed(&cand, values, err.msg, sizeof(err.msg)))
+		ret = ks_cli_usage(cmd, "%s: %s: the candidate's constraints rule these params out", t->path,
+				   err.msg);
+	free(values);
+	ks_candidate_release(&cand);
+	return ret;
+}
+
 int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct ks_archive_target_args *a,
 			       struct ks_archive_target *t)
 {
@@ -125,7 +156,7 @@ int ks_archive_cli_target_pick(const char *cmd, const char *verb, const struct k
 	if (a->workload && !ks_op_workload(&t->op, a->workload))
 		return ks_cli_usage(cmd, "--workload %s: %s has no such workload (see `ksearch ops`)",
 				    a->workload, t->op.key);
-	return 0;
+	return a->n_files ? file_params_usable(cmd, t) : 0;
 }
 
 void ks_archive_cli_target_release(struct ks_archive_target *t)

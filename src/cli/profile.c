@@ -130,7 +130,7 @@ int cmd_profile(int argc, char **argv)
 		KS_OPT_CALLBACK(0, "id", &id, "ID", ks_archive_id_option,
 				"the archive's candidate to profile"),
 		KS_OPT_BOOL(0, "best", &best, "the archive's best candidate"),
-		KS_OPT_LIST(0, "param", &params, "K=V", "with FILE: a param value (repeatable)"),
+		KS_OPT_LIST('p', "param", &params, "K=V", "with FILE: a param value (repeatable)"),
 		KS_OPT_STRING(0, "workload", &workload, "ID", "the benchmark workload to profile on"),
 		KS_OPT_INT(0, "device", &device, "N", 0, 1024, "a GPU number (0, 1, ...)",
 			   "the GPU to profile on (default 0)"),

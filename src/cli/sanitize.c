@@ -111,7 +111,7 @@ int cmd_sanitize(int argc, char **argv)
 		KS_ARCHIVE_COMMON_OPTS(&pick),
 		KS_OPT_CALLBACK(0, "id", &id, "ID", ks_archive_id_option, "the archive's candidate to check"),
 		KS_OPT_BOOL(0, "best", &best, "the archive's best candidate"),
-		KS_OPT_LIST(0, "param", &params, "K=V", "with FILE: a param value (repeatable)"),
+		KS_OPT_LIST('p', "param", &params, "K=V", "with FILE: a param value (repeatable)"),
 		KS_OPT_STRING(0, "workload", &workload, "ID", "check on this workload only"),
 		KS_OPT_INT(0, "device", &device, "N", 0, 1024, "a GPU number (0, 1, ...)",
 			   "the GPU to check on (default 0)"),

@@ -19,6 +19,16 @@ run 2 "$KSEARCH" profile --op gqa --id 3 operators/gqa/reference.cu
 err_has "expected one candidate"
 run 2 "$KSEARCH" profile --op gqa --best --param SPLITS=8
 err_has "--param goes with a FILE"
+# a FILE's params are checked before the profiler is looked for (-p is --param, as in check)
+run 2 "$KSEARCH" profile --op gqa operators/gqa/seeds/split_kv.cu -p NOPE=1
+err_has "--param NOPE=1: operators/gqa/seeds/split_kv.cu has no param 'NOPE' (its params: SPLITS"
+run 2 "$KSEARCH" profile --op gqa operators/gqa/seeds/split_kv.cu -p SPLITS=3
+err_has "3 is not among SPLITS's values"
+run 2 "$KSEARCH" profile --op mla_decode operators/mla_decode/seeds/mla_mma.cu -p TILE=64
+err_has "\"CHUNK % TILE == 0\" does not hold for CHUNK=32"
+err_has "the candidate's constraints rule these params out"
+run 1 "$KSEARCH" profile --op gqa tests/gpu/hostile/zz_good.cu
+err_has "zz_good.cu"
 run 2 "$KSEARCH" profile --op gqa operators/gqa/reference.cu --archive "$A"
 err_has "--archive and --gpu pick an archive's candidate"
 run 2 "$KSEARCH" profile --op gqa operators/gqa/reference.cu --workload b7

@@ -16,6 +16,9 @@ run 2 "$KSEARCH" sanitize --op rmsnorm --best --id 3
 err_has "expected one candidate"
 run 2 "$KSEARCH" sanitize --op rmsnorm --param X=1 --best
 err_has "--param goes with a FILE"
+# a FILE's params are checked before the sanitizer is looked for (-p is --param, as in check)
+run 2 "$KSEARCH" sanitize --op gqa operators/gqa/seeds/split_kv.cu -p WARPS=5
+err_has "5 is not among WARPS's values"
 run 2 "$KSEARCH" sanitize --op rmsnorm operators/rmsnorm/reference.cu --workload nope
 err_has "--workload nope: rmsnorm has no such workload"
 # no sanitizer: exit 3, naming what was looked for and how to point at it
