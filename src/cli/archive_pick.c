@@ -89,9 +89,13 @@ static int file_params_usable(const char *cmd, const struct ks_archive_target *t
 	int64_t *values;
 	int ret = 0;
 
-	if (ks_candidate_parse(t->path, t->source, &cand, &err) < 0 ||
-	    ks_candidate_bind(&cand, &t->op, &err) < 0) {
+	if (ks_candidate_parse(t->path, t->source, &cand, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
+		return KS_EXIT_FAILED;
+	}
+	if (ks_candidate_bind(&cand, &t->op, &err) < 0) {
+		ks_cli_error(cmd, "%s", err.msg);
+		ks_candidate_release(&cand);
 		return KS_EXIT_FAILED;
 	}
 	values = ks_calloc(cand.n_params ? cand.n_params : 1, sizeof(*values));
