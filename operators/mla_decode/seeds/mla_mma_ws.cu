@@ -1,13 +1,14 @@
 /* ksearch
 { "params": {"CHUNK": [32, 64, 128, 256, 512, 1024], "CTAS": [66, 132, 200, 264, 396, 528, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4, 6],
-             "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 32, 64, 96], "MW": [4, 8, 16]},
-  "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64},
-  "constraints": ["CHUNK % TILE == 0", "MINB == 1 || WARPS*TILE <= 128", "SPLIT == 1 || SEGP == 0",
+             "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 32, 64, 96], "MW": [4, 8, 16],
+             "PRODW": [1, 2]},
+  "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "PRODW": 2},
+  "constraints": ["CHUNK % TILE == 0", "SPLIT == 1 || SEGP == 0",
                   "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES + 1024) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
               "part_lse": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads"]},
   "launch": [
-    {"kernel": "mla_mma_ws_partial", "grid": ["cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size*(1 - SPLIT)"], "block": ["WARPS*32 + 32"],
+    {"kernel": "mla_mma_ws_partial", "grid": ["cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size*(1 - SPLIT)"], "block": ["WARPS*32 + 32*PRODW"],
      "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
@@ -16,7 +17,7 @@
 */
 /*
  * Family "mla_mma_ws": mla_mma (its work split, score, softmax on the fragments and PV,
- * unchanged) with its loads given to a warp of their own. One producer warp fills a
+ * unchanged) with its loads given to warps of their own. One or two producer warps fill a
  * STAGES-deep ring with one cp.async.bulk per row part (a token's 1 KiB ckv row and 128-byte
  * kpe row), each stage completing on a "full" mbarrier (transaction bytes), and refills a
  * stage once every consumer thread has arrived on its "empty" mbarrier; the consumers'
@@ -30,10 +31,17 @@
  * Consumers that finish their segments early still wait for and release every tile the
  * producer loads, so it never waits for a release that cannot come.
  *
+ * What bounds it (Nsight Compute at b128, the start's params, eighth session): the copies
+ * alone (the consumers only wait and release) took 96 us with one producer warp, the math
+ * alone (no copies) 65 us, both 97. One warp issuing a tile's 64 copies is the bound, so
+ * PRODW 2 gives the ckv copies and the kpe copies a warp each: 90 us copies alone, and the
+ * whole kernel 108 us against 114 in `ksearch check`. Two warps splitting the rows instead
+ * did the same; kpe by 16-byte cp.async instead of bulk copies did less (110).
+ *
  * The rest is mla_mma's (below); params as mla_mma's, with STAGES up to 6 and fewer values
  * of CHUNK, CTAS and SEGP (the constraints' work bound). The search starts at the
- * measured best at b128 (114 us on an H200 against mla_mma's 124): TILE 32, 4 consumer
- * warps, 2 stages, 2 CTAs an SM, 264 CTAs of equal token ranges.
+ * measured best at b128 (108 us on an H200 against mla_mma's 124): TILE 32, 4 consumer
+ * warps, 2 producer warps, 2 stages, 2 CTAs an SM, 264 CTAs of equal token ranges.
  *
  * Work split, with chunk = min(2048, max(CHUNK, TILE*cdiv(cdiv(V, CTAS), TILE))) tokens, where
  * V = N (SPLIT 0) or N + SEGP*batch_size (SPLIT 1, virtual tokens below):
@@ -94,6 +102,7 @@
  *   SEGP   - SPLIT 1: the tokens a request boundary costs a CTA (virtual tokens)
  *   MW     - warps per merge CTA (4, 8, 16): a long request's partials are read MW*4 at a
  *            time, so its merge takes cdiv(partials, MW*4) dependent round trips
+ *   PRODW  - producer warps: 1 (both parts of a row), 2 (one for the ckv parts, one for kpe)
  */
 #include <cuda_bf16.h>
 
@@ -131,6 +140,9 @@
 #ifndef MW
 #define MW 4
 #endif
+#ifndef PRODW
+#define PRODW 1
+#endif
 #define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
 #define CHUNK_TILE TILE
 
@@ -141,7 +153,7 @@
 #define ROW_PIECES (DIM_QK / 8)     /* 16-byte pieces of a token row: 72 (64 ckv + 8 kpe) */
 #define ROW_BYTES 1168              /* 1152 + 16 of padding: rows start 73 pieces apart */
 #define CTHREADS (WARPS * 32)     /* consumer threads */
-#define THREADS (CTHREADS + 32)    /* and the producer warp */
+#define THREADS (CTHREADS + 32 * PRODW) /* and the producer warps */
 #define FULL_MASK 0xffffffffu
 #define NEG_BIG (-1.0e30f) /* "no token yet": finite, so exp2(NEG_BIG - NEG_BIG) = 1, never NaN */
 #define LOG2E 1.4426950408889634f
@@ -164,6 +176,7 @@ static_assert(WARPS == 4 || WARPS == 8, "WARPS is 4 or 8");
 static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
 static_assert(STAGES >= 2, "at least double buffering");
 static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT is 0 or 1");
+static_assert(PRODW == 1 || PRODW == 2, "PRODW is 1 or 2 producer warps");
 static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
 static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS, "keep the smem expression in sync");
 static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS + 8192 + 16 * STAGES,
@@ -361,7 +374,7 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
         load_q(rb);
     if (tid == 0) {
         for (int st = 0; st < STAGES; st++) {
-            mbar_init(full_bar + 8 * st, 1);      /* the producer's arrive, with the stage's bytes */
+            mbar_init(full_bar + 8 * st, PRODW);  /* each producer warp's arrive, with its bytes */
             mbar_init(empty_bar + 8 * st, CTHREADS); /* one arrive per consumer thread */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -369,7 +382,12 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
     __syncthreads(); /* s_idx, Q and the mbarriers ready */
 
     const unsigned ring = smem_addr(s_ring);
-    if (warp == WARPS) { /* ---- the producer: tile u into stage u % STAGES, rows lane, lane + 32 ---- */
+    if (warp >= WARPS) { /* ---- the producers: tile u into stage u % STAGES, rows lane, lane + 32 ---- */
+        /* PRODW 1: this warp copies both parts of a row; PRODW 2: warp WARPS the ckv parts,
+           warp WARPS + 1 the kpe parts (see "What bounds it" above) */
+        const bool do_ckv = warp == WARPS, do_kpe = PRODW == 1 || warp == WARPS + 1;
+        const int p_lo = do_ckv ? 0 : DIM_CKV / 8, p_hi = do_kpe ? ROW_PIECES : DIM_CKV / 8;
+        const unsigned row_bytes = (do_ckv ? DIM_CKV * 2 : 0) + (do_kpe ? DIM_KPE * 2 : 0);
         for (int u = 0; u < n_tiles; u++) {
             const int st = u % STAGES;
             if (u >= STAGES) /* every consumer warp is done with tile u - STAGES */
@@ -381,13 +399,13 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
                 const bool valid = tr < TILE && s_idx[u * TILE + tr] >= 0;
                 nvalid += __popc(__ballot_sync(FULL_MASK, valid));
                 if (tr < TILE && !valid)
-                    for (int p = 0; p < ROW_PIECES; p++)
+                    for (int p = p_lo; p < p_hi; p++)
                         *reinterpret_cast<uint4 *>(s_ring + (st * TILE + tr) * ROW_BYTES + p * 16) = make_uint4(0, 0, 0, 0);
             }
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* zeroed rows before later copies into them */
             __syncwarp();
             if (lane == 0) /* releases the zeroed rows with the stage */
-                mbar_arrive_expect_tx(full_bar + 8 * st, (unsigned)(nvalid * 1152));
+                mbar_arrive_expect_tx(full_bar + 8 * st, (unsigned)nvalid * row_bytes);
             __syncwarp(); /* the byte count is armed before any copy can complete */
 #pragma unroll
             for (int k = 0; k < (TILE + 31) / 32; k++) {
@@ -395,10 +413,10 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
                 if (tr < TILE) {
                     const int pg = s_idx[u * TILE + tr];
                     const unsigned dst = ring + (unsigned)((st * TILE + tr) * ROW_BYTES);
-                    if (pg >= 0) {
+                    if (pg >= 0 && do_ckv)
                         bulk_copy(dst, ckv_cache + (size_t)pg * DIM_CKV, DIM_CKV * 2, full_bar + 8 * st);
+                    if (pg >= 0 && do_kpe)
                         bulk_copy(dst + DIM_CKV * 2, kpe_cache + (size_t)pg * DIM_KPE, DIM_KPE * 2, full_bar + 8 * st);
-                    }
                 }
             }
         }
@@ -446,25 +464,27 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
 #pragma unroll
             for (int n = 0; n < NPW; n++) {
                 const int nt = s_nt0 + n;
-                /* two accumulator chains (even and odd k-steps) halve the mma dependency latency */
-                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                /* four accumulator chains (k-steps mod 4) quarter the mma dependency latency
+                   (b128 1.2% faster than two) */
+                float ac[4][4] = {};
                 const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
                 const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
 #pragma unroll 3
-                for (int k = 0; k < KPW; k += 2) {
-                    unsigned a[4], b0, b1;
-                    ldmatrix_x4(a, qa + (unsigned)(k * 32));
-                    ldmatrix_x2(b0, b1, kb + (unsigned)(k * 32));
-                    mma_bf16(acc, a, b0, b1);
-                    if (k + 1 < KPW) {
-                        ldmatrix_x4(a, qa + (unsigned)((k + 1) * 32));
-                        ldmatrix_x2(b0, b1, kb + (unsigned)((k + 1) * 32));
-                        mma_bf16(acc1, a, b0, b1);
+                for (int k = 0; k < KPW; k += 4) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        if (k + i < KPW) {
+                            unsigned a[4], b0, b1;
+                            ldmatrix_x4(a, qa + (unsigned)((k + i) * 32));
+                            ldmatrix_x2(b0, b1, kb + (unsigned)((k + i) * 32));
+                            mma_bf16(ac[i], a, b0, b1);
+                        }
                     }
                 }
+                float acc[4];
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    acc[e] += acc1[e];
+                    acc[e] = (ac[0][e] + ac[1][e]) + (ac[2][e] + ac[3][e]);
                 float *const sp = s_s + s_ks * NUM_QO_HEADS * S_STRIDE;
                 *reinterpret_cast<float2 *>(sp + r * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[0], acc[1]);
                 *reinterpret_cast<float2 *>(sp + (r + 8) * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[2], acc[3]);
