@@ -3,7 +3,7 @@
              "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 32, 64, 96], "MW": [4, 8, 16],
              "PRODW": [1, 2]},
   "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "PRODW": 2},
-  "constraints": ["CHUNK % TILE == 0", "SPLIT == 1 || SEGP == 0",
+  "constraints": ["CHUNK % TILE == 0", "MINB == 1 || WARPS*TILE <= 128", "SPLIT == 1 || SEGP == 0",
                   "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES + 1024) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
               "part_lse": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads"]},
@@ -163,6 +163,7 @@ constexpr int NT = TILE / 8;                                   /* n-tiles of the
 constexpr int NPW = NT > WARPS ? NT / WARPS : 1;               /* n-tiles per warp */
 constexpr int KS = WARPS > NT ? WARPS / NT : 1;                /* parts of the k-steps */
 constexpr int KPW = KSTEPS / KS;                               /* k-steps per part */
+constexpr int CHAINS = WARPS == 4 ? 4 : 2;                      /* accumulator chains of the score */
 constexpr int DPW = DIM_CKV / WARPS;                           /* output dims per warp */
 constexpr int OT = DPW / 8;                                    /* PV n-tiles per warp */
 constexpr int Q_BYTES = NUM_QO_HEADS * ROW_BYTES;              /* 18688 */
@@ -464,15 +465,16 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
 #pragma unroll
             for (int n = 0; n < NPW; n++) {
                 const int nt = s_nt0 + n;
-                /* four accumulator chains (k-steps mod 4) quarter the mma dependency latency
-                   (b128 1.2% faster than two) */
-                float ac[4][4] = {};
+                /* CHAINS accumulator chains (k-steps mod CHAINS) divide the mma dependency
+                   latency: four with 4 consumer warps (b128 1.2% faster than two), two with 8,
+                   whose 96 registers a thread at 2 CTAs an SM have no room for more */
+                float ac[CHAINS][4] = {};
                 const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
                 const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
 #pragma unroll 3
-                for (int k = 0; k < KPW; k += 4) {
+                for (int k = 0; k < KPW; k += CHAINS) {
 #pragma unroll
-                    for (int i = 0; i < 4; i++) {
+                    for (int i = 0; i < CHAINS; i++) {
                         if (k + i < KPW) {
                             unsigned a[4], b0, b1;
                             ldmatrix_x4(a, qa + (unsigned)((k + i) * 32));
@@ -483,8 +485,11 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
                 }
                 float acc[4];
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[e] = (ac[0][e] + ac[1][e]) + (ac[2][e] + ac[3][e]);
+                for (int e = 0; e < 4; e++) {
+                    acc[e] = ac[0][e] + ac[1][e];
+                    if (CHAINS == 4)
+                        acc[e] += ac[2 % CHAINS][e] + ac[3 % CHAINS][e];
+                }
                 float *const sp = s_s + s_ks * NUM_QO_HEADS * S_STRIDE;
                 *reinterpret_cast<float2 *>(sp + r * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[0], acc[1]);
                 *reinterpret_cast<float2 *>(sp + (r + 8) * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[2], acc[3]);
