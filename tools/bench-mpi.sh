@@ -3,7 +3,7 @@
 # process on one GPU, on one host, in one session (issue 27; BENCHMARKS.md,
 # "One search over many ranks").
 #
-#   bash tools/bench-mpi.sh [--op OP] [--time SECONDS] [--runs "one 2x2"] [OUTDIR]
+#   bash tools/bench-mpi.sh [--op OP] [--time SECONDS] [--runs "one 2x2"] [--jobs N] [OUTDIR]
 #
 # Runs, one after the other, each from a fresh archive with default settings
 # for --time seconds (default 150):
@@ -12,7 +12,8 @@
 #   2x2      mpirun -np 2 ksearch evolve --gpus all        (2 ranks, two GPUs each)
 #   1x4      ksearch evolve --gpus all                     (one process, no MPI; only
 #            with --runs: issue 24's "GPUs at least 95% busy" on one host)
-# (--runs: some of them, in the order given), and prints each run's
+# (--runs: some of them, in the order given; --jobs: that many compile
+# processes a rank instead of ksearch's default), and prints each run's
 # evaluations, seconds, evaluations per hour, ratio to the first (`one`) and
 # the GPUs' busy share; then where each run's GPU time went (tools/gpu-time.py,
 # each GPU's gaps listed in OUTDIR/NAME-gpu-time.txt) and the ratios from 40 s on
@@ -32,11 +33,13 @@ op=gqa
 seconds=150
 runs="one 4x1 2x2"
 summarize=0
+jobs=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--op) op=$2; shift 2 ;;
 	--time) seconds=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
+	--jobs) jobs=(--jobs "$2"); shift 2 ;;
 	--summarize) summarize=1; shift ;;
 	-h | --help) sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "bench-mpi: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -63,7 +66,7 @@ run() { # NAME LAUNCHER... -- EVOLVE-OPTIONS...
 	shift
 	echo "== $name: ${launcher[*]} evolve --op $op --time ${seconds}s $*" >"$OUTDIR/$name.txt"
 	"${launcher[@]}" "$KSEARCH" evolve --op "$op" --time "${seconds}s" --archive "$OUTDIR/archive-$name" \
-		--log "$OUTDIR/$name.jsonl" "$@" >>"$OUTDIR/$name.txt" 2>&1
+		--log "$OUTDIR/$name.jsonl" ${jobs[@]+"${jobs[@]}"} "$@" >>"$OUTDIR/$name.txt" 2>&1
 	echo "exit $?" >>"$OUTDIR/$name.txt"
 	# the records, for where each run's evaluation time went (tools/eval-costs.py)
 	mkdir -p "$OUTDIR/costs"
@@ -79,6 +82,10 @@ measure() {
 	mpi=(mpirun --oversubscribe --bind-to none)
 	nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUTDIR/gpu.txt"
 	echo "cores: $(nproc)" | tee -a "$OUTDIR/gpu.txt"
+	# how the CPUs pair into cores, and the GPUs the driver lists (src/base/cpus.c plans from both)
+	lscpu 2>/dev/null | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)):' |
+		tee -a "$OUTDIR/gpu.txt"
+	echo "GPUs the driver lists: $(ls /proc/driver/nvidia/gpus 2>/dev/null | wc -l)" | tee -a "$OUTDIR/gpu.txt"
 
 	for name in $runs; do
 		case $name in

@@ -131,6 +131,8 @@ int ks_child_spawn(struct ks_child *child, const char *const *args, const struct
 			if (errno == 0)
 				setpriority(PRIO_PROCESS, 0, current + limits->nice);
 		}
+		if (limits && limits->cpus)
+			sched_setaffinity(0, sizeof(*limits->cpus), limits->cpus);
 		signal(SIGPIPE, SIG_DFL);
 		/*
 		 * A signal sent to every process of a job (SLURM's scancel

@@ -16,6 +16,7 @@
 #include "evolve_cluster.h"
 #include "llm_options.h"
 #include "ksearch/archive/archive.h"
+#include "ksearch/base/cpus.h"
 #include "ksearch/evaluate/backend.h"
 #include "ksearch/evaluate/cuda.h"
 #include "ksearch/evaluate/profile.h"
@@ -58,6 +59,11 @@ static const struct ks_help help = {
 		       "searched further.\n"
 
 		       "A candidate that crashes, hangs or is refused costs one evaluation.\n"
+		       "Where the host has at least two cores a GPU to spare, each GPU's worker\n"
+		       "gets a core of its own (its hardware threads), which the compile\n"
+		       "processes leave alone: the last cores of those the process may use, one\n"
+		       "for each of the host's GPUs, so ranks on one host agree\n"
+		       "(KSEARCH_PIN_WORKERS=0: no such cores).\n"
 		       "\n"
 		       "On an existing archive the search resumes where it stopped (the same\n"
 		       "choices as if it had never stopped).  Ctrl-C (or SIGTERM, or SIGHUP when\n"
@@ -222,7 +228,31 @@ static int set_aside(const char *dir, char *moved, size_t size, struct ks_error 
 	return 0;
 }
 
-/* What the sanitizer checked: how many, which failed (demoted), the GPU time it took. */
+/*
+ * Where the GPU workers and the compile processes run (base/cpus.h), when
+ * the workers have cores of their own; prefix names the rank.
+ */
+static void print_cores(const struct ks_gpu_backend *gb, const char *prefix)
+{
+	const struct ks_cpu_plan *plan = ks_cpu_plan_host();
+	char rest[256];
+	int any = 0;
+
+	for (size_t i = 0; i < gb->n_gpus; i++) {
+		if (!gb->evaluators[i].cpus[0])
+			continue;
+		printf("%s%sGPU %d's worker on CPUs %s", any ? "; " : "", any ? "" : prefix, gb->gpus[i],
+		       gb->evaluators[i].cpus);
+		any = 1;
+	}
+	if (!any)
+		return;
+	ks_cpu_set_format(&plan->rest, rest, sizeof(rest));
+	printf(" (a core each); compile processes on the other %d CPUs (%s; KSEARCH_PIN_WORKERS=0: "
+	       "anywhere)\n",
+	       plan->rest_cpus, rest);
+}
+
 /*
  * A rank > 0 of an MPI job: build and time rank 0's candidates on this
  * host until it says stop.  Signals are rank 0's to act on (the launcher
@@ -240,6 +270,8 @@ static int serve_rank(struct evolve_cluster *ec, const struct ks_op *op, const s
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", i ? "," : "", gpus[i]);
 	printf("MPI: rank %d of %d serves rank 0 with GPU%s %s (%s) and %d compile processes\n",
 	       ec->role.rank, ec->role.size, n_gpus == 1 ? "" : "s", list, ks_gpu_backend_model(gb), jobs);
+	snprintf(list, sizeof(list), "MPI: rank %d: ", ec->role.rank);
+	print_cores(gb, list);
 	fflush(stdout);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
@@ -653,6 +685,7 @@ int cmd_evolve(int argc, char **argv)
 	printf("GPU: %s (%s), %d SMs, DRAM %.0f GB/s measured, peaks %s\n", gb.evaluators[0].profile.name,
 	       gb.evaluators[0].profile.arch, gb.evaluators[0].profile.sm_count,
 	       gb.evaluators[0].profile.dram_gbps, gb.evaluators[0].profile.peak_source);
+	print_cores(&gb, "CPUs: ");
 	if (evolve_cluster_active(&ec)) {
 		int jobs = cfg.jobs;
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/base/cpus.h"
 #include "ksearch/base/frame.h"
 #include "ksearch/base/json.h"
 #include "ksearch/base/proc.h"
@@ -237,9 +238,16 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 	/*
 	 * Compiles are throughput work; the timings, the verification and the
 	 * messages between ranks wait on the CPU for every evaluation.  On a
-	 * host whose cores the compilers fill, a compile yields to them.
+	 * host whose cores the compilers fill, a compile yields to them, and
+	 * leaves the GPU workers' own cores alone (cpus.h).  SCHED_IDLE, so
+	 * that any wake-up preempts a compile at once, measured no better than
+	 * nice on a 4-GPU host (BENCHMARKS.md, "Issue 27: a core for each GPU
+	 * worker").
 	 */
-	struct ks_child_limits child_limits = { .address_space = (size_t)8 << 30, .nice = KS_COMPILE_NICE };
+	const struct ks_cpu_plan *plan = ks_cpu_plan_host();
+	struct ks_child_limits child_limits = { .address_space = (size_t)8 << 30,
+						.nice = KS_COMPILE_NICE,
+						.cpus = plan->n_reserved ? &plan->rest : NULL };
 	int timeout_ms = 120000;
 	struct ks_child child;
 	struct ks_blob *blobs = NULL;

@@ -521,6 +521,17 @@ CUstream ks_gpukit_stream(const struct ks_gpukit *kit)
 	return kit->stream;
 }
 
+int ks_gpukit_pci(const struct ks_gpukit *kit, int *domain, int *bus, int *device)
+{
+	const struct ks_cuda *cu = kit->cu;
+
+	if (cu->device_get_attribute(domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, kit->dev) != CUDA_SUCCESS ||
+	    cu->device_get_attribute(bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, kit->dev) != CUDA_SUCCESS ||
+	    cu->device_get_attribute(device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, kit->dev) != CUDA_SUCCESS)
+		return -1;
+	return 0;
+}
+
 const struct ks_cuda *ks_gpukit_cuda(const struct ks_gpukit *kit)
 {
 	return kit->cu;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ksearch/base/cpus.h"
 #include "ksearch/base/frame.h"
 #include "ksearch/base/hash.h"
 #include "ksearch/base/pcg.h"
@@ -1991,8 +1992,24 @@ static const char *cache_dir(char *buf, size_t size)
 	return buf;
 }
 
+/*
+ * Move this process onto its GPU's core of the host's plan (cpus.h), the
+ * CPUs into cpus ("" when the plan has none for it).
+ */
+static void take_core(const struct worker *w, char *cpus, size_t size)
+{
+	int domain, bus, device, g = -1;
+
+	if (!ks_gpukit_pci(w->kit, &domain, &bus, &device))
+		g = ks_cpu_host_gpu_index(KS_NVIDIA_GPUS_DIR, domain, bus, device);
+	if (ks_cpu_pin_process(ks_cpu_plan_host(), g, cpus, size) < 0)
+		cpus[0] = '\0'; /* a refusal leaves the worker where it was: slower beside compiles, no less
+				   right */
+}
+
 int ks_worker_main(int in_fd, int out_fd, int gpu)
 {
+	char cpus[64];
 	struct worker w = { .out_fd = out_fd };
 	struct ks_error err;
 	char dir[4096];
@@ -2003,8 +2020,12 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 				       "cannot set up the capture of device printf (memfd_create)"));
 		return 1;
 	}
-	if (ks_cuda_load(&w.cu, &err) < 0 || ks_gpukit_open(&w.kit, w.cu, gpu, &err) < 0 ||
-	    ks_gpukit_profile(w.kit, cache_dir(dir, sizeof(dir)), &w.prof, &cached, &err) < 0) {
+	if (ks_cuda_load(&w.cu, &err) < 0 || ks_gpukit_open(&w.kit, w.cu, gpu, &err) < 0) {
+		send_msg(&w, json_pack("{s:s, s:b, s:s}", "type", "hello", "ok", 0, "error", err.msg));
+		return 1;
+	}
+	take_core(&w, cpus, sizeof(cpus));
+	if (ks_gpukit_profile(w.kit, cache_dir(dir, sizeof(dir)), &w.prof, &cached, &err) < 0) {
 		send_msg(&w, json_pack("{s:s, s:b, s:s}", "type", "hello", "ok", 0, "error", err.msg));
 		return 1;
 	}
@@ -2019,8 +2040,8 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 				       "cannot create CUDA events or the guard pattern's buffer"));
 		return 1;
 	}
-	send_msg(&w, json_pack("{s:s, s:b, s:o, s:b}", "type", "hello", "ok", 1, "profile",
-			       profile_json(&w.prof), "profile_cached", cached));
+	send_msg(&w, json_pack("{s:s, s:b, s:o, s:b, s:s}", "type", "hello", "ok", 1, "profile",
+			       profile_json(&w.prof), "profile_cached", cached, "cpus", cpus));
 	for (;;) {
 		json_t *msg = NULL, *result;
 		struct ks_blob *blobs = NULL;

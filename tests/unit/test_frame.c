@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -223,6 +224,39 @@ static void a_child_runs_at_the_nice_value_asked(void **state)
 	ks_child_kill(&child);
 }
 
+static void a_child_runs_on_the_cpus_asked(void **state)
+{
+	const char *const args[] = { "__compile", NULL };
+	struct ks_child_limits limits = { 0 };
+	struct ks_child child;
+	cpu_set_t mine, one, got;
+	struct ks_error err;
+	int first = -1;
+
+	(void)state;
+	if (!getenv("KSEARCH"))
+		skip();
+	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	for (int c = CPU_SETSIZE - 1; c >= 0 && first < 0; c--)
+		if (CPU_ISSET(c, &mine))
+			first = c;
+	CPU_ZERO(&one);
+	CPU_SET(first, &one);
+	limits.cpus = &one;
+	ks_child_set_program(getenv("KSEARCH"));
+	assert_int_equal(ks_child_spawn(&child, args, &limits, &err), 0);
+	/* set between fork and exec: the exec'd child has it */
+	assert_int_equal(sched_getaffinity(child.pid, sizeof(got), &got), 0);
+	assert_int_equal(CPU_COUNT(&got), 1);
+	assert_true(CPU_ISSET(first, &got));
+	ks_child_kill(&child);
+	/* and without them, the parent's */
+	assert_int_equal(ks_child_spawn(&child, args, NULL, &err), 0);
+	assert_int_equal(sched_getaffinity(child.pid, sizeof(got), &got), 0);
+	assert_true(CPU_EQUAL(&got, &mine));
+	ks_child_kill(&child);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -233,6 +267,7 @@ int main(void)
 		cmocka_unit_test(a_child_replies_on_its_own_pipe),
 		cmocka_unit_test(a_child_ignores_the_signals_meant_for_the_job),
 		cmocka_unit_test(a_child_runs_at_the_nice_value_asked),
+		cmocka_unit_test(a_child_runs_on_the_cpus_asked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

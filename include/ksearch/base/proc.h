@@ -15,6 +15,7 @@
 #ifndef KSEARCH_PROC_H
 #define KSEARCH_PROC_H
 
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -34,6 +35,7 @@ struct ks_child_limits {
 	size_t address_space; /* bytes; 0: no limit (not applied in an AddressSanitizer build) */
 	unsigned cpu_seconds; /* 0: no limit */
 	int nice; /* added to the child's nice value: > 0 yields the CPU to the parent's other work */
+	const cpu_set_t *cpus; /* the CPUs the child may run on; NULL: the parent's */
 };
 
 /*

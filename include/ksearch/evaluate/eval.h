@@ -31,7 +31,8 @@ struct ks_evaluator {
 	struct ks_device_profile profile;
 	json_t *profile_json;
 	uint64_t jobs;
-	int restarts; /* workers started after the first */
+	int restarts;  /* workers started after the first */
+	char cpus[64]; /* the worker's own core's CPUs ("62-63"), "" if it has none (base/cpus.h) */
 };
 
 struct ks_eval_options {

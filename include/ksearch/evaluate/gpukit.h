@@ -51,6 +51,9 @@ void ks_gpukit_close(struct ks_gpukit *kit);
 CUstream ks_gpukit_stream(const struct ks_gpukit *kit);
 const struct ks_cuda *ks_gpukit_cuda(const struct ks_gpukit *kit);
 
+/* The device's PCI domain, bus and device numbers; -1 if the driver does not say. */
+int ks_gpukit_pci(const struct ks_gpukit *kit, int *domain, int *bus, int *device);
+
 /*
  * The device's profile.  Measured once per GPU model and cached as JSON in
  * cache_dir/<slug>.json (cache_dir is created if missing; NULL: do not
