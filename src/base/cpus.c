@@ -56,7 +56,8 @@ static void core_of(int cpu, const cpu_set_t *allowed, const char *sysfs_cpu_dir
 
 	snprintf(path, sizeof(path), "%s/cpu%d/topology/thread_siblings_list", sysfs_cpu_dir, cpu);
 	if ((f = fopen(path, "r"))) {
-		ok = fgets(text, sizeof(text), f) && !parse_list(text, &siblings) && CPU_ISSET(cpu, &siblings);
+		ok = fgets(text, sizeof(text), f) && !parse_list(text, &siblings) &&
+		     CPU_ISSET(cpu, &siblings);
 		fclose(f);
 	}
 	CPU_ZERO(core);
@@ -75,7 +76,7 @@ void ks_cpu_plan_make(const cpu_set_t *allowed, const char *sysfs_cpu_dir, int h
 
 	memset(plan, 0, sizeof(*plan));
 	plan->rest = *allowed;
-	plan->rest_cpus = CPU_COUNT(allowed);
+	plan->allowed_cpus = plan->rest_cpus = CPU_COUNT(allowed);
 	if (host_gpus < 1 || host_gpus > KS_CPU_PLAN_MAX_GPUS)
 		return;
 	/* the cores in the order of their first CPU */
@@ -103,6 +104,17 @@ void ks_cpu_plan_make(const cpu_set_t *allowed, const char *sysfs_cpu_dir, int h
 		plan->rest_cpus = CPU_COUNT(&plan->rest);
 	}
 	free(cores);
+}
+
+long ks_cpu_share(long online, long allowed, int local_ranks)
+{
+	long share;
+
+	if (allowed > 0 && (online < 1 || allowed < online))
+		share = allowed;
+	else
+		share = online / (local_ranks > 1 ? local_ranks : 1);
+	return share < 1 ? 1 : share;
 }
 
 int ks_cpu_host_gpus(const char *gpus_dir)
@@ -170,8 +182,8 @@ static void make_host_plan(void)
 		for (long c = 0, n = sysconf(_SC_NPROCESSORS_ONLN); c < n && c < CPU_SETSIZE; c++)
 			CPU_SET((int)c, &allowed);
 	}
-	ks_cpu_plan_make(&allowed, SYSFS_CPU_DIR, pin && !strcmp(pin, "0") ? 0 : ks_cpu_host_gpus(KS_NVIDIA_GPUS_DIR),
-			 &host_plan);
+	ks_cpu_plan_make(&allowed, SYSFS_CPU_DIR,
+			 pin && !strcmp(pin, "0") ? 0 : ks_cpu_host_gpus(KS_NVIDIA_GPUS_DIR), &host_plan);
 }
 
 const struct ks_cpu_plan *ks_cpu_plan_host(void)

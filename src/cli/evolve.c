@@ -488,9 +488,11 @@ int cmd_evolve(int argc, char **argv)
 			      "a fitness > 0 (a speedup over the reference)",
 			      "stop when the best fitness reaches this"),
 		KS_OPT_STRING(0, "gpus", &gpus_text, "LIST|all", "GPUs to use, e.g. 0,1 or all (default 0)"),
-		KS_OPT_INT('j', "jobs", &cfg.jobs, "N", 1, 256, "1 to 256 compile processes",
-			   "compile processes (default: 8 per GPU, but at most the CPUs minus one per GPU "
-			   "and one for the search; at least 1)"),
+		KS_OPT_INT(
+			'j', "jobs", &cfg.jobs, "N", 1, 256, "1 to 256 compile processes",
+			"compile processes (default: 8 per GPU, but at most the CPUs this process may use, "
+			"or its rank's share of the host's, minus one per GPU and one for the search; at "
+			"least 1)"),
 		KS_OPT_UINT64(0, "seed", &cfg.seed, "N", 0, "a non-negative integer",
 			      "random seed for a new search (default 1)"),
 		KS_OPT_DOUBLE(0, "explore", &cfg.explore, "W", 0, DBL_MAX, "a number >= 0",
@@ -572,7 +574,7 @@ int cmd_evolve(int argc, char **argv)
 	struct ks_gpu_backend gb = { 0 };
 	struct evolve_cluster ec;
 	const struct ks_backend *backend = NULL;
-	long cpus;
+	long cpus, online;
 	int all_gpus_n = 0; /* the GPUs the search's lanes run on, every rank's */
 	struct ks_archive_options aopts = { .flags = KS_ARCHIVE_CREATE };
 	struct ks_archive *ar = NULL;
@@ -650,15 +652,22 @@ int cmd_evolve(int argc, char **argv)
 		ret = EXIT_NO_GPU;
 		goto cleanup;
 	}
-	cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (evolve_cluster_active(&ec)) {
-		/* the default (one GPU) and --gpus all are per host: each rank on it takes its share */
-		if (!gpus_text || !strcmp(gpus_text, "all"))
-			evolve_cluster_share(&ec, gpus, &n_gpus, gpus_text != NULL);
-		cpus /= ec.role.local_size;
-	}
-	if (!cfg.jobs)
+	online = sysconf(_SC_NPROCESSORS_ONLN);
+	/* the default (one GPU) and --gpus all are per host: each rank on it takes its share */
+	if (evolve_cluster_active(&ec) && (!gpus_text || !strcmp(gpus_text, "all")))
+		evolve_cluster_share(&ec, gpus, &n_gpus, gpus_text != NULL);
+	cpus = ks_cpu_share(online, ks_cpu_plan_host()->allowed_cpus,
+			    evolve_cluster_active(&ec) ? ec.role.local_size : 1);
+	if (!cfg.jobs) {
 		cfg.jobs = ks_search_default_jobs(cpus, n_gpus);
+		if (cfg.jobs < 8 * (int)n_gpus && ks_cpu_plan_host()->allowed_cpus < online)
+			printf("ksearch evolve: %s may use %ld of this host's %ld CPUs (its affinity), so %d "
+			       "compile "
+			       "process%s; under mpirun, --bind-to none lets the ranks share the host's "
+			       "CPUs\n",
+			       evolve_cluster_active(&ec) ? "this rank" : "this process", cpus, online,
+			       cfg.jobs, cfg.jobs == 1 ? "" : "es");
+	}
 	if (ec.role.rank == 0)
 		printf("ksearch evolve: operator %s (%s), %zu seed families, starting %zu GPU worker%s...\n",
 		       op.key, op.name, n_families, n_gpus, n_gpus == 1 ? "" : "s");

@@ -29,7 +29,8 @@ static const char *path_in(const char *dir, const char *name)
 	return path;
 }
 
-/* A sysfs cpu folder of n CPUs whose CPU c pairs with c + n/2 (as x86 hosts number them), or siblings text. */
+/* A sysfs cpu folder of n CPUs whose CPU c pairs with c + n/2 (as x86 hosts number them), or siblings text.
+ */
 static char *fake_sysfs(int n, const char *override_cpu0)
 {
 	char *dir = test_tmpdir();
@@ -80,6 +81,7 @@ static void test_whole_cores_from_the_end_one_a_gpu(void **state)
 	assert_string_equal(format(&plan->reserved[3]), "28,60");
 	assert_string_equal(format(&plan->rest), "0-27,32-59");
 	assert_int_equal(plan->rest_cpus, 56);
+	assert_int_equal(plan->allowed_cpus, 64);
 	/* the same inputs, the same plan: what ranks on one host rely on */
 	{
 		struct ks_cpu_plan *again = ks_calloc(1, sizeof(*again));
@@ -173,6 +175,23 @@ static void test_host_gpus_in_pci_order(void **state)
 	test_rmtree(dir);
 }
 
+static void test_share_of_the_cpus(void **state)
+{
+	(void)state;
+	/* one process, all of the host's CPUs */
+	assert_int_equal(ks_cpu_share(64, 64, 1), 64);
+	/* 4 ranks on a host, none bound (mpirun --bind-to none): a quarter each */
+	assert_int_equal(ks_cpu_share(64, 64, 4), 16);
+	/* bound by the launcher (srun --cpus-per-task 16, a cpuset): the share is given, not divided again */
+	assert_int_equal(ks_cpu_share(64, 16, 4), 16);
+	/* mpirun's default binding, one core a rank: one, and evolve says so */
+	assert_int_equal(ks_cpu_share(64, 1, 4), 1);
+	/* never below one, whatever the inputs */
+	assert_int_equal(ks_cpu_share(2, 2, 8), 1);
+	assert_int_equal(ks_cpu_share(0, 0, 1), 1);
+	assert_int_equal(ks_cpu_share(-1, 8, 1), 8);
+}
+
 static void test_format(void **state)
 {
 	cpu_set_t set;
@@ -225,6 +244,7 @@ int main(void)
 		cmocka_unit_test(test_only_allowed_cpus_and_none_when_too_few_cores),
 		cmocka_unit_test(test_missing_or_bad_topology_is_a_core_a_cpu),
 		cmocka_unit_test(test_host_gpus_in_pci_order),
+		cmocka_unit_test(test_share_of_the_cpus),
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_pin_this_process),
 	};

@@ -27,6 +27,7 @@
 #define KS_CPU_PLAN_CORES_PER_GPU 2
 
 struct ks_cpu_plan {
+	int allowed_cpus; /* the CPUs the process may use */
 	int n_reserved;	  /* the host's GPUs, one core each; 0: no plan, nothing is pinned */
 	int rest_cpus;	  /* CPUs in rest */
 	cpu_set_t rest;	  /* the allowed CPUs outside every reserved core: the compile processes' */
@@ -48,6 +49,14 @@ void ks_cpu_plan_make(const cpu_set_t *allowed, const char *sysfs_cpu_dir, int h
  * KS_NVIDIA_GPUS_DIR; no plan when KSEARCH_PIN_WORKERS is 0.
  */
 const struct ks_cpu_plan *ks_cpu_plan_host(void);
+
+/*
+ * The CPUs one process of local_ranks on a host may count on: when it may
+ * use fewer than the online CPUs, a launcher (srun, mpirun --bind-to,
+ * taskset, a cgroup's cpuset) gave it that share already; otherwise the
+ * ranks of the host share the online CPUs evenly.  At least 1.
+ */
+long ks_cpu_share(long online, long allowed, int local_ranks);
 
 /* The GPUs listed in gpus_dir (normally KS_NVIDIA_GPUS_DIR); 0 if none. */
 int ks_cpu_host_gpus(const char *gpus_dir);
