@@ -3,9 +3,11 @@
  */
 #include "ksearch/compile/compiler.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "ksearch/base/cpus.h"
 #include "ksearch/base/frame.h"
@@ -158,30 +160,47 @@ malformed:
 	return ks_fail(err, "compiler process: malformed answer (analysis)");
 }
 
-int ks_compile_child_main(int in_fd, int out_fd)
+/*
+ * A compile process serves several requests (ks_compile_isolated()), so
+ * its CPU limit is its CPU time so far plus the request's seconds: a soft
+ * limit, whose SIGXCPU ends it.
+ */
+static void limit_cpu(unsigned seconds)
+{
+	struct rusage ru;
+	struct rlimit rl;
+	rlim_t want;
+
+	if (getrusage(RUSAGE_SELF, &ru) || getrlimit(RLIMIT_CPU, &rl))
+		return;
+	want = (rlim_t)ru.ru_utime.tv_sec + (rlim_t)ru.ru_stime.tv_sec + 1 + seconds;
+	if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max)
+		want = rl.rlim_max;
+	rl.rlim_cur = want;
+	setrlimit(RLIMIT_CPU, &rl);
+}
+
+/* Answer one request; 0 when the reply went out. */
+static int serve_one(json_t *msg, int out_fd)
 {
 	struct ks_compile_request req = { 0 };
 	struct ks_compile_result res = { 0 };
 	struct ks_define *defines = NULL;
-	struct ks_blob *blobs = NULL, out_blobs[2];
-	size_t n_blobs = 0;
+	struct ks_blob out_blobs[2];
 	struct ks_error err;
-	json_t *msg = NULL, *reply = NULL, *defs, *kernels;
+	json_t *reply = NULL, *defs, *kernels;
 	const char **names = NULL;
+	json_int_t cpu_seconds = 0;
 	int rc;
 
-	if (ks_frame_read(in_fd, -1, &msg, &blobs, &n_blobs, &err) != KS_FRAME_OK) {
-		fprintf(stderr, "ksearch __compile: %s\n", err.msg);
-		return 1;
-	}
-	if (json_unpack(msg, "{s:s, s:s, s:s, s:o}", "source", &req.source, "source_name", &req.source_name,
-			"arch", &req.arch, "defines", &defs) ||
+	if (json_unpack(msg, "{s:s, s:s, s:s, s:o, s?I}", "source", &req.source, "source_name",
+			&req.source_name, "arch", &req.arch, "defines", &defs, "cpu_seconds", &cpu_seconds) ||
 	    !json_is_array(defs)) {
 		fprintf(stderr, "ksearch __compile: malformed request\n");
-		json_decref(msg);
-		ks_blobs_free(blobs, n_blobs);
-		return 1;
+		return -1;
 	}
+	if (cpu_seconds > 0)
+		limit_cpu((unsigned)cpu_seconds);
 	req.n_defines = json_array_size(defs);
 	defines = ks_calloc(req.n_defines ? req.n_defines : 1, sizeof(*defines));
 	for (size_t i = 0; i < req.n_defines; i++) {
@@ -223,12 +242,105 @@ int ks_compile_child_main(int in_fd, int out_fd)
 	out_blobs[1] = (struct ks_blob){ res.cubin, res.cubin_size };
 	rc = ks_frame_write(out_fd, ks_now_ms() + 60000, reply, out_blobs, 2, &err);
 	json_decref(reply);
-	json_decref(msg);
-	ks_blobs_free(blobs, n_blobs);
 	free(defines);
 	free(names);
 	ks_compile_result_release(&res);
-	return rc < 0 ? 1 : 0;
+	return rc < 0 ? -1 : 0;
+}
+
+int ks_compile_child_main(int in_fd, int out_fd)
+{
+	for (;;) {
+		struct ks_blob *blobs = NULL;
+		size_t n_blobs = 0;
+		struct ks_error err;
+		json_t *msg = NULL;
+		enum ks_frame_status st = ks_frame_read(in_fd, -1, &msg, &blobs, &n_blobs, &err);
+		int rc;
+
+		if (st == KS_FRAME_EOF)
+			return 0; /* the parent is done with this process */
+		if (st != KS_FRAME_OK) {
+			fprintf(stderr, "ksearch __compile: %s\n", err.msg);
+			return 1;
+		}
+		rc = serve_one(msg, out_fd);
+		json_decref(msg);
+		ks_blobs_free(blobs, n_blobs);
+		if (rc < 0)
+			return 1;
+	}
+}
+
+/*
+ * A compile process serves one compiling thread for up to
+ * KS_COMPILE_SERVES compiles, then is replaced: starting one costs a
+ * compile some 5-8% of its CPU (exec, loading NVRTC, its first call), and
+ * a host of 4 GPUs is bound by its compiles' CPU.  It is replaced at once
+ * after anything but a clean compile (a compile error, a timeout, a
+ * crash), so what a failing candidate did to it ends with it.  Its CPU
+ * limit is set by itself for each request (limit_cpu()); its address-space
+ * limit holds for its life, which KS_COMPILE_SERVES bounds.
+ */
+struct server {
+	struct ks_child child;
+	int served;
+};
+
+static pthread_key_t server_key;
+static pthread_once_t server_once = PTHREAD_ONCE_INIT;
+
+static void server_end(struct server *s)
+{
+	if (s->child.pid > 0)
+		ks_child_finish(&s->child, 2000, NULL);
+	s->served = 0;
+}
+
+static void server_free(void *p)
+{
+	server_end(p);
+	free(p);
+}
+
+/* The main thread never runs a key's destructor: its process ends its server on exit. */
+static void end_main_server(void)
+{
+	struct server *s = pthread_getspecific(server_key);
+
+	if (s)
+		server_end(s);
+}
+
+static void server_key_make(void)
+{
+	if (pthread_key_create(&server_key, server_free) == 0)
+		atexit(end_main_server);
+}
+
+static struct server *thread_server(void)
+{
+	struct server *s;
+
+	pthread_once(&server_once, server_key_make);
+	s = pthread_getspecific(server_key);
+	if (!s) {
+		s = ks_calloc(1, sizeof(*s));
+		s->child.pid = 0;
+		s->child.to_child = s->child.from_child = -1;
+		if (pthread_setspecific(server_key, s)) {
+			free(s);
+			return NULL;
+		}
+	}
+	return s;
+}
+
+pid_t ks_compile_process(void)
+{
+	struct server *s = thread_server();
+
+	return s ? s->child.pid : 0;
 }
 
 int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_compile_limits *limits,
@@ -248,8 +360,12 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 	struct ks_child_limits child_limits = { .address_space = (size_t)8 << 30,
 						.nice = KS_COMPILE_NICE,
 						.cpus = plan->n_reserved ? &plan->rest : NULL };
+	/* a memory limit of its own: a process of its own */
+	struct server *server = limits && limits->memory_bytes ? NULL : thread_server(),
+		      one = { .child = { 0, -1, -1 } };
+	struct server *s = server ? server : &one;
 	int timeout_ms = 120000;
-	struct ks_child child;
+	unsigned cpu_seconds;
 	struct ks_blob *blobs = NULL;
 	size_t n_blobs = 0;
 	enum ks_frame_status st;
@@ -263,12 +379,13 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 		child_limits.address_space = limits->memory_bytes;
 	if (limits && limits->timeout_ms)
 		timeout_ms = limits->timeout_ms;
-	child_limits.cpu_seconds = (unsigned)(timeout_ms / 1000 + 10);
+	cpu_seconds = (unsigned)(timeout_ms / 1000 + 10);
 	for (size_t i = 0; i < req->n_defines; i++)
 		json_array_append_new(
 			defs, json_pack("[sI]", req->defines[i].name, (json_int_t)req->defines[i].value));
-	msg = json_pack("{s:s, s:o, s:s, s:o}", "source", req->source, "source_name",
-			ks_json_text(req->source_name), "arch", req->arch, "defines", defs);
+	msg = json_pack("{s:s, s:o, s:s, s:o, s:I}", "source", req->source, "source_name",
+			ks_json_text(req->source_name), "arch", req->arch, "defines", defs, "cpu_seconds",
+			(json_int_t)cpu_seconds);
 	if (msg && analysis) {
 		json_t *kernels = json_array();
 
@@ -284,16 +401,24 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 		ks_fail(err, "compilation failed:\n%s", out->log);
 		goto cleanup;
 	}
-	if (ks_child_spawn(&child, args, &child_limits, err) < 0)
+	/* one that served before may have died idle (killed by the OOM killer): then a new one */
+	if (s->child.pid > 0 &&
+	    ks_frame_write(s->child.to_child, ks_now_ms() + timeout_ms, msg, NULL, 0, err) < 0)
+		ks_child_kill(&s->child);
+	else if (s->child.pid > 0)
+		goto sent;
+	s->served = 0;
+	if (ks_child_spawn(&s->child, args, &child_limits, err) < 0)
 		goto cleanup;
-	if (ks_frame_write(child.to_child, ks_now_ms() + timeout_ms, msg, NULL, 0, err) < 0) {
-		ks_child_kill(&child);
+	if (ks_frame_write(s->child.to_child, ks_now_ms() + timeout_ms, msg, NULL, 0, err) < 0) {
+		ks_child_kill(&s->child);
 		ks_error_prefix(err, "compiler process");
 		goto cleanup;
 	}
-	st = ks_frame_read(child.from_child, ks_now_ms() + timeout_ms, &reply, &blobs, &n_blobs, err);
+sent:
+	st = ks_frame_read(s->child.from_child, ks_now_ms() + timeout_ms, &reply, &blobs, &n_blobs, err);
 	if (st == KS_FRAME_TIMEOUT) {
-		ks_child_kill(&child);
+		ks_child_kill(&s->child);
 		out->log = ks_asprintf("the compiler process (NVRTC, then the PTX checks) ran past its time "
 				       "limit (%d s) and was killed",
 				       timeout_ms / 1000);
@@ -303,7 +428,7 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 	if (st != KS_FRAME_OK) {
 		char how[128];
 
-		ks_child_finish(&child, 1000, &status);
+		ks_child_finish(&s->child, 1000, &status);
 		ks_child_describe_status(status, how, sizeof(how));
 		out->log =
 			ks_asprintf("the compiler process %s before answering (out of memory? limit %zu MiB)",
@@ -311,7 +436,6 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 		ks_fail(err, "compilation failed:\n%s", out->log);
 		goto cleanup;
 	}
-	ks_child_finish(&child, 5000, &status);
 	if (json_unpack(reply, "{s:b, s:s, s?o}", "ok", &ok, "error", &error, "log", &log) || n_blobs != 2 ||
 	    kernels_from_json(json_object_get(reply, "kernels"), out, err) < 0) {
 		ks_fail(err, "compiler process: malformed answer");
@@ -343,6 +467,9 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 	}
 	ret = 0;
 cleanup:
+	/* kept only after a clean compile, and for at most KS_COMPILE_SERVES */
+	if (ret != 0 || !server || ++s->served >= KS_COMPILE_SERVES)
+		server_end(s);
 	json_decref(msg);
 	json_decref(reply);
 	ks_blobs_free(blobs, n_blobs);

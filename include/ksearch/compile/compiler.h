@@ -7,9 +7,16 @@
  * child ("ksearch __compile") under an address-space limit and a wall-clock
  * deadline, so such a candidate costs one verdict, not the search.
  * The result is the same struct ks_compile_result as an in-process compile.
+ *
+ * The child serves the calling thread for up to KS_COMPILE_SERVES clean
+ * compiles in a row and is replaced after anything else (a compile error,
+ * a timeout, a crash): starting one costs a compile 5-10% of its CPU.  A
+ * thread's child ends when the thread does (the main thread's at exit).
  */
 #ifndef KSEARCH_COMPILER_H
 #define KSEARCH_COMPILER_H
+
+#include <sys/types.h>
 
 #include "ksearch/base/error.h"
 #include "ksearch/compile/nvrtc.h"
@@ -18,9 +25,13 @@
 /* How much lower a compiler child's priority is than its parent's (nice). */
 #define KS_COMPILE_NICE 10
 
+/* How many clean compiles one compile process serves before it is replaced (compiler.c). */
+#define KS_COMPILE_SERVES 32
+
 struct ks_compile_limits {
 	int timeout_ms;	     /* wall clock; default 120 s */
-	size_t memory_bytes; /* address space; default 8 GiB */
+	size_t memory_bytes; /* address space; default 8 GiB; set: a child of its own, for this compile only
+			      */
 };
 
 /*
@@ -40,7 +51,13 @@ int ks_compile_isolated(const struct ks_compile_request *req, const struct ks_co
 			struct ks_compile_result *out, struct ks_ptx_analysis *analysis,
 			struct ks_error *err);
 
-/* The child's side: read one request on in_fd, answer on out_fd. Returns an exit code. */
+/* The pid of the child that serves the calling thread now; 0 when none. */
+pid_t ks_compile_process(void);
+
+/*
+ * The child's side: answer requests from in_fd on out_fd until in_fd
+ * closes. Returns an exit code.
+ */
 int ks_compile_child_main(int in_fd, int out_fd);
 
 #endif
