@@ -60,6 +60,18 @@ static int gone(pid_t pid)
 	return kill(pid, 0) < 0 && errno == ESRCH;
 }
 
+/* The child serving this thread after a clean compile (the test skips without the ksearch binary). */
+static pid_t serving_child(void)
+{
+	struct ks_error err;
+
+	if (!getenv("KSEARCH"))
+		skip();
+	assert_true(compile_in_child(good_source, 2, NULL, &err) > 0);
+	assert_true(ks_compile_process() > 0);
+	return ks_compile_process();
+}
+
 /* The same child compiles again, and gives what a fresh one would. */
 static void a_child_serves_its_thread_again(void **state)
 {
@@ -91,11 +103,7 @@ static void a_compile_error_ends_the_child(void **state)
 	pid_t first;
 
 	(void)state;
-	if (!getenv("KSEARCH"))
-		skip();
-	assert_true(compile_in_child(good_source, 2, NULL, &err) > 0);
-	first = ks_compile_process();
-	assert_true(first > 0);
+	first = serving_child();
 	assert_int_equal(compile_in_child("extern \"C\" __global__ void k(float *o) { o[0] = nope; }\n", 2,
 					  NULL, &err),
 			 -1);
@@ -136,10 +144,7 @@ static void a_child_that_died_idle_is_replaced(void **state)
 	pid_t first;
 
 	(void)state;
-	if (!getenv("KSEARCH"))
-		skip();
-	assert_true(compile_in_child(good_source, 2, NULL, &err) > 0);
-	first = ks_compile_process();
+	first = serving_child();
 	assert_int_equal(kill(first, SIGKILL), 0);
 	usleep(100000);
 	assert_true(compile_in_child(good_source, 2, NULL, &err) > 0);
@@ -155,10 +160,7 @@ static void a_served_child_past_its_deadline_is_killed(void **state)
 	int64_t t0;
 
 	(void)state;
-	if (!getenv("KSEARCH"))
-		skip();
-	assert_true(compile_in_child(good_source, 2, NULL, &err) > 0);
-	first = ks_compile_process();
+	first = serving_child();
 	t0 = ks_now_ms();
 	assert_int_equal(
 		compile_in_child(slow_source, 2, &(struct ks_compile_limits){ .timeout_ms = 1000 }, &err),
@@ -232,20 +234,17 @@ static void *compile_in_a_thread(void *arg)
 /* Each thread has a child of its own, which ends with the thread. */
 static void a_thread_has_its_own_child_until_it_ends(void **state)
 {
-	struct ks_error err;
 	pthread_t t;
-	pid_t theirs = 0;
+	pid_t mine, theirs = 0;
 
 	(void)state;
-	if (!getenv("KSEARCH"))
-		skip();
-	assert_true(compile_in_child(good_source, 2, NULL, &err) > 0);
+	mine = serving_child();
 	assert_int_equal(pthread_create(&t, NULL, compile_in_a_thread, &theirs), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_true(theirs > 0);
-	assert_true(theirs != ks_compile_process());
+	assert_true(theirs != mine);
 	assert_true(gone(theirs));
-	assert_true(ks_compile_process() > 0);
+	assert_int_equal(ks_compile_process(), mine);
 }
 
 int main(void)
