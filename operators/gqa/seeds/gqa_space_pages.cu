@@ -331,39 +331,49 @@ __device__ __forceinline__ float4 load_part4(const float *part_o, size_t i)
 
 /* One warp merges the n >= 2 partial slots s0 .. s0+n-1 of request b, query head `head`
    (lane: dims 4*lane .. 4*lane+3): lse = log2(sum_s 2^lse_s), out = sum_s 2^(lse_s - lse) o_s.
-   The partials of a batch of 8 slots are loaded before any is used (latency, not count). */
+   DEPTH partials are loaded before any is used, each batch of 32 with its lse (lane s holds
+   slot s's) in the same round trip, against a running max: the merge launch (DEPTH 32) reads
+   up to 32 partials in one round trip, where reading every lse first and then 8 partials at a
+   time took 1 + cdiv(n, 8). In the partial kernel (last-CTA merge) DEPTH is 8, for its
+   registers. */
+template <int DEPTH>
 __device__ __forceinline__ void merge_head(const float *part_o, const float *part_lse, __nv_bfloat16 *output,
                                            float *lse, int b, int head, int s0, int n, int lane)
 {
-    float mx = neg_inf(), ls_first = neg_inf(); /* ls_first: lse of slot `lane` */
-    for (int s = lane; s < n; s += 32) {
-        const float v = __ldcg(part_lse + (size_t)(s0 + s) * NUM_QO_HEADS + head);
-        if (s == lane)
-            ls_first = v;
-        mx = fmaxf(mx, v);
-    }
-#pragma unroll
-    for (int off = 16; off >= 1; off /= 2)
-        mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, off));
-
-    float L = 0.0f;
+    static_assert(DEPTH == 8 || DEPTH == 16 || DEPTH == 32, "DEPTH divides a batch of 32 slots");
+    float m = neg_inf(), L = 0.0f; /* m: warp-uniform running max; L: this lane's slots' weights */
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int sbase = 0; sbase < n; sbase += 32) { /* warp-uniform */
         const int s = sbase + lane;
-        float w = 0.0f; /* slot s's weight, 0 past the end */
-        if (s < n)
-            w = exp2f((sbase == 0 ? ls_first : __ldcg(part_lse + (size_t)(s0 + s) * NUM_QO_HEADS + head)) - mx);
-        L += w;
+        const float ls = s < n ? __ldcg(part_lse + (size_t)(s0 + s) * NUM_QO_HEADS + head) : neg_inf();
         const int cnt = min(32, n - sbase);
-        for (int k = 0; k < cnt; k += 8) {
-            float4 p[8];
+        for (int k = 0; k < cnt; k += DEPTH) {
+            float4 p[DEPTH];
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+            for (int j = 0; j < DEPTH; j++)
                 p[j] = (k + j < cnt) ? load_part4(part_o, ((size_t)(s0 + sbase + k + j) * NUM_QO_HEADS + head) *
                                                               HEAD_DIM + lane * 4)
                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (k == 0) { /* the batch's lse has arrived with its first partials: fold it in */
+                float mk = fmaxf(m, ls);
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
+                for (int off = 16; off >= 1; off /= 2)
+                    mk = fmaxf(mk, __shfl_xor_sync(FULL_MASK, mk, off));
+                if (mk != neg_inf()) {
+                    const float rescale = exp2f(m - mk); /* 0 while m is -inf */
+                    L *= rescale;
+                    acc.x *= rescale;
+                    acc.y *= rescale;
+                    acc.z *= rescale;
+                    acc.w *= rescale;
+                    m = mk;
+                }
+            }
+            const float w = (ls == neg_inf()) ? 0.0f : exp2f(ls - m); /* slot s's weight, 0 past the end */
+            if (k == 0)
+                L += w;
+#pragma unroll
+            for (int j = 0; j < DEPTH; j++) {
                 const float ws = __shfl_sync(FULL_MASK, w, (k + j) & 31); /* p[j] = 0 past cnt */
                 acc.x = fmaf(ws, p[j].x, acc.x);
                 acc.y = fmaf(ws, p[j].y, acc.y);
@@ -382,7 +392,7 @@ __device__ __forceinline__ void merge_head(const float *part_o, const float *par
     out[0] = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
     out[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
     if (lane == 0)
-        lse[row] = (L > 0.0f) ? mx + log2f(L) : neg_inf();
+        lse[row] = (L > 0.0f) ? m + log2f(L) : neg_inf();
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -760,7 +770,7 @@ gqa_pages_partial(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
         const int sb = bound(kv_indptr, b, N), eb = bound(kv_indptr, b + 1, N);
         const int c_first = sb / chunk, c_last = min((eb - 1) / chunk, G - 1);
         for (int head = warp; head < NUM_QO_HEADS; head += WARPS)
-            merge_head(part_o, part_lse, output, lse, b, head, c_first + b, c_last - c_first + 1, lane);
+            merge_head<8>(part_o, part_lse, output, lse, b, head, c_first + b, c_last - c_first + 1, lane);
     }
 #endif
 }
@@ -768,7 +778,7 @@ gqa_pages_partial(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 /* One CTA per (request, KV head), warp w merges query head kvh*8 + w over the request's
    partial slots, lane owns 4 dims. Launched with PDL: indptr is read before waiting for
    the partial grid, the partials after. With MERGE == 2 it is one CTA that only waits. */
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 2)
 gqa_pages_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_o,
                 const float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output, float *__restrict__ lse,
                 int batch_size, int num_kv_indices)
@@ -795,6 +805,6 @@ gqa_pages_merge(const int *__restrict__ kv_indptr, const float *__restrict__ par
     pdl_wait(); /* the partial grid has finished and its stores are visible */
     if (n <= 1)
         return; /* empty, or written by the partial kernel */
-    merge_head(part_o, part_lse, output, lse, row / NUM_QO_HEADS, row % NUM_QO_HEADS, s0, n, lane);
+    merge_head<16>(part_o, part_lse, output, lse, row / NUM_QO_HEADS, row % NUM_QO_HEADS, s0, n, lane);
 #endif
 }
