@@ -32,6 +32,9 @@ import collections
 import json
 import sys
 
+# the log's events of evidence made on a lane between evaluations (profiles, checks, confirmations)
+EVIDENCE_EVENTS = ("profile", "sanitizer", "confirmation", "profile_failed", "sanitizer_failed", "confirmation_failed")
+
 
 def fail(msg):
     sys.exit(f"gpu-time: {msg}")
@@ -104,10 +107,10 @@ def main():
             spans[place(r)].append((end - worker, end))
             ends.append(end)
     checks = [(e["t"] - e["seconds"], e["t"]) for e in events
-              if e.get("event") in ("profile", "sanitizer", "profile_failed", "sanitizer_failed")
+              if e.get("event") in EVIDENCE_EVENTS
               and isinstance(e.get("seconds"), (int, float)) and isinstance(e.get("t"), (int, float))]
     evidence = sum(e.get("seconds", 0) for e in events
-                   if e.get("event") in ("profile", "sanitizer", "profile_failed", "sanitizer_failed")
+                   if e.get("event") in EVIDENCE_EVENTS
                    and isinstance(e.get("seconds"), (int, float)))
     idle = total - evaluating - evidence
 

@@ -1349,8 +1349,9 @@ static int store(struct ks_archive *ar, MDB_txn *txn, struct ks_counters *c, con
 /*
  * The fastest ok candidate of each benchmark workload, kept beside the
  * fitness elites (meta "workload_best": {"<workload>": {"id", "median_us",
- * "ref_median_us"}}): what a per-shape dispatch is made of.  The first of
- * equal times stays.
+ * "ref_median_us"}}): what a per-shape dispatch is made of.  A record's time
+ * there is ks_record_ranked_us(): the slower of its two timings once it was
+ * confirmed.  The first of equal times stays.
  */
 static int update_workload_best(struct ks_archive *ar, MDB_txn *txn, const json_t *doc, uint64_t id,
 				struct ks_error *err)
@@ -1376,10 +1377,10 @@ static int update_workload_best(struct ks_archive *ar, MDB_txn *txn, const json_
 	json_array_foreach(workloads, i, w)
 	{
 		const char *wid = json_string_value(json_object_get(w, "id"));
-		double median = json_number_value(json_object_get(w, "median_us"));
+		double median = ks_record_ranked_us(doc, w);
 		const json_t *cur;
 
-		if (!wid || !(median > 0))
+		if (!(median > 0))
 			continue;
 		cur = json_object_get(best, wid);
 		if (cur && json_number_value(json_object_get(cur, "median_us")) <= median)
@@ -1621,6 +1622,45 @@ static int check_profile(const json_t *profile, struct ks_error *err)
 	return 0;
 }
 
+/* Record id as stored, parsed, with its verdict: what the set_*_step()s below change. */
+static int read_stored_record(struct ks_archive *ar, MDB_txn *txn, uint64_t id, json_t **doc,
+			      enum ks_verdict *verdict, struct ks_error *err)
+{
+	unsigned char key[8];
+	MDB_val val;
+	int rc;
+
+	*doc = NULL;
+	ks_be64_put(key, id);
+	rc = ks_archive_db_get(txn, ar->candidates, key, 8, &val, "reading the record", err);
+	if (rc)
+		return rc < 0 ? -1
+			      : ks_fail(err, "no candidate #%llu in %s", (unsigned long long)id, ar->path);
+	if (ks_archive_parse_record(id, &val, doc, err) < 0)
+		return -1;
+	if (record_verdict(*doc, verdict) < 0) {
+		json_decref(*doc);
+		*doc = NULL;
+		return ks_fail(err, "record #%llu has no verdict: the archive is damaged",
+			       (unsigned long long)id);
+	}
+	return 0;
+}
+
+/* Record id stored again, as doc now says. */
+static int write_stored_record(struct ks_archive *ar, MDB_txn *txn, uint64_t id, const json_t *doc,
+			       struct ks_error *err)
+{
+	unsigned char key[8];
+	char *text = json_dumps(doc, KS_ARCHIVE_RECORD_JSON);
+	int rc;
+
+	ks_be64_put(key, id);
+	rc = put(txn, ar->candidates, key, 8, text, strlen(text), 0, "writing the record", err);
+	free(text);
+	return rc;
+}
+
 struct profile_ctx {
 	uint64_t id;
 	const json_t *profile;
@@ -1633,15 +1673,12 @@ static int set_profile_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, str
 	struct ks_archive_profile_result *res = ctx->res;
 	struct ks_archive_insert_result placed;
 	struct ks_counters c;
-	unsigned char key[8];
 	json_t *doc = NULL, *descriptors, *profile;
 	enum ks_verdict verdict;
 	uint64_t old_cell = 0, new_cell = 0;
 	double fitness, old_best, old_qd;
 	uint64_t old_cells;
 	int had_cell, has_cell, elite, rc = -1;
-	char *text;
-	MDB_val val;
 
 	memset(res, 0, sizeof(*res));
 	res->old_cell = res->cell = -1;
@@ -1651,20 +1688,9 @@ static int set_profile_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, str
 	old_best = c.best_fitness;
 	old_qd = c.qd_score;
 	old_cells = c.cells_filled;
-	ks_be64_put(key, ctx->id);
-	rc = ks_archive_db_get(txn, ar->candidates, key, 8, &val, "reading the record", err);
-	if (rc)
-		return rc < 0 ? -1
-			      : ks_fail(err, "no candidate #%llu in %s", (unsigned long long)ctx->id,
-					ar->path);
-	if (ks_archive_parse_record(ctx->id, &val, &doc, err) < 0)
+	if (read_stored_record(ar, txn, ctx->id, &doc, &verdict, err) < 0)
 		return -1;
 	rc = -1;
-	if (record_verdict(doc, &verdict) < 0) {
-		ks_fail(err, "record #%llu has no verdict: the archive is damaged",
-			(unsigned long long)ctx->id);
-		goto cleanup;
-	}
 	had_cell = !ks_archive_cell_of(ar, json_object_get(doc, "descriptors"), &old_cell, res->why,
 				       sizeof(res->why));
 
@@ -1684,9 +1710,7 @@ static int set_profile_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, str
 		if (ks_descriptor_is_measured((enum ks_descriptor)d) && json_is_number(v))
 			json_object_set_new(descriptors, name, json_real(json_number_value(v)));
 	}
-	text = json_dumps(doc, KS_ARCHIVE_RECORD_JSON);
-	rc = put(txn, ar->candidates, key, 8, text, strlen(text), 0, "writing the record", err);
-	free(text);
+	rc = write_stored_record(ar, txn, ctx->id, doc, err);
 	if (rc)
 		goto cleanup;
 
@@ -1832,11 +1856,11 @@ static int rebuild_workload_best(uint64_t id, const json_t *record, void *ctx_)
 	json_array_foreach(json_object_get(record, "workloads"), i, w)
 	{
 		const char *wid = json_string_value(json_object_get(w, "id"));
-		double median = json_number_value(json_object_get(w, "median_us"));
+		double median = ks_record_ranked_us(record, w);
 		const json_t *cur;
 		double cur_median;
 
-		if (!wid || !(median > 0))
+		if (!(median > 0))
 			continue;
 		cur = json_object_get(best, wid);
 		cur_median = json_number_value(json_object_get(cur, "median_us"));
@@ -1894,14 +1918,12 @@ static int set_sanitizer_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, s
 	struct ks_archive_sanitizer_result *res = ctx->res;
 	struct ks_counters c;
 	struct best_ctx top = { 0, 0 };
-	unsigned char key[8];
 	json_t *doc = NULL, *sanitizer, *old_best = NULL, *new_best = NULL;
 	enum ks_verdict verdict;
 	uint64_t cell, old_cells;
 	double fitness, old_best_fitness, old_qd;
 	int was_failed, now_failed, elite, rc;
-	char *text, why[256];
-	MDB_val val;
+	char why[256];
 
 	memset(res, 0, sizeof(*res));
 	res->cell = -1;
@@ -1910,28 +1932,15 @@ static int set_sanitizer_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, s
 	old_best_fitness = c.best_fitness;
 	old_qd = c.qd_score;
 	old_cells = c.cells_filled;
-	ks_be64_put(key, ctx->id);
-	rc = ks_archive_db_get(txn, ar->candidates, key, 8, &val, "reading the record", err);
-	if (rc)
-		return rc < 0 ? -1
-			      : ks_fail(err, "no candidate #%llu in %s", (unsigned long long)ctx->id,
-					ar->path);
-	if (ks_archive_parse_record(ctx->id, &val, &doc, err) < 0)
+	if (read_stored_record(ar, txn, ctx->id, &doc, &verdict, err) < 0)
 		return -1;
 	rc = -1;
-	if (record_verdict(doc, &verdict) < 0) {
-		ks_fail(err, "record #%llu has no verdict: the archive is damaged",
-			(unsigned long long)ctx->id);
-		goto cleanup;
-	}
 	was_failed = ks_record_sanitizer_failed(doc);
 	sanitizer = json_deep_copy(ctx->sanitizer);
 	normalize_reals(sanitizer);
 	json_object_set_new(doc, "sanitizer", sanitizer);
 	now_failed = ks_record_sanitizer_failed(doc);
-	text = json_dumps(doc, KS_ARCHIVE_RECORD_JSON);
-	rc = put(txn, ar->candidates, key, 8, text, strlen(text), 0, "writing the record", err);
-	free(text);
+	rc = write_stored_record(ar, txn, ctx->id, doc, err);
 	if (rc || verdict != KS_VERDICT_OK || was_failed == now_failed)
 		goto cleanup; /* nothing moves: the grid and the bests stand */
 
@@ -2003,6 +2012,68 @@ int ks_archive_set_sanitizer(struct ks_archive *ar, uint64_t id, const json_t *s
 			       "a sanitizer check must be a JSON object whose \"status\" is \"clean\" or "
 			       "\"failed\"");
 	return ks_archive_write(ar, set_sanitizer_step, &ctx, err);
+}
+
+struct confirmation_ctx {
+	uint64_t id;
+	const json_t *confirmation;
+	struct ks_archive_confirmation_result *res;
+};
+
+static int set_confirmation_step(struct ks_archive *ar, MDB_txn *txn, void *ctx_, struct ks_error *err)
+{
+	struct confirmation_ctx *ctx = ctx_;
+	struct ks_archive_confirmation_result *res = ctx->res;
+	json_t *doc = NULL, *confirmation, *old_best = NULL, *new_best = NULL;
+	enum ks_verdict verdict;
+	size_t before;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	if (read_stored_record(ar, txn, ctx->id, &doc, &verdict, err) < 0)
+		return -1;
+	rc = -1;
+	confirmation = json_deep_copy(ctx->confirmation);
+	normalize_reals(confirmation);
+	json_object_set_new(doc, "confirmation", confirmation);
+	rc = write_stored_record(ar, txn, ctx->id, doc, err);
+	if (rc || verdict != KS_VERDICT_OK || ks_record_sanitizer_failed(doc))
+		goto cleanup; /* no best before, none after */
+
+	/* the per-workload bests, again from the records that may hold them */
+	rc = -1;
+	if (load_workload_best(ar, txn, &old_best, err) < 0)
+		goto cleanup;
+	new_best = json_object();
+	if (each_eligible(ar, txn, rebuild_workload_best, new_best, err) < 0)
+		goto cleanup;
+	before = workloads_held(old_best, ctx->id);
+	res->workloads_held = workloads_held(new_best, ctx->id);
+	res->workloads_lost = before > res->workloads_held ? before - res->workloads_held : 0;
+	rc = put_json(txn, ar->meta, KS_META_WORKLOAD_BEST, strlen(KS_META_WORKLOAD_BEST), new_best, 0,
+		      "writing the per-workload bests", err);
+cleanup:
+	json_decref(old_best);
+	json_decref(new_best);
+	json_decref(doc);
+	return rc;
+}
+
+int ks_archive_set_confirmation(struct ks_archive *ar, uint64_t id, const json_t *confirmation,
+				struct ks_archive_confirmation_result *result, struct ks_error *err)
+{
+	struct ks_archive_confirmation_result scratch;
+	struct confirmation_ctx ctx = { id, confirmation, result ? result : &scratch };
+	const char *status = json_string_value(json_object_get(confirmation, "status"));
+
+	if (!json_is_object(confirmation) || !status || (strcmp(status, "ok") && strcmp(status, "failed")))
+		return ks_fail(err, "a confirmation must be a JSON object whose \"status\" is \"ok\" or "
+				    "\"failed\"");
+	if (!strcmp(status, "ok") && !json_is_object(json_object_get(confirmation, "workloads")))
+		return ks_fail(
+			err,
+			"a confirmation that is \"ok\" needs its \"workloads\": {\"<id>\": microseconds}");
+	return ks_archive_write(ar, set_confirmation_step, &ctx, err);
 }
 
 /* Small stores: state, prompts, compile cache */

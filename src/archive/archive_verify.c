@@ -141,10 +141,10 @@ static void check_record(struct ks_archive *ar, MDB_txn *txn, uint64_t id, const
 		json_array_foreach(json_object_get(record, "workloads"), k, w)
 		{
 			const char *wid = json_string_value(json_object_get(w, "id"));
-			double median = json_number_value(json_object_get(w, "median_us"));
+			double median = ks_record_ranked_us(record, w);
 			const json_t *cur;
 
-			if (!wid || !(median > 0))
+			if (!(median > 0))
 				continue;
 			cur = json_object_get(r->workload_best, wid);
 			if (!cur || median < json_number_value(json_object_get(cur, "median_us")))

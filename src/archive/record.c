@@ -54,6 +54,23 @@ int ks_record_sanitizer_failed(const json_t *record)
 	return status && !strcmp(status, "failed");
 }
 
+double ks_record_ranked_us(const json_t *record, const json_t *w)
+{
+	const json_t *confirmation = json_object_get(record, "confirmation");
+	const char *wid = json_string_value(json_object_get(w, "id")), *status;
+	double median = json_number_value(json_object_get(w, "median_us")), again;
+
+	if (!wid || !(median > 0))
+		return 0;
+	if (!json_is_object(confirmation))
+		return median;
+	status = json_string_value(json_object_get(confirmation, "status"));
+	if (!status || strcmp(status, "ok"))
+		return 0; /* it failed when timed again, or the confirmation is not one ksearch wrote */
+	again = json_number_value(json_object_get(json_object_get(confirmation, "workloads"), wid));
+	return again > median ? again : median;
+}
+
 /* ---- the typed record ---- */
 
 /* The text of an absent field: shared, never freed, so an empty record owns nothing. */
@@ -92,6 +109,7 @@ void ks_record_release(struct ks_record *rec)
 	json_decref(rec->llm);
 	json_decref(rec->profile);
 	json_decref(rec->sanitizer);
+	json_decref(rec->confirmation);
 	ks_result_release(&rec->result);
 	ks_record_init(rec);
 }
@@ -188,6 +206,7 @@ static int read_provenance(const json_t *obj, struct ks_record *rec, struct ks_e
 	    read_object(obj, "llm", &rec->llm, err) < 0 ||
 	    read_object(obj, "profile", &rec->profile, err) < 0 ||
 	    read_object(obj, "sanitizer", &rec->sanitizer, err) < 0 ||
+	    read_object(obj, "confirmation", &rec->confirmation, err) < 0 ||
 	    read_count(obj, "duplicate_of", &rec->duplicate_of, err) < 0)
 		return -1;
 	if ((got = read_count(obj, "prompt_id", &rec->prompt_id, err)) < 0)

@@ -652,6 +652,25 @@ static void show_sanitizer(const struct ks_record *rec)
 	free(text);
 }
 
+/* Timed again on fresh length splits (the search's confirmation of a workload's best), if it was. */
+static void show_confirmation(const struct ks_record *rec)
+{
+	const json_t *c = rec->confirmation, *us;
+	const char *status = ks_record_str(c, "status", "?"), *wid;
+
+	if (!c)
+		return;
+	if (strcmp(status, "ok")) {
+		printf("%-12s%s as %s when timed again (%s): no workload's best\n", "confirmed", status,
+		       ks_record_str(c, "failed_as", "?"), ks_record_str(c, "why", "-"));
+		return;
+	}
+	printf("%-12stimed again on fresh length splits:", "confirmed");
+	json_object_foreach((json_t *)json_object_get(c, "workloads"), wid, us)
+		printf(" %s %.2f us", wid, json_number_value(us));
+	printf(" (it ranks among each workload's bests by the slower of its two times)\n");
+}
+
 static void show_text(const struct ks_record *rec, const char *source, int with_source)
 {
 	const char *evidence = rec->result.evidence;
@@ -725,6 +744,7 @@ static void show_record(struct ks_archive *ar, const struct ks_record *rec, cons
 	show_workloads(rec);
 	show_profile(rec);
 	show_sanitizer(rec);
+	show_confirmation(rec);
 	show_text(rec, source, with_source);
 	ks_archive_cli_lineage_release(&lineage);
 }

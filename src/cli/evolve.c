@@ -309,6 +309,26 @@ static void print_sanitizer_summary(const struct ks_op *op, const struct ks_sear
 		       100.0 * cfg->sanitize_share, op->key);
 }
 
+static void print_confirm_summary(const struct ks_search_summary *sum, const struct ks_search_config *cfg)
+{
+	const struct ks_search_evidence *c = &sum->confirm;
+
+	if (c->off[0])
+		printf("confirmation: %s\n", c->off);
+	if (!c->stored && !c->failed)
+		return;
+	printf("confirmation: %llu new per-workload best%s timed again on fresh length splits, %llu "
+	       "lost their place",
+	       (unsigned long long)c->stored, c->stored == 1 ? "" : "s", (unsigned long long)c->changed);
+	for (size_t i = 0; i < c->changed && i < KS_SEARCH_EVIDENCE_IDS; i++)
+		printf("%s#%llu", i ? ", " : " (", (unsigned long long)c->changed_ids[i]);
+	if (c->changed > KS_SEARCH_EVIDENCE_IDS)
+		printf(", ...");
+	printf("%s, %llu could not be; %.0f s, %.1f%% of the GPU time (at most %.0f%%)\n",
+	       c->changed ? ")" : "", (unsigned long long)c->failed, c->seconds, 100.0 * c->share,
+	       100.0 * cfg->confirm_share);
+}
+
 /* with_llm: an LLM mutator was in cfg's list */
 static void print_summary(struct ks_archive *ar, const struct ks_op *op, const char *root,
 			  const struct ks_search_summary *sum, const struct ks_search_config *cfg,
@@ -332,7 +352,9 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		printf("time: compile %.0f s (summed over processes), GPU evaluation %.0f s, GPUs busy "
 		       "%.0f%% of the wall time (evaluating, profiling and checking)\n",
 		       sum->compile_s, sum->eval_s,
-		       100.0 * (sum->gpu_busy_s + sum->profiles.seconds + sum->sanitizer.seconds) /
+		       100.0 *
+			       (sum->gpu_busy_s + sum->profiles.seconds + sum->sanitizer.seconds +
+				sum->confirm.seconds) /
 			       (sum->wall_s * (double)gpus));
 
 	if (!strcmp(sum->stop_reason ? sum->stop_reason : "", "exhausted"))
@@ -364,6 +386,7 @@ static void print_summary(struct ks_archive *ar, const struct ks_op *op, const c
 		       "one now)\n",
 		       100.0 * cfg->profile_share, op->key);
 	print_sanitizer_summary(op, sum, cfg);
+	print_confirm_summary(sum, cfg);
 	if (ks_archive_metrics(ar, &m, &err) == 0)
 		printf("archive: %llu candidates, %llu/%llu cells filled (%.0f%%), QD-score %.2f\n",
 		       (unsigned long long)m.candidates, (unsigned long long)m.cells_filled,
@@ -525,6 +548,10 @@ int cmd_evolve(int argc, char **argv)
 			"check every new best and per-workload best with compute-sanitizer (memcheck, "
 			"racecheck on shared memory) in at most this share of the GPU time; a best that "
 			"fails is demoted (default 0.1; 0: never)"),
+		KS_OPT_DOUBLE(0, "confirm-share", &cfg.confirm_share, "F", 0, 0.5, "a share from 0 to 0.5",
+			      "time every new per-workload best again, on fresh length splits, in at most "
+			      "this share of the GPU time; it then ranks by the slower of its two times, so "
+			      "that no best holds its place by a lucky draw (default 0.05; 0: never)"),
 		KS_OPT_BOOL(0, "fresh", &fresh,
 			    "start a new archive; the old one is moved aside, not deleted"),
 		KS_OPT_INT(0, "time-cap", &time_cap, "MS", 1, 3600000, "milliseconds from 1 to 3600000",
@@ -593,6 +620,7 @@ int cmd_evolve(int argc, char **argv)
 	llm_init(&llm);
 	cfg.profile_share = 0.1;
 	cfg.sanitize_share = 0.1;
+	cfg.confirm_share = 0.05;
 	cfg.jobs = 0; /* not given: from the CPUs and the GPUs, once those are known */
 	rc = ks_opts_parse("evolve", opts, &help, argc, argv, &positional, &n_positional);
 	if (rc) {

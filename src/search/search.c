@@ -62,7 +62,7 @@ struct ks_mutator_host {
 };
 
 /* The search's kinds of hardware evidence, indexes into search.evidence. */
-enum { SANITIZER, PROFILES, N_EVIDENCE };
+enum { SANITIZER, CONFIRM, PROFILES, N_EVIDENCE };
 
 struct family_slot {
 	struct ks_family *fam; /* the seeds borrowed, the added ones owned */
@@ -114,7 +114,7 @@ struct search {
 	uint64_t improvements;
 	size_t mutators_started;
 	/* hardware evidence, taken by the lanes in this order (search_evidence.h) */
-	struct ks_evidence_queue evidence[2];
+	struct ks_evidence_queue evidence[N_EVIDENCE];
 	/*
 	 * Every binary built (build.h's fingerprint) and who holds its result:
 	 * the record's id once inserted, before that the job evaluating it.
@@ -926,7 +926,9 @@ static int evidence_off(struct search *s, int i)
 static void queue_unless(struct search *s, int i, const struct ks_record *rec)
 {
 	int64_t params[KS_MAX_PARAMS];
-	const json_t *evidence = i == PROFILES ? rec->profile : rec->sanitizer;
+	const json_t *evidence = i == PROFILES	? rec->profile
+				 : i == CONFIRM ? rec->confirmation
+						: rec->sanitizer;
 	int fam;
 
 	if (rec->id && ks_record_ok(rec) && !evidence && (fam = family_of(s, rec->id)) >= 0 &&
@@ -1003,27 +1005,84 @@ cleanup:
 	return ret;
 }
 
-/* Is record id (ok, just inserted) the archive's best or a workload's best now? */
-static int is_a_best(struct search *s, uint64_t id, struct ks_error *err)
+/*
+ * Is id, timed as res says, the best of a workload it was timed on
+ * several length splits of?  Only there a second draw can tell luck from
+ * speed (search_confirm.c): a workload of one request (or one shape) is the
+ * same workload on every draw.
+ */
+static int best_of_a_split_workload(const json_t *bests, uint64_t id, const struct ks_result *res)
+{
+	for (size_t i = 0; i < res->n_workloads; i++) {
+		const json_t *entry = json_object_get(bests, res->workloads[i].id);
+
+		if (res->workloads[i].n_splits > 1 && entry &&
+		    (uint64_t)json_integer_value(json_object_get(entry, "id")) == id)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The workloads' bests that were never confirmed (timed again on fresh
+ * splits: search_confirm.c), because an earlier run stopped with them
+ * waiting or a confirmation just made them the bests, wait for one.
+ */
+static int queue_unconfirmed(struct search *s, struct ks_error *err)
+{
+	json_t *bests = NULL, *entry;
+	struct ks_record rec;
+	const char *workload;
+	int ret = -1;
+
+	if (evidence_off(s, CONFIRM))
+		return 0;
+	ks_record_init(&rec);
+	if (ks_archive_workload_bests(s->ar, &bests, err) < 0)
+		goto cleanup;
+	json_object_foreach(bests, workload, entry)
+	{
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(entry, "id"));
+
+		if (ks_archive_get_record(s->ar, id, &rec, NULL, err) < 0)
+			goto cleanup;
+		if (best_of_a_split_workload(bests, id, &rec.result))
+			queue_unless(s, CONFIRM, &rec);
+	}
+	ret = 0;
+cleanup:
+	ks_record_release(&rec);
+	json_decref(bests);
+	return ret;
+}
+
+/*
+ * Is record id (ok, just inserted, timed as res says) the archive's best
+ * (*best), or a workload's best now (*workload_best: 1, or 2 when of one it
+ * was timed on several splits of)?
+ */
+static int best_of(struct search *s, uint64_t id, const struct ks_result *res, int *best, int *workload_best,
+		   struct ks_error *err)
 {
 	struct ks_archive_metrics m;
 	json_t *bests = NULL, *entry;
 	const char *workload;
-	int ret = 0;
 
+	*best = *workload_best = 0;
 	if (ks_archive_metrics(s->ar, &m, err) < 0)
 		return -1;
-	if (m.best_id == id)
-		return 1;
+	*best = m.best_id == id;
 	if (ks_archive_workload_bests(s->ar, &bests, err) < 0)
 		return -1;
 	json_object_foreach(bests, workload, entry)
 	{
 		if ((uint64_t)json_integer_value(json_object_get(entry, "id")) == id)
-			ret = 1;
+			*workload_best = 1;
 	}
+	if (*workload_best && best_of_a_split_workload(bests, id, res))
+		*workload_best = 2;
 	json_decref(bests);
-	return ret;
+	return 0;
 }
 
 /* ---- proposals ---- */
@@ -1380,19 +1439,25 @@ static int remember_binary(struct search *s, struct job *job, uint64_t id, struc
 	return ks_archive_state_put(s->ar, key, value, sizeof(value), err);
 }
 
-/* A duplicate shares its original's sanitizer check; any other new best waits for one. */
-static int sanitize_if_best(struct search *s, const struct job *job, uint64_t id, struct ks_error *err)
+/*
+ * A duplicate shares its original's sanitizer check; any other new best
+ * waits for one.  A new best of a workload with length splits, a duplicate
+ * too, waits to be timed again (search_confirm.c).
+ */
+static int check_if_best(struct search *s, const struct job *job, uint64_t id, struct ks_error *err)
 {
-	int best;
+	int best, workload_best;
 
-	if (job->duplicate)
-		return ks_evidence_sanitize_inherit(s->ar, job->duplicate_of, id, err);
-	if (job->result.verdict != KS_VERDICT_OK || evidence_off(s, SANITIZER))
-		return 0;
-	if ((best = is_a_best(s, id, err)) < 0)
+	if (job->duplicate && ks_evidence_sanitize_inherit(s->ar, job->duplicate_of, id, err) < 0)
 		return -1;
-	if (best)
+	if (job->result.verdict != KS_VERDICT_OK || (evidence_off(s, SANITIZER) && evidence_off(s, CONFIRM)))
+		return 0;
+	if (best_of(s, id, &job->result, &best, &workload_best, err) < 0)
+		return -1;
+	if ((best || workload_best) && !job->duplicate && !evidence_off(s, SANITIZER))
 		ks_evidence_queue_add(&s->evidence[SANITIZER], job->fam, job->p.params, id);
+	if (workload_best == 2 && !evidence_off(s, CONFIRM))
+		ks_evidence_queue_add(&s->evidence[CONFIRM], job->fam, job->p.params, id);
 	return 0;
 }
 
@@ -1418,7 +1483,7 @@ static int insert_result(struct search *s, struct job *job, struct ks_error *err
 			s->improvements++;
 			ks_evidence_queue_add(&s->evidence[PROFILES], f, job->p.params, res.id);
 		}
-		ret = sanitize_if_best(s, job, res.id, err);
+		ret = check_if_best(s, job, res.id, err);
 	}
 	if (ret == 0) {
 		if (job->duplicate)
@@ -1737,18 +1802,46 @@ static int resume_saved(struct search *s, struct ks_error *err)
 }
 
 /*
- * Store the checks and profiles that came back.  A failed check that
- * demoted a best makes others the bests: they wait for a check too.
+ * Store the checks, confirmations and profiles that came back.  A failed
+ * check that demoted a best, or a confirmation that took a best's place,
+ * makes others the bests: they wait for a check and a confirmation too.
  */
 static int apply_evidence(struct search *s, struct ks_error *err)
 {
-	uint64_t demoted = s->summary->sanitizer.changed;
+	uint64_t demoted = s->summary->sanitizer.changed, replaced = s->summary->confirm.changed;
 
 	for (int i = 0; i < N_EVIDENCE; i++)
 		if (ks_evidence_queue_apply(&s->evidence[i], err) < 0)
 			return -1;
-	if (s->summary->sanitizer.changed != demoted)
-		return queue_unsanitized(s, err);
+	if (s->summary->sanitizer.changed != demoted || s->summary->confirm.changed != replaced)
+		return queue_unsanitized(s, err) < 0 ? -1 : queue_unconfirmed(s, err);
+	return 0;
+}
+
+/*
+ * When a run stops, its workloads' bests are confirmed before it returns,
+ * whatever the budget: the per-workload bests it leaves (what export-best
+ * --dispatch takes) are then times that held on two draws.  One evaluation
+ * each, on lane 0 (the lanes have stopped); a best that loses its place makes
+ * another the best, which is confirmed in turn, at most eight rounds a
+ * workload (a 2m20s gqa search on an H200 took 19, 19 s).  Not after a
+ * signal: that stop is at once.
+ */
+static int confirm_last_bests(struct search *s, size_t workloads, struct ks_error *err)
+{
+	struct ks_evidence_queue *q = &s->evidence[CONFIRM];
+
+	for (size_t round = 0; round < 8 * workloads; round++) {
+		struct ks_evidence_job *job;
+
+		if (queue_unconfirmed(s, err) < 0)
+			return -1;
+		if (!(job = ks_evidence_queue_take_now(q)))
+			return 0;
+		ks_evidence_queue_run(q, 0, job);
+		if (apply_evidence(s, err) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -1831,6 +1924,8 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 
 		ks_evidence_queue_init(&s.evidence[SANITIZER], &ks_evidence_sanitize, &env,
 				       cfg->sanitize_share, cfg->sanitize_guess_s, &summary->sanitizer);
+		ks_evidence_queue_init(&s.evidence[CONFIRM], &ks_evidence_confirm, &env, cfg->confirm_share,
+				       cfg->confirm_guess_s, &summary->confirm);
 		ks_evidence_queue_init(&s.evidence[PROFILES], &ks_evidence_profile, &env, cfg->profile_share,
 				       cfg->profile_guess_s, &summary->profiles);
 	}
@@ -1850,7 +1945,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	}
 	summary->resumed_from = m0.candidates;
 	if (evaluator_check(&s, m0.candidates, err) < 0 || queue_unprofiled(&s, err) < 0 ||
-	    queue_unsanitized(&s, err) < 0)
+	    queue_unsanitized(&s, err) < 0 || queue_unconfirmed(&s, err) < 0)
 		goto cleanup;
 
 	s.next_insert = s.next_seq = s.dispatch_end = inserted;
@@ -1963,6 +2058,8 @@ shutdown:
 		pthread_join(lanes[i].thread, NULL);
 	/* profiles that finished while the search wound down are stored too */
 	if (ret == 0 && apply_evidence(&s, err) < 0)
+		ret = -1;
+	if (ret == 0 && !(cfg->stop && *cfg->stop) && confirm_last_bests(&s, op->n_workloads, err) < 0)
 		ret = -1;
 	for (int i = 0; i < N_EVIDENCE; i++)
 		ks_evidence_queue_finish(&s.evidence[i], gpu_besides(&s, &s.evidence[i]));

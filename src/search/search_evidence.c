@@ -134,6 +134,19 @@ struct ks_evidence_job *ks_evidence_queue_take(struct ks_evidence_queue *q, doub
 	return q->wait[--q->n_wait];
 }
 
+struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q)
+{
+	struct ks_evidence_job *job = NULL;
+
+	pthread_mutex_lock(q->env.lock);
+	if (!q->off && q->n_wait) {
+		q->running++;
+		job = q->wait[--q->n_wait];
+	}
+	pthread_mutex_unlock(q->env.lock);
+	return job;
+}
+
 void ks_evidence_queue_run(struct ks_evidence_queue *q, int lane, struct ks_evidence_job *job)
 {
 	const char *why;

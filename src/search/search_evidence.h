@@ -1,7 +1,8 @@
 /*
  * search_evidence.h - hardware evidence the search gathers on its lanes
- * between two evaluations: profiles of new elites (search_profile.c) and
- * sanitizer checks of new bests (search_sanitize.c).  Shared with
+ * between two evaluations: profiles of new elites (search_profile.c),
+ * sanitizer checks of new bests (search_sanitize.c) and confirmations of
+ * new per-workload bests (search_confirm.c).  Shared with
  * search.c only.  Not installed.
  *
  * One queue type serves both; a kind (struct ks_evidence_kind, a table of
@@ -86,6 +87,7 @@ struct ks_evidence_kind {
 
 extern const struct ks_evidence_kind ks_evidence_profile;  /* search_profile.c */
 extern const struct ks_evidence_kind ks_evidence_sanitize; /* search_sanitize.c */
+extern const struct ks_evidence_kind ks_evidence_confirm;  /* search_confirm.c */
 
 struct ks_evidence_queue {
 	const struct ks_evidence_kind *kind;
@@ -125,6 +127,8 @@ void ks_evidence_queue_add(struct ks_evidence_queue *q, const struct ks_family *
 int ks_evidence_queue_ready(struct ks_evidence_queue *q, double gpu_s);
 /* Under lock: the next job to run, counted as running (NULL: none ready). */
 struct ks_evidence_job *ks_evidence_queue_take(struct ks_evidence_queue *q, double gpu_s);
+/* The newest job waiting, whatever the budget (a run's last confirmations), or NULL; takes the lock. */
+struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q);
 /* A lane, without the lock: run it, and leave the outcome for the calling thread. */
 void ks_evidence_queue_run(struct ks_evidence_queue *q, int lane, struct ks_evidence_job *job);
 /* Calling thread: store the outcomes that came back; -1 when the archive failed. */

@@ -1701,6 +1701,120 @@ static void test_failed_sanitizer_check_demotes_a_record(void **state)
 	test_rmtree(root);
 }
 
+/* A confirmation of record id: "ok" with the small and big workloads timed again, or "failed". */
+static void set_confirmation(struct ks_archive *ar, uint64_t id, const char *status, double small_us,
+			     double big_us, struct ks_archive_confirmation_result *res)
+{
+	json_t *doc = strcmp(status, "ok") ? json_pack("{s:s, s:s, s:s}", "status", status, "failed_as",
+						       "wrong", "why", "y[3]: 7 != 1")
+					   : json_pack("{s:s, s:{s:f, s:f}}", "status", status, "workloads",
+						       "small", small_us, "big", big_us);
+	struct ks_error err;
+
+	if (ks_archive_set_confirmation(ar, id, doc, res, &err) < 0)
+		fail_msg("%s", err.msg);
+	json_decref(doc);
+}
+
+static uint64_t best_of_workload(struct ks_archive *ar, const char *workload, double *us)
+{
+	struct ks_error err;
+	json_t *bests;
+	uint64_t id;
+
+	assert_int_equal(ks_archive_workload_bests(ar, &bests, &err), 0);
+	id = (uint64_t)json_integer_value(json_object_get(json_object_get(bests, workload), "id"));
+	if (us)
+		*us = json_number_value(json_object_get(json_object_get(bests, workload), "median_us"));
+	json_decref(bests);
+	return id;
+}
+
+/*
+ * A confirmation ranks a record among each workload's bests by the slower
+ * of its two times: a best that was lucky gives its place to the next
+ * fastest; one that was not keeps it, at its slower time; one whose
+ * confirmation failed holds none.  The grid, the best and the fitness stand;
+ * verify, export and import agree.
+ */
+static void test_confirmation_ranks_a_record_by_its_slower_time(void **state)
+{
+	char *root = test_tmpdir(), *root2 = ks_path_join(root, "copy"), *doc_text;
+	struct ks_archive *ar = open_new(root, 0), *ar2;
+	struct ks_archive_confirmation_result res;
+	struct ks_archive_import_result imported;
+	struct ks_error err;
+	json_t *record, *doc;
+	double us, qd_before;
+
+	(void)state;
+	insert(ar, timed_record("ok", 5.0, 20.0, 80.0, 1), "a", NULL); /* #1 */
+	insert(ar, timed_record("ok", 7.0, 10.0, 50.0, 2), "a", NULL); /* #2: fastest on both */
+	insert(ar, timed_record("ok", 4.0, 15.0, 60.0, 3), "b", NULL); /* #3: second on both */
+	qd_before = qd_score(ar);
+	assert_int_equal(best_of_workload(ar, "small", NULL), 2);
+
+	/* #2 was lucky on small (25 us again) and not on big (51 us again) */
+	set_confirmation(ar, 2, "ok", 25.0, 51.0, &res);
+	assert_int_equal(res.workloads_lost, 1);
+	assert_int_equal(res.workloads_held, 1);
+	assert_int_equal(best_of_workload(ar, "small", &us), 3);
+	assert_true(us == 15.0);
+	assert_int_equal(best_of_workload(ar, "big", &us), 2);
+	assert_true(us == 51.0); /* the slower of 50 and 51 */
+	assert_int_equal(ks_archive_best(ar, &record, NULL, &err), 0);
+	assert_int_equal(ks_record_id(record), 2); /* the fitness and the grid stand */
+	assert_non_null(json_object_get(record, "confirmation"));
+	json_decref(record);
+	assert_int_equal(elite_of(ar, 0), 2);
+	assert_true(fabs(qd_score(ar) - qd_before) < 1e-9);
+	assert_verify_clean(ar);
+
+	/* a later insert competes with the slower time: 50.5 beats #2's 51 */
+	insert(ar, timed_record("ok", 3.0, 40.0, 50.5, 4), "c", NULL); /* #4 */
+	assert_int_equal(best_of_workload(ar, "big", NULL), 4);
+	assert_verify_clean(ar);
+
+	/* #4 failed when timed again: it holds no workload */
+	set_confirmation(ar, 4, "failed", 0, 0, &res);
+	assert_int_equal(res.workloads_lost, 1);
+	assert_int_equal(res.workloads_held, 0);
+	assert_int_equal(best_of_workload(ar, "big", NULL), 2);
+	assert_verify_clean(ar);
+
+	/* an export carries the confirmations, and the import ranks by them */
+	doc_text = export_text(ar, 0);
+	doc = json_loads(doc_text, 0, NULL);
+	assert_non_null(doc);
+	ar2 = open_new(root2, 0);
+	assert_int_equal(ks_archive_import(ar2, doc, &imported, &err), 0);
+	assert_int_equal(best_of_workload(ar2, "small", NULL), 3);
+	assert_int_equal(best_of_workload(ar2, "big", &us), 2);
+	assert_true(us == 51.0);
+	assert_verify_clean(ar2);
+	ks_archive_close(ar2);
+	json_decref(doc);
+	free(doc_text);
+
+	/* what is not a confirmation is refused, and nothing changes */
+	doc = json_pack("{s:s}", "status", "maybe");
+	assert_int_equal(ks_archive_set_confirmation(ar, 1, doc, NULL, &err), -1);
+	assert_non_null(strstr(err.msg, "\"ok\" or \"failed\""));
+	json_decref(doc);
+	doc = json_pack("{s:s}", "status", "ok");
+	assert_int_equal(ks_archive_set_confirmation(ar, 1, doc, NULL, &err), -1);
+	assert_non_null(strstr(err.msg, "\"workloads\""));
+	json_decref(doc);
+	doc = json_pack("{s:s, s:{}}", "status", "ok", "workloads");
+	assert_int_equal(ks_archive_set_confirmation(ar, 99, doc, NULL, &err), -1);
+	assert_non_null(strstr(err.msg, "no candidate #99"));
+	json_decref(doc);
+	assert_int_equal(best_of_workload(ar, "small", NULL), 3);
+	ks_archive_close(ar);
+	free(root2);
+	test_rmtree(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1708,6 +1822,7 @@ int main(void)
 		cmocka_unit_test(test_bad_records_are_refused_and_nothing_written),
 		cmocka_unit_test(test_grid_placement_and_elites),
 		cmocka_unit_test(test_workload_bests_and_dispatch_fitness),
+		cmocka_unit_test(test_confirmation_ranks_a_record_by_its_slower_time),
 		cmocka_unit_test(test_dedup_lookup_ignores_param_order),
 		cmocka_unit_test(test_metrics_kept_incrementally_match_a_recount),
 		cmocka_unit_test(test_foreach_orders_filters_and_limits),

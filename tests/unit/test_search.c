@@ -70,6 +70,14 @@ struct toy {
 	int backlog, hold_builds;
 	char classes[64];
 	int n_classes;
+	/*
+	 * With luck: every ok result times workload n1024 at 100 / fitness us,
+	 * except the first evaluation of one (family, params) in three, which
+	 * drew lucky splits and took half that.
+	 */
+	int luck;
+	uint64_t seen[1024];
+	int n_seen;
 };
 
 /* With by_first_param, the toy's binary: family a's B (or nothing of b's C but C itself) changes none. */
@@ -162,6 +170,28 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 	res->descriptors[KS_DESC_OCCUPANCY] = (double)(h % 97) / 97.0;
 	res->descriptors[KS_DESC_REGISTERS] = (double)(16 + (h >> 8) % 200);
 	res->descriptors[KS_DESC_LAUNCHES] = 1.0;
+	if (t->luck) {
+		struct ks_result_workload *w = ks_result_add_workload(res, "n1024");
+		int first = 1;
+
+		pthread_mutex_lock(&t->lock);
+		for (int i = 0; i < t->n_seen; i++)
+			first &= t->seen[i] != h;
+		if (first && t->n_seen < (int)(sizeof(t->seen) / sizeof(t->seen[0])))
+			t->seen[t->n_seen++] = h;
+		pthread_mutex_unlock(&t->lock);
+		w->median_us = 100.0 / fitness * (first && h % 3 == 0 ? 0.5 : 1.0);
+		w->n_splits = 3; /* a workload of several requests: luck is in its splits */
+		for (int k = 0; k < 3; k++) {
+			snprintf(w->splits[k].kind, sizeof(w->splits[k].kind), "%s",
+				 k == 0	  ? "even"
+				 : k == 1 ? "skewed"
+					  : "uniform");
+			w->splits[k].median_us = w->median_us;
+		}
+		w->ref_median_us = 100.0;
+		w->speedup = w->ref_median_us / w->median_us;
+	}
 	return 0;
 }
 
@@ -680,8 +710,8 @@ static void test_target_stops_and_internal_failure_is_reported(void **state)
 /* ---- the profiler ---- */
 
 /* A search whose backend profiles and checks; *out_text gets what it printed. */
-/* The profiler's and the sanitizer's shares in run_profiled()'s searches. */
-static double profiled_share = 0.5, sanitized_share = 0;
+/* The profiler's, the sanitizer's and the confirmations' shares in run_profiled()'s searches. */
+static double profiled_share = 0.5, sanitized_share = 0, confirmed_share = 0;
 
 static double profiled_time_s; /* run_profiled()'s --time (0: none) */
 
@@ -704,7 +734,9 @@ static void run_profiled(struct fixture *f, const char *archive, struct toy *toy
 					.profile_share = profiled_share,
 					.profile_guess_s = 0.0001,
 					.sanitize_share = sanitized_share,
-					.sanitize_guess_s = 0.0001 };
+					.sanitize_guess_s = 0.0001,
+					.confirm_share = confirmed_share,
+					.confirm_guess_s = 0.0001 };
 	const struct ks_mutator *mutators[] = { &ks_mutator_param };
 	struct ks_archive *ar = open_archive(f, archive);
 	size_t out_size = 0, log_size = 0;
@@ -1113,6 +1145,75 @@ static void test_a_failed_check_demotes_the_best_and_the_search_goes_on(void **s
 	json_decref(bests);
 	json_decref(records);
 	ks_archive_close(ar);
+	free(out);
+	free(log);
+}
+
+/* ---- confirmations ---- */
+
+/* The best of workload n1024 in archive name: its id, its time there, and its record. */
+static uint64_t n1024_best(struct fixture *f, const char *name, double *us, struct ks_record *rec)
+{
+	struct ks_archive *ar = open_archive(f, name);
+	struct ks_error err;
+	json_t *bests;
+	uint64_t id;
+
+	assert_int_equal(ks_archive_workload_bests(ar, &bests, &err), 0);
+	id = (uint64_t)json_integer_value(json_object_get(json_object_get(bests, "n1024"), "id"));
+	*us = json_number_value(json_object_get(json_object_get(bests, "n1024"), "median_us"));
+	json_decref(bests);
+	assert_int_equal(ks_archive_get_record(ar, id, rec, NULL, &err), 0);
+	ks_archive_close(ar);
+	return id;
+}
+
+/*
+ * Every new best of a workload is timed again between evaluations, within
+ * the share; a best that was lucky (half its time on its first draw) loses
+ * its place to one that holds, which is confirmed in turn; the best left
+ * holds its time when timed again, so the workload's best time is one the
+ * kernel makes on any draw.  Without the share, a lucky time stands.
+ */
+static void test_lucky_bests_are_confirmed_and_lose_their_place(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .luck = 1 };
+	struct toy t2 = { .lock = PTHREAD_MUTEX_INITIALIZER, .luck = 1 };
+	struct ks_search_summary sum;
+	struct ks_record rec;
+	char *out = NULL, *log = NULL;
+	double us;
+
+	profiled_share = 0;
+	confirmed_share = 0.5;
+	run_profiled(f, "confirm", &t, 40, &sum, &out, &log);
+	confirmed_share = 0;
+	profiled_share = 0.5;
+	assert_true(sum.confirm.stored > 0);
+	assert_true(sum.confirm.changed > 0); /* some lucky best was found out */
+	assert_true(sum.confirm.seconds > 0 && sum.confirm.share <= 0.5 + 0.05);
+	assert_contains(log, "\"event\":\"confirmation\"");
+	assert_contains(out, "was slower on fresh length splits; no longer the best of 1 workload\n");
+	ks_record_init(&rec);
+	n1024_best(f, "confirm", &us, &rec);
+	/* the best standing was confirmed, at the time every draw gives it */
+	assert_non_null(rec.confirmation);
+	assert_string_equal(json_string_value(json_object_get(rec.confirmation, "status")), "ok");
+	assert_true(fabs(us - 100.0 / rec.result.fitness) < 1e-9);
+	ks_record_release(&rec);
+	free(out);
+	free(log);
+
+	/* without confirmations, the lucky best keeps a time no draw gives it again */
+	run_profiled(f, "unconfirmed", &t2, 40, &sum, &out, &log);
+	assert_int_equal(sum.confirm.stored, 0);
+	assert_null(strstr(log, "\"event\":\"confirmation"));
+	ks_record_init(&rec);
+	n1024_best(f, "unconfirmed", &us, &rec);
+	assert_null(rec.confirmation);
+	assert_true(fabs(us - 50.0 / rec.result.fitness) < 1e-9); /* lucky */
+	ks_record_release(&rec);
 	free(out);
 	free(log);
 }
@@ -2374,6 +2475,7 @@ int main(void)
 		cmocka_unit_test(test_a_search_out_of_time_starts_no_profile),
 		cmocka_unit_test(test_new_bests_are_sanitizer_checked_within_the_share),
 		cmocka_unit_test(test_a_failed_check_demotes_the_best_and_the_search_goes_on),
+		cmocka_unit_test(test_lucky_bests_are_confirmed_and_lose_their_place),
 		cmocka_unit_test(test_an_unavailable_sanitizer_is_said_once_and_the_search_goes_on),
 		cmocka_unit_test(test_a_resumed_search_checks_the_unchecked_best),
 

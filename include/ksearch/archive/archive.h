@@ -240,6 +240,24 @@ int ks_archive_set_sanitizer(struct ks_archive *ar, uint64_t id, const json_t *s
 			     struct ks_archive_sanitizer_result *result, struct ks_error *err);
 
 /*
+ * Confirmations (the search makes them: a new per-workload best is timed
+ * again on fresh length splits, so that no best holds its place by a lucky
+ * draw of them): in one transaction the record gets "confirmation" (the
+ * object as given: "status" "ok" with "workloads": {"<id>": microseconds},
+ * or "failed" with "failed_as", the verdict it got, and "why") and the
+ * per-workload bests are made again from the records, each ranked by ks_record_ranked_us() (record.h): the
+ * slower of its two timings, and none for a record whose confirmation failed.  Its verdict, fitness, cell and
+ * the grid stand.
+ */
+struct ks_archive_confirmation_result {
+	size_t workloads_held; /* the workloads it is the best of now */
+	size_t workloads_lost; /* those it was the best of before and is not now */
+};
+
+int ks_archive_set_confirmation(struct ks_archive *ar, uint64_t id, const json_t *confirmation,
+				struct ks_archive_confirmation_result *result, struct ks_error *err);
+
+/*
  * Was (source, params) evaluated already?  Sets *id to the first record
  * with that source text and those params (params compared as canonical
  * JSON, key order ignored; NULL means {}), or to 0 when none.

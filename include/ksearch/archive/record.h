@@ -65,8 +65,11 @@ struct ks_record {
 	uint64_t prompt_id;    /* the strategy prompt (KS_RECORD_PROMPT_ID) */
 	json_t *llm;	       /* what the LLM answer cost, an object; NULL when absent */
 	uint64_t duplicate_of; /* the record whose binary it shares (its result is that one's); 0: none */
-	/* what was measured after (archive.h: ks_archive_set_profile(), ks_archive_set_sanitizer()) */
-	json_t *profile, *sanitizer;
+	/*
+	 * what was measured after (archive.h: ks_archive_set_profile(), ks_archive_set_sanitizer(),
+	 * ks_archive_set_confirmation())
+	 */
+	json_t *profile, *sanitizer, *confirmation;
 	int sanitizer_failed;	 /* "sanitizer"."status" is "failed" */
 	unsigned has;		 /* enum ks_record_field */
 	unsigned has_descriptor; /* bit d: descriptor d (enum ks_descriptor) is in "descriptors" */
@@ -120,5 +123,13 @@ int ks_record_verdict(const json_t *record, enum ks_verdict *verdict);
  * keeps its verdict and fitness but is no elite and no per-workload best.
  */
 int ks_record_sanitizer_failed(const json_t *record);
+/*
+ * The time that ranks the record on one of its "workloads" entries w among
+ * that workload's bests (the per-workload bests a dispatch is made of): its
+ * median_us, or, once a confirmation (ks_archive_set_confirmation()) timed
+ * it again on fresh splits, the slower of the two.  0 when the record may
+ * not be a best of it: no valid time, or a confirmation that failed.
+ */
+double ks_record_ranked_us(const json_t *record, const json_t *w);
 
 #endif

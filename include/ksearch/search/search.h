@@ -126,6 +126,15 @@ struct ks_search_config {
 	 */
 	double sanitize_share;
 	double sanitize_guess_s;
+	/*
+	 * Confirmations (backend->build and evaluate again, search_confirm.c)
+	 * of every new per-workload best, and at the start of those the
+	 * archive holds unconfirmed: at most this share of the GPU time (0:
+	 * never; ksearch evolve's default is 0.05), the first expected to take
+	 * confirm_guess_s (0: 1 s).
+	 */
+	double confirm_share;
+	double confirm_guess_s;
 };
 
 /* What one kind of hardware evidence did in a run. */
@@ -135,7 +144,8 @@ struct ks_search_evidence {
 	uint64_t failed; /* could not be made for their candidate (a crash, a deadline) */
 	/*
 	 * Stored and changed the grid: profiles that moved their candidate to
-	 * another cell; sanitizer checks that failed, demoting it.
+	 * another cell; sanitizer checks that failed, demoting it;
+	 * confirmations that took a workload's best from it.
 	 */
 	uint64_t changed;
 	uint64_t changed_ids[KS_SEARCH_EVIDENCE_IDS]; /* the first of those, by record id */
@@ -157,6 +167,7 @@ struct ks_search_summary {
 	size_t added_families; /* families mutators added (the LLM's kernels), over the archive's life */
 	struct ks_search_evidence profiles;  /* of new elites */
 	struct ks_search_evidence sanitizer; /* checks of new bests */
+	struct ks_search_evidence confirm;   /* new workloads' bests timed again; changed: bests replaced */
 };
 
 /*
