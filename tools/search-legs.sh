@@ -12,7 +12,9 @@
 # machine: carry the file). After the leg: `ksearch archive stats` of each RUN, and in OUTDIR
 # ($OUT, else /tmp/search-legs) archives.tgz (every RUN's archive, for the next leg or
 # export-best) and logs-legN.tgz (LABEL-events-legN.jsonl, LABEL-evolve-legN.txt,
-# LABEL-stats-legN.txt). The legs of a 15-minute search: 9m10s and 5m50s.
+# LABEL-stats-legN.txt). The legs of a 15-minute search: 9m10s and 5m50s. A leg runs past its
+# --time by its last confirmations (up to 8 evaluations a workload; 19 s for a gqa leg), so a
+# 9m10s leg leaves about 30 s of a 10-minute device call.
 # --dry-run prints the commands and runs nothing. KSEARCH: default build/ksearch.
 set -u
 cd "$(dirname "$0")/.."

@@ -506,7 +506,8 @@ int cmd_evolve(int argc, char **argv)
 			      "stop after N evaluations in this run"),
 		KS_OPT_DURATION(0, "time", &cfg.time_limit_s, "DURATION",
 				"a duration such as 8h, 20m, 90s or 1h30m",
-				"stop after this long (8h, 20m, 90s, 1h30m)"),
+				"stop after this long (8h, 20m, 90s, 1h30m); the candidates in flight finish "
+				"and the workloads' last bests are confirmed (--confirm-share) after it"),
 		KS_OPT_DOUBLE(0, "target", &cfg.target_fitness, "FITNESS", DBL_MIN, DBL_MAX,
 			      "a fitness > 0 (a speedup over the reference)",
 			      "stop when the best fitness reaches this"),
