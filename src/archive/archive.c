@@ -2069,10 +2069,9 @@ int ks_archive_set_confirmation(struct ks_archive *ar, uint64_t id, const json_t
 	if (!json_is_object(confirmation) || !status || (strcmp(status, "ok") && strcmp(status, "failed")))
 		return ks_fail(err, "a confirmation must be a JSON object whose \"status\" is \"ok\" or "
 				    "\"failed\"");
-	if (!strcmp(status, "ok") && !json_is_object(json_object_get(confirmation, "workloads")))
-		return ks_fail(
-			err,
-			"a confirmation that is \"ok\" needs its \"workloads\": {\"<id>\": microseconds}");
+	if (!strcmp(status, "ok") && !json_is_object(json_object_get(confirmation, "times_us")))
+		return ks_fail(err, "a confirmation that is \"ok\" needs its \"times_us\": {\"<workload>\": "
+				    "microseconds}");
 	return ks_archive_write(ar, set_confirmation_step, &ctx, err);
 }
 

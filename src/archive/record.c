@@ -67,7 +67,7 @@ double ks_record_ranked_us(const json_t *record, const json_t *w)
 	status = json_string_value(json_object_get(confirmation, "status"));
 	if (!status || strcmp(status, "ok"))
 		return 0; /* it failed when timed again, or the confirmation is not one ksearch wrote */
-	again = json_number_value(json_object_get(json_object_get(confirmation, "workloads"), wid));
+	again = json_number_value(json_object_get(json_object_get(confirmation, "times_us"), wid));
 	return again > median ? again : median;
 }
 

@@ -666,7 +666,7 @@ static void show_confirmation(const struct ks_record *rec)
 		return;
 	}
 	printf("%-12stimed again on fresh length splits:", "confirmed");
-	json_object_foreach((json_t *)json_object_get(c, "workloads"), wid, us)
+	json_object_foreach((json_t *)json_object_get(c, "times_us"), wid, us)
 		printf(" %s %.2f us", wid, json_number_value(us));
 	printf(" (it ranks among each workload's bests by the slower of its two times)\n");
 }

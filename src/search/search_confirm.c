@@ -94,7 +94,7 @@ static json_t *confirmation_json(const struct confirm_outcome *o)
 	workloads = json_object();
 	for (size_t i = 0; i < o->n; i++)
 		json_object_set_new(workloads, o->id[i], json_real(o->median_us[i]));
-	return json_pack("{s:s, s:o}", "status", "ok", "workloads", workloads);
+	return json_pack("{s:s, s:o}", "status", "ok", "times_us", workloads);
 }
 
 /* A best that lost its place, said over the status line. */

@@ -1707,7 +1707,7 @@ static void set_confirmation(struct ks_archive *ar, uint64_t id, const char *sta
 {
 	json_t *doc = strcmp(status, "ok") ? json_pack("{s:s, s:s, s:s}", "status", status, "failed_as",
 						       "wrong", "why", "y[3]: 7 != 1")
-					   : json_pack("{s:s, s:{s:f, s:f}}", "status", status, "workloads",
+					   : json_pack("{s:s, s:{s:f, s:f}}", "status", status, "times_us",
 						       "small", small_us, "big", big_us);
 	struct ks_error err;
 
@@ -1803,9 +1803,9 @@ static void test_confirmation_ranks_a_record_by_its_slower_time(void **state)
 	json_decref(doc);
 	doc = json_pack("{s:s}", "status", "ok");
 	assert_int_equal(ks_archive_set_confirmation(ar, 1, doc, NULL, &err), -1);
-	assert_non_null(strstr(err.msg, "\"workloads\""));
+	assert_non_null(strstr(err.msg, "\"times_us\""));
 	json_decref(doc);
-	doc = json_pack("{s:s, s:{}}", "status", "ok", "workloads");
+	doc = json_pack("{s:s, s:{}}", "status", "ok", "times_us");
 	assert_int_equal(ks_archive_set_confirmation(ar, 99, doc, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "no candidate #99"));
 	json_decref(doc);

@@ -243,7 +243,7 @@ int ks_archive_set_sanitizer(struct ks_archive *ar, uint64_t id, const json_t *s
  * Confirmations (the search makes them: a new per-workload best is timed
  * again on fresh length splits, so that no best holds its place by a lucky
  * draw of them): in one transaction the record gets "confirmation" (the
- * object as given: "status" "ok" with "workloads": {"<id>": microseconds},
+ * object as given: "status" "ok" with "times_us": {"<workload>": microseconds},
  * or "failed" with "failed_as", the verdict it got, and "why") and the
  * per-workload bests are made again from the records, each ranked by ks_record_ranked_us() (record.h): the
  * slower of its two timings, and none for a record whose confirmation failed.  Its verdict, fitness, cell and
