@@ -1824,7 +1824,7 @@ static int apply_evidence(struct search *s, struct ks_error *err)
  * --dispatch takes) are then times that held on two draws.  One evaluation
  * each, on lane 0 (the lanes have stopped); a best that loses its place makes
  * another the best, which is confirmed in turn, at most eight rounds a
- * workload (a 2m20s gqa search on an H200 took 19, 19 s).  Not after a
+ * workload (a 2m20s gqa search on an H200, capped at four, ran 19 in 19 s).  Not after a
  * signal: that stop is at once.
  */
 static int confirm_last_bests(struct search *s, size_t workloads, struct ks_error *err)
