@@ -882,7 +882,10 @@ static int evaluator_check(struct search *s, uint64_t candidates, struct ks_erro
 				"evaluator %d%s; their times and fitness may not compare (`ksearch "
 				"evolve --fresh` starts a new archive and keeps the old one).",
 				oldest, now,
-				oldest < 4 && now >= 4
+				oldest < 5 && now >= 5
+					? " (evaluator 5's skewed split gives its longest request a fixed "
+					  "share of the tokens, the p90 of one random draw's)"
+				: oldest < 4 && now >= 4
 					? " (evaluator 4 rates each workload with request lengths by its "
 					  "slowest length split, where 3 took the median of three)"
 				: oldest < 3 && now >= 3

@@ -83,7 +83,7 @@ int ks_gpukit_generate(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dty
 enum ks_split {
 	KS_SPLIT_UNIFORM, /* B - 1 uniform cut points: lengths of every size (ks_gpukit_generate) */
 	KS_SPLIT_EVEN,	  /* equal shares within +-12.5%, in random order */
-	KS_SPLIT_SKEWED,  /* log-normal shares (sigma 1.5): a few long requests, many short ones */
+	KS_SPLIT_SKEWED,  /* log-normal shares (sigma 1.5), the longest set to hold a fixed share (p90) */
 	KS_SPLIT_COUNT
 };
 

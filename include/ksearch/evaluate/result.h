@@ -126,8 +126,13 @@ struct ks_result_timing {
  *     slowest split's median; the reference keeps the median of its nine.
  *     Under 3 a kernel up to twice as slow on one split kind could win,
  *     and the winners ran 6-19% slower on other random splits.
+ *  5  from 2026-11-27 (twelfth session): a skewed split's longest request
+ *     holds a fixed share of the tokens, the p90 of one draw's (16
+ *     requests: 61%, 64: 30%), where one draw's ranged 20-56% from p10 to
+ *     p90.  Under 4 the search kept kernels timed on a mild draw, and they
+ *     ran up to 21% slower on another even after a confirmation.
  */
-#define KS_EVALUATOR_GENERATION 4
+#define KS_EVALUATOR_GENERATION 5
 
 /* Which parts a result holds (ks_result.has). */
 enum ks_result_part {
