@@ -1,6 +1,6 @@
 /* ksearch
 { "params": {"CHUNK": [16, 32, 64, 128, 256, 512, 1024, 2048], "CTAS": [66, 100, 132, 200, 264, 396, 528, 1056, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4],
-             "WARPS": [4, 8], "MINB": [1, 2, 3], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 16, 32, 48, 64, 96, 128], "MW": [4, 8, 16]},
+             "WARPS": [4, 8], "MINB": [1, 2, 3], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 16, 32, 48, 64, 96, 128]},
   "start": {"CHUNK": 32, "CTAS": 264, "TILE": 32, "WARPS": 8, "PART": 1, "SPLIT": 1, "SEGP": 64},
   "constraints": ["CHUNK % TILE == 0", "MINB*WARPS <= 16", "SPLIT == 1 || SEGP == 0",
                   "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 1024) <= 233472"],
@@ -11,7 +11,7 @@
      "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
-    {"kernel": "mla_mma_merge", "grid": ["batch_size*num_qo_heads"], "block": ["MW*32"], "pdl": true,
+    {"kernel": "mla_mma_merge", "grid": ["264"], "block": ["512"], "pdl": true,
      "args": ["kv_indptr", "part_o", "part_lse", "output", "lse", "batch_size", "num_kv_indices"]} ] }
 */
 /*
@@ -76,8 +76,6 @@
  *   PART   - partials in fp32 (0) or bf16 (1)
  *   SPLIT  - per-request chunks (0) or equal token ranges across requests (1)
  *   SEGP   - SPLIT 1: the tokens a request boundary costs a CTA (virtual tokens)
- *   MW     - warps per merge CTA (4, 8, 16): a long request's partials are read MW*4 at a
- *            time, so its merge takes cdiv(partials, MW*4) dependent round trips
  */
 #include <cuda_bf16.h>
 
@@ -111,9 +109,6 @@
 #endif
 #ifndef SEGP
 #define SEGP 0
-#endif
-#ifndef MW
-#define MW 4
 #endif
 #define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
 #define CHUNK_TILE TILE
@@ -517,127 +512,219 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     cp_async_wait<0>(); /* only empty groups can be pending here */
 }
 
-/* One CTA of MW warps per (request, head): warp w takes the request's partials w, w+MW, ...
-   (four per step, so a lane has 8 to 16 loads in flight rather than one), lane owns dims
-   8*lane.. and 256 + 8*lane..; the MW warps' sums meet in shared memory. Requests of one
-   partial were finished by the partial kernel; requests of no token get output 0 and lse -inf. */
-extern "C" __global__ void __launch_bounds__(MW * 32)
+/* The merge, one launch of MERGE_CTAS CTAs whatever the batch: each request of n > 1 partials
+   (or none) gets G thread groups per (request, head) row, G the fewest powers of two that read
+   its partials in one round trip of MERGE_DEPTH loads a thread (at most MGROUPS), so that the
+   rows of short requests take one group and a long request's rows many. A group is a thread
+   per 16-byte column of the row's partial values (MCOLS columns: 64 of 8 bf16, or 128 of 4
+   fp32); MGROUPS groups make a CTA's work, a "virtual CTA" of MGROUPS/G rows, and request b
+   has 16*G/MGROUPS of them. Every CTA numbers the virtual CTAs by a scan of the requests'
+   counts (kv_indptr is an input: the scan does not wait for the partial grid) and takes those
+   of its index modulo the grid. Each thread loads a partial's lse in the same round trip as
+   its values and rescales its sums to a running max; a row's groups meet in shared memory,
+   halving.
+   64 registers a thread, so the grid is one wave, and a long request does not hold up the
+   short ones. The merge this replaced, a CTA of MW warps per row (2,048 CTAs of 128 threads
+   at b128: two waves), read every lse first and then a long request's partials MW*4 at a
+   time; after the partial launch it took 7.0-8.7 us at b128, where this one takes 4.2-5.5,
+   and 14-15 us at b16 with one request holding 61% of the tokens, where this one takes
+   6.6-8.2 (tools/mla-timeline.cu, H200, thirteenth session). A fixed number of groups per
+   row served only one of those two.
+   Requests of one partial were finished by the partial kernel; requests of no token get
+   output 0 and lse -inf. */
+#define MERGE_DEPTH 8   /* partials a thread loads in one round trip */
+#define MERGE_CTAS 264  /* the merge grid: two CTAs an SM of an H100 or H200 (the header's grid) */
+#define MTHREADS 512
+#define MERGE_LIST 32   /* a pass's virtual CTAs per CTA, at most: 512 requests of at most 16 each, over 264 CTAs */
+constexpr int MVAL = PART ? 8 : 4;           /* partial values per 16-byte column */
+constexpr int MCOLS = DIM_CKV / MVAL;        /* columns of a row: 64 or 128 */
+constexpr int MGROUPS = MTHREADS / MCOLS;    /* thread groups of a CTA: 8 or 4 */
+static_assert(NUM_QO_HEADS % MGROUPS == 0, "a virtual CTA's rows are heads of one request");
+static_assert(MERGE_LIST * MERGE_CTAS >= MTHREADS * NUM_QO_HEADS, "a pass's virtual CTAs fit the lists");
+
+/* groups per row for a request of n partials: 0 when the partial kernel wrote it in place */
+__device__ __forceinline__ int merge_groups(int n)
+{
+    if (n == 1)
+        return 0;
+    int g = 1;
+    while (g < MGROUPS && g * MERGE_DEPTH < n)
+        g *= 2;
+    return g;
+}
+
+/* virtual CTA j of request b (its n partials from s0, G groups a row): rows j*MGROUPS/G .. of the request */
+__device__ __forceinline__ void merge_rows(int b, int j, int n, int s0, int G, const float *__restrict__ part_o,
+                                           const float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output,
+                                           float *__restrict__ lse, float2 *s_ml, float4 (*s_acc)[MVAL / 4])
+{
+    const int tid = threadIdx.x;
+    const int col = tid % MCOLS, grp = (tid / MCOLS) % G;
+    const int head = j * (MGROUPS / G) + tid / (MCOLS * G);
+    const size_t row = (size_t)b * NUM_QO_HEADS + head;
+
+    float m = NEG_BIG, L = 0.0f, acc[MVAL];
+#pragma unroll
+    for (int e = 0; e < MVAL; e++)
+        acc[e] = 0.0f;
+    for (int s = grp; s < n; s += G * MERGE_DEPTH) {
+        float ls[MERGE_DEPTH];
+        uint4 raw[MERGE_DEPTH];
+#pragma unroll
+        for (int k = 0; k < MERGE_DEPTH; k++) {
+            const int sk = s + G * k;
+            const size_t prow = (size_t)(s0 + (sk < n ? sk : s)) * NUM_QO_HEADS + head;
+            ls[k] = sk < n ? __ldg(part_lse + prow) : neg_inf();
+            raw[k] = PART ? __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const __nv_bfloat16 *>(part_o) + prow * DIM_CKV) + col)
+                          : __ldg(reinterpret_cast<const uint4 *>(part_o + prow * DIM_CKV) + col);
+        }
+        float mx = m;
+#pragma unroll
+        for (int k = 0; k < MERGE_DEPTH; k++)
+            mx = fmaxf(mx, ls[k]);
+        const float corr = exp2f(m - mx); /* both finite: NEG_BIG at least */
+        m = mx;
+        L *= corr;
+#pragma unroll
+        for (int e = 0; e < MVAL; e++)
+            acc[e] *= corr;
+#pragma unroll
+        for (int k = 0; k < MERGE_DEPTH; k++) {
+            const float w = exp2f(ls[k] - m); /* lse -inf (no partial, or an empty one): 0 */
+            L += w;
+            float x[MVAL];
+            if (PART) {
+                const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&raw[k]);
+#pragma unroll
+                for (int e = 0; e < MVAL / 2; e++) {
+                    const float2 f = __bfloat1622float2(h2[e]);
+                    x[2 * e] = f.x;
+                    x[2 * e + 1] = f.y;
+                }
+            } else {
+                const float *f = reinterpret_cast<const float *>(&raw[k]);
+#pragma unroll
+                for (int e = 0; e < MVAL; e++)
+                    x[e] = f[e];
+            }
+#pragma unroll
+            for (int e = 0; e < MVAL; e++)
+                acc[e] = w > 0.0f ? fmaf(w, x[e], acc[e]) : acc[e]; /* a zero weight never meets a NaN */
+        }
+    }
+    if (G > 1) { /* block-uniform: the row's groups meet, halving in log2(G) steps, each thread
+                    combining its (m, L, sums) with the group d above it: 16-byte shared loads */
+        s_ml[tid] = make_float2(m, L);
+#pragma unroll
+        for (int e = 0; e < MVAL / 4; e++)
+            s_acc[tid][e] = make_float4(acc[4 * e], acc[4 * e + 1], acc[4 * e + 2], acc[4 * e + 3]);
+        for (int d = G / 2; d >= 1; d /= 2) {
+            __syncthreads();
+            if (grp < d) {
+                const float2 o = s_ml[tid + d * MCOLS];
+                const float mt = fmaxf(m, o.x);
+                const float wa = exp2f(m - mt), wb = exp2f(o.x - mt); /* both finite: NEG_BIG at least */
+                m = mt;
+                L = L * wa + o.y * wb;
+#pragma unroll
+                for (int e = 0; e < MVAL / 4; e++) {
+                    const float4 q = s_acc[tid + d * MCOLS][e];
+                    acc[4 * e] = acc[4 * e] * wa + q.x * wb;
+                    acc[4 * e + 1] = acc[4 * e + 1] * wa + q.y * wb;
+                    acc[4 * e + 2] = acc[4 * e + 2] * wa + q.z * wb;
+                    acc[4 * e + 3] = acc[4 * e + 3] * wa + q.w * wb;
+                }
+                if (d > 1) {
+                    s_ml[tid] = make_float2(m, L);
+#pragma unroll
+                    for (int e = 0; e < MVAL / 4; e++)
+                        s_acc[tid][e] = make_float4(acc[4 * e], acc[4 * e + 1], acc[4 * e + 2], acc[4 * e + 3]);
+                }
+            }
+        }
+        __syncthreads(); /* shared memory free for the next virtual CTA */
+    }
+    if (grp == 0) {
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(output + row * DIM_CKV + col * MVAL);
+#pragma unroll
+        for (int e = 0; e < MVAL / 2; e++)
+            out[e] = __floats2bfloat162_rn(acc[2 * e] * inv, acc[2 * e + 1] * inv);
+        if (col == 0)
+            lse[row] = L > 0.0f ? m + log2f(L) : neg_inf();
+    }
+}
+
+/* exclusive scan of v over the CTA; *total: the sum (s_warp: MTHREADS/32 ints, free on entry and exit) */
+__device__ __forceinline__ int block_scan(int v, int *s_warp, int *total)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int x = v;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+        const int y = __shfl_up_sync(FULL_MASK, x, off);
+        if (lane >= off)
+            x += y;
+    }
+    if (lane == 31)
+        s_warp[warp] = x;
+    __syncthreads();
+    *total = 0;
+    for (int w = 0; w < MTHREADS / 32; w++) {
+        if (w < warp)
+            x += s_warp[w];
+        *total += s_warp[w];
+    }
+    __syncthreads();
+    return x - v;
+}
+
+extern "C" __global__ void __launch_bounds__(MTHREADS, 2)
 mla_mma_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_o,
               const float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output, float *__restrict__ lse,
               int batch_size, int num_kv_indices)
 {
-    __shared__ float s_acc[MW][DIM_CKV];
-    __shared__ float s_l[MW];
-    const int row = blockIdx.x; /* b*16 + head */
-    if (row >= batch_size * NUM_QO_HEADS)
-        return;
-    const int warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31;
-    const int b = row / NUM_QO_HEADS;
-    const int head = row % NUM_QO_HEADS;
-
-    const int chunk = chunk_tokens(num_kv_indices, batch_size);
-    int s0 = 0;
-    int n = request_parts(__ldg(kv_indptr + b), __ldg(kv_indptr + b + 1), b, chunk, &s0);
-    if (n == 1)
-        return; /* written by mla_mma_partial */
-    const int virt = num_kv_indices + SPLIT * SEGP * batch_size;
-    const int n_slots = (virt + chunk - 1) / chunk + batch_size; /* the partials the scratch holds */
-    if (n > 0 && (s0 < 0 || s0 + n > n_slots))
-        n = 0; /* inconsistent kv_indptr: never read past the scratch */
-    pdl_wait(); /* the partial grid has finished and its stores are visible */
-
-    float mx = neg_inf();
-    for (int s = lane; s < n; s += 32)
-        mx = fmaxf(mx, __ldg(part_lse + (size_t)(s0 + s) * NUM_QO_HEADS + head));
-#pragma unroll
-    for (int off = 16; off >= 1; off /= 2)
-        mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, off));
-
-    float L = 0.0f;
-    float acc[16];
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        acc[i] = 0.0f;
-    for (int s = warp; s < n; s += MW * 4) { /* warp-uniform */
-        float ws[4];
-        uint4 raw[4][4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int sk = s + MW * k;
-            const float ls = sk < n ? __ldg(part_lse + (size_t)(s0 + sk) * NUM_QO_HEADS + head) : neg_inf();
-            ws[k] = (ls == neg_inf()) ? 0.0f : exp2f(ls - mx);
-            const size_t prow = ((size_t)(s0 + (sk < n ? sk : s)) * NUM_QO_HEADS + head) * DIM_CKV;
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const int d = half * 256 + lane * 8;
-                if (PART) {
-                    raw[k][2 * half] = __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const __nv_bfloat16 *>(part_o) + prow + d));
-                } else {
-                    raw[k][2 * half] = __ldg(reinterpret_cast<const uint4 *>(part_o + prow + d));
-                    raw[k][2 * half + 1] = __ldg(reinterpret_cast<const uint4 *>(part_o + prow + d + 4));
-                }
-            }
+    __shared__ float2 s_ml[MTHREADS];              /* each thread's running max and sum */
+    __shared__ float4 s_acc[MTHREADS][MVAL / 4];   /* and its sums of the values */
+    __shared__ int s_warp[MTHREADS / 32];   /* the scan's warp totals */
+    __shared__ int s_work[MERGE_LIST][5];   /* this pass's virtual CTAs: request, index, partials, first, groups */
+    const int tid = threadIdx.x;
+    const int grid = (int)gridDim.x;
+    int done = 0; /* virtual CTAs of the requests before this pass */
+    for (int base = 0; base < batch_size; base += MTHREADS) { /* block-uniform */
+        const int b = base + tid;
+        int n = 1, s0 = 0;
+        if (b < batch_size) { /* (chunk and n_slots computed here, not held in registers over the passes) */
+            const int chunk = chunk_tokens(num_kv_indices, batch_size);
+            const int n_slots = (num_kv_indices + SPLIT * SEGP * batch_size + chunk - 1) / chunk + batch_size; /* the partials the scratch holds */
+            n = request_parts(__ldg(kv_indptr + b), __ldg(kv_indptr + b + 1), b, chunk, &s0);
+            if (n > 1 && (s0 < 0 || s0 + n > n_slots))
+                n = 0; /* inconsistent kv_indptr: never read past the scratch */
         }
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            L += ws[k];
-            if (ws[k] == 0.0f)
-                continue;
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                float x[8];
-                if (PART) {
-                    const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&raw[k][2 * half]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const float2 f = __bfloat1622float2(h2[e]);
-                        x[2 * e] = f.x;
-                        x[2 * e + 1] = f.y;
-                    }
-                } else {
-                    const float *f0 = reinterpret_cast<const float *>(&raw[k][2 * half]);
-                    const float *f1 = reinterpret_cast<const float *>(&raw[k][2 * half + 1]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        x[e] = f0[e];
-                        x[4 + e] = f1[e];
-                    }
-                }
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    acc[half * 8 + e] = fmaf(ws[k], x[e], acc[half * 8 + e]);
-            }
+        /* no spreading of few rows over more groups: with b16's 32 virtual CTAs spread over the
+           grid (fewer partials a thread, the groups meeting in shared memory) the tail grew by
+           1-2 us on an H200 */
+        const int G = merge_groups(n);
+        int total;
+        const int first = block_scan(G * NUM_QO_HEADS / MGROUPS, s_warp, &total);
+        const int v = G * NUM_QO_HEADS / MGROUPS; /* this request's virtual CTAs */
+        /* this CTA's virtual CTAs of the pass: done + k0 + k*grid for k < kn, at most MERGE_LIST */
+        const int k0 = ((int)blockIdx.x - done % grid + grid) % grid;
+        const int kn = min(total > k0 ? (total - k0 + grid - 1) / grid : 0, MERGE_LIST); /* the header's grid: never clamped */
+        for (int k = first + v > k0 ? (max(first - k0, 0) + grid - 1) / grid : kn; k < kn && k0 + k * grid < first + v; k++) {
+            s_work[k][0] = b;
+            s_work[k][1] = k0 + k * grid - first;
+            s_work[k][2] = n;
+            s_work[k][3] = s0;
+            s_work[k][4] = G;
         }
+        __syncthreads();
+        if (kn > 0)
+            pdl_wait(); /* the partial grid has finished and its stores are visible (at once after the first) */
+        for (int k = 0; k < kn; k++) /* block-uniform */
+            merge_rows(s_work[k][0], s_work[k][1], s_work[k][2], s_work[k][3], s_work[k][4], part_o, part_lse, output, lse,
+                       s_ml, s_acc);
+        done += total;
+        __syncthreads(); /* s_work free for the next pass */
     }
-#pragma unroll
-    for (int half = 0; half < 2; half++)
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            s_acc[warp][half * 256 + lane * 8 + e] = acc[half * 8 + e];
-    if (lane == 0)
-        s_l[warp] = L; /* the same in every lane */
-    __syncthreads();
-
-    float Lt = 0.0f;
-#pragma unroll
-    for (int w = 0; w < MW; w++)
-        Lt += s_l[w];
-    const float inv = (Lt > 0.0f) ? 1.0f / Lt : 0.0f;
-    for (int d = threadIdx.x * 4; d < DIM_CKV; d += MW * 32 * 4) {
-        float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int w = 0; w < MW; w++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                o[e] += s_acc[w][d + e];
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            o[e] *= inv;
-        __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(output + (size_t)row * DIM_CKV + d);
-        out[0] = __floats2bfloat162_rn(o[0], o[1]);
-        out[1] = __floats2bfloat162_rn(o[2], o[3]);
-    }
-    if (threadIdx.x == 0)
-        lse[row] = (Lt > 0.0f) ? mx + log2f(Lt) : neg_inf();
 }
