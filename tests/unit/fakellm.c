@@ -169,7 +169,8 @@ static json_t *in_arrival_order(json_t *list)
  * The fake's recording: one object per request, returned in the order the
  * requests arrived.  A line is written just after its answer is sent, on the
  * request's own thread, so the file may hold two close requests the other way
- * round; and wait (up to 5 s) until at least `expect` are there.
+ * round, or the first part of a long line; and wait (up to 5 s) until at least
+ * `expect` are there.
  */
 json_t *fake_records(const struct fake *f, size_t expect)
 {
@@ -177,8 +178,13 @@ json_t *fake_records(const struct fake *f, size_t expect)
 	json_t *list;
 
 	for (;;) {
-		char *text = read_text(f->record), *line, *save = NULL;
+		char *text = read_text(f->record), *line, *save = NULL, *end;
 
+		/* a line longer than the fake's write buffer reaches the file in pieces: only lines
+		 * that end are read, the rest comes on a later pass */
+		end = text ? strrchr(text, '\n') : NULL;
+		if (text)
+			*(end ? end + 1 : text) = '\0';
 		list = json_array();
 		for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
 		     line = strtok_r(NULL, "\n", &save)) {

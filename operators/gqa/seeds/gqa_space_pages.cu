@@ -11,7 +11,7 @@
      "smem": "STAGES*TILE*2084 + 80",
      "args": ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "done", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
-    {"kernel": "gqa_pages_merge", "grid": ["batch_size*num_kv_heads*(MERGE != 2) + (MERGE == 2)"], "block": ["256"],
+    {"kernel": "gqa_pages_merge", "grid": ["264*(MERGE != 2) + (MERGE == 2)"], "block": ["256"],
      "pdl": true,
      "args": ["kv_indptr", "part_o", "part_lse", "output", "lse", "batch_size", "num_kv_indices"]} ] }
 */
@@ -329,29 +329,30 @@ __device__ __forceinline__ float4 load_part4(const float *part_o, size_t i)
 #endif
 }
 
-/* One warp merges the n >= 2 partial slots s0 .. s0+n-1 of request b, query head `head`
-   (lane: dims 4*lane .. 4*lane+3): lse = log2(sum_s 2^lse_s), out = sum_s 2^(lse_s - lse) o_s.
-   DEPTH partials are loaded before any is used, each batch of 32 with its lse (lane s holds
-   slot s's) in the same round trip, against a running max: the merge launch (DEPTH 32) reads
-   up to 32 partials in one round trip, where reading every lse first and then 8 partials at a
-   time took 1 + cdiv(n, 8). In the partial kernel (last-CTA merge) DEPTH is 8, for its
-   registers. */
+/* One warp's sums over the partial slots s0, s0 + stride, ... (n of them) of query head `head`
+   (lane: dims 4*lane .. 4*lane+3): the running max m (warp-uniform; -inf for no slot), the sum
+   L of 2^(lse_s - m) (reduced over the warp) and this lane's sums of 2^(lse_s - m) o_s. DEPTH
+   partials are loaded before any is used, each batch of 32 with its lse (lane s holds slot s's)
+   in the same round trip, against a running max: reading every lse first and then 8 partials at
+   a time took 1 + cdiv(n, 8) round trips. In the partial kernel (last-CTA merge) DEPTH is 8, for
+   its registers; in the merge launch 16. */
 template <int DEPTH>
-__device__ __forceinline__ void merge_head(const float *part_o, const float *part_lse, __nv_bfloat16 *output,
-                                           float *lse, int b, int head, int s0, int n, int lane)
+__device__ __forceinline__ void merge_sums(const float *part_o, const float *part_lse, int head, int s0, int stride,
+                                           int n, int lane, float &m, float &L, float4 &acc)
 {
     static_assert(DEPTH == 8 || DEPTH == 16 || DEPTH == 32, "DEPTH divides a batch of 32 slots");
-    float m = neg_inf(), L = 0.0f; /* m: warp-uniform running max; L: this lane's slots' weights */
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    m = neg_inf(); /* warp-uniform running max; L: this lane's slots' weights until the end */
+    L = 0.0f;
+    acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int sbase = 0; sbase < n; sbase += 32) { /* warp-uniform */
         const int s = sbase + lane;
-        const float ls = s < n ? __ldcg(part_lse + (size_t)(s0 + s) * NUM_QO_HEADS + head) : neg_inf();
+        const float ls = s < n ? __ldcg(part_lse + (size_t)(s0 + s * stride) * NUM_QO_HEADS + head) : neg_inf();
         const int cnt = min(32, n - sbase);
         for (int k = 0; k < cnt; k += DEPTH) {
             float4 p[DEPTH];
 #pragma unroll
             for (int j = 0; j < DEPTH; j++)
-                p[j] = (k + j < cnt) ? load_part4(part_o, ((size_t)(s0 + sbase + k + j) * NUM_QO_HEADS + head) *
+                p[j] = (k + j < cnt) ? load_part4(part_o, ((size_t)(s0 + (sbase + k + j) * stride) * NUM_QO_HEADS + head) *
                                                               HEAD_DIM + lane * 4)
                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (k == 0) { /* the batch's lse has arrived with its first partials: fold it in */
@@ -385,7 +386,12 @@ __device__ __forceinline__ void merge_head(const float *part_o, const float *par
 #pragma unroll
     for (int off = 16; off >= 1; off /= 2)
         L += __shfl_xor_sync(FULL_MASK, L, off);
+}
 
+/* request b's output and lse of query head `head` from one warp's sums */
+__device__ __forceinline__ void merge_write(__nv_bfloat16 *output, float *lse, int b, int head, int lane, float m, float L,
+                                            float4 acc)
+{
     const float inv = (L > 0.0f) ? 1.0f / L : 0.0f;
     const size_t row = (size_t)b * NUM_QO_HEADS + head;
     __nv_bfloat162 *out = reinterpret_cast<__nv_bfloat162 *>(output + row * HEAD_DIM + lane * 4);
@@ -393,6 +399,17 @@ __device__ __forceinline__ void merge_head(const float *part_o, const float *par
     out[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
     if (lane == 0)
         lse[row] = (L > 0.0f) ? m + log2f(L) : neg_inf();
+}
+
+/* One warp merges the n >= 2 partial slots s0 .. s0+n-1 of request b, query head `head` */
+template <int DEPTH>
+__device__ __forceinline__ void merge_head(const float *part_o, const float *part_lse, __nv_bfloat16 *output,
+                                           float *lse, int b, int head, int s0, int n, int lane)
+{
+    float m, L;
+    float4 acc;
+    merge_sums<DEPTH>(part_o, part_lse, head, s0, 1, n, lane, m, L, acc);
+    merge_write(output, lse, b, head, lane, m, L, acc);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -775,9 +792,60 @@ gqa_pages_partial(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__re
 #endif
 }
 
-/* One CTA per (request, KV head), warp w merges query head kvh*8 + w over the request's
-   partial slots, lane owns 4 dims. Launched with PDL: indptr is read before waiting for
-   the partial grid, the partials after. With MERGE == 2 it is one CTA that only waits. */
+/* The merge launch (MERGE 0 and 1), one launch of MERGE_CTAS CTAs of 8 warps whatever the
+   batch: each request of n >= 2 partial slots gets G warps per query head, G the fewest powers
+   of two (at most 8) that read its slots in one round trip of MERGE_DEPTH partials a warp, so
+   that the heads of short requests take one warp and a long request's heads many. 8 warps make
+   a CTA's work, a "virtual CTA" of 8/G heads, and request b has 32*G/8 of them. Every CTA
+   numbers the virtual CTAs by a scan of the requests' counts (kv_indptr is an input: the scan
+   does not wait for the partial grid) and takes those of its index modulo the grid; a head's G
+   warps meet in shared memory, halving. The launch it replaced, a warp per head in a CTA per
+   (request, KV head), read a long request's slots 16 at a time: at b16 with one request holding
+   61% of the tokens, 80-160 slots in 5-10 dependent round trips (mla_decode's seeds measured the
+   same shape of merge, BENCHMARKS.md thirteenth session). Requests of one slot were written by
+   the partial kernel, and so were empty ones. With MERGE == 2 it is one CTA that only waits. */
+#define MERGE_CTAS 264 /* the header's merge grid: two CTAs an SM of an H100 or H200, one wave */
+#define MERGE_DEPTH 16 /* partials a warp loads in one round trip */
+#define MERGE_WARPS 8  /* a merge CTA's warps: 256 threads */
+#define MERGE_LIST 32  /* a pass's virtual CTAs per CTA, at most: 256 requests of at most 32 each, over 264 CTAs */
+static_assert(MERGE_LIST * MERGE_CTAS >= MERGE_WARPS * 32 * NUM_QO_HEADS,
+              "a pass's virtual CTAs (256 requests, at most 32 each) fit the lists");
+
+/* warps per head for a request of n partial slots: 0 when there is nothing to merge */
+__device__ __forceinline__ int merge_warps(int n)
+{
+    if (n <= 1)
+        return 0;
+    int g = 1;
+    while (g < MERGE_WARPS && g * MERGE_DEPTH < n)
+        g *= 2;
+    return g;
+}
+
+/* exclusive scan of v over the CTA's 256 threads; *total: the sum (s_warp: 8 ints, free on entry and exit) */
+__device__ __forceinline__ int block_scan(int v, int *s_warp, int *total)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int x = v;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+        const int y = __shfl_up_sync(FULL_MASK, x, off);
+        if (lane >= off)
+            x += y;
+    }
+    if (lane == 31)
+        s_warp[warp] = x;
+    __syncthreads();
+    *total = 0;
+    for (int w = 0; w < MERGE_WARPS; w++) {
+        if (w < warp)
+            x += s_warp[w];
+        *total += s_warp[w];
+    }
+    __syncthreads();
+    return x - v;
+}
+
 extern "C" __global__ void __launch_bounds__(256, 2)
 gqa_pages_merge(const int *__restrict__ kv_indptr, const float *__restrict__ part_o,
                 const float *__restrict__ part_lse, __nv_bfloat16 *__restrict__ output, float *__restrict__ lse,
@@ -787,24 +855,81 @@ gqa_pages_merge(const int *__restrict__ kv_indptr, const float *__restrict__ par
     pdl_wait();
     (void)kv_indptr, (void)part_o, (void)part_lse, (void)output, (void)lse, (void)batch_size, (void)num_kv_indices;
 #else
-    const int row = blockIdx.x * GROUP + (threadIdx.x >> 5); /* b*32 + query head */
-    const int lane = threadIdx.x & 31;
+    __shared__ float2 s_ml[MERGE_WARPS];        /* each warp's running max and sum */
+    __shared__ float4 s_acc[MERGE_WARPS][32];   /* and its lanes' sums */
+    __shared__ int s_warp[MERGE_WARPS];         /* the scan's warp totals */
+    __shared__ int s_work[MERGE_LIST][4];       /* this pass's virtual CTAs: request, index, slots, first slot */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int grid = (int)gridDim.x;
     const int N = max(num_kv_indices, 0);
-    int n = 0, s0 = 0;
-    if (row < batch_size * NUM_QO_HEADS && N > 0) {
-        const int b = row / NUM_QO_HEADS;
-        const int G = grid_ctas(N);
-        const int chunk = (N + G - 1) / G;
-        const int sb = bound(kv_indptr, b, N), eb = bound(kv_indptr, b + 1, N);
-        if (eb > sb) {
-            const int c_first = sb / chunk, c_last = min((eb - 1) / chunk, G - 1);
-            n = c_last - c_first + 1;
-            s0 = c_first + b;
+    int done = 0; /* virtual CTAs of the requests before this pass */
+    for (int base = 0; base < batch_size; base += MERGE_WARPS * 32) { /* block-uniform */
+        const int b = base + tid;
+        int n = 0, s0 = 0;
+        if (b < batch_size && N > 0) {
+            const int G = grid_ctas(N);
+            const int chunk = (N + G - 1) / G;
+            const int sb = bound(kv_indptr, b, N), eb = bound(kv_indptr, b + 1, N);
+            if (eb > sb) {
+                const int c_first = sb / chunk, c_last = min((eb - 1) / chunk, G - 1);
+                n = c_last - c_first + 1;
+                s0 = c_first + b;
+            }
         }
+        const int v = merge_warps(n) * NUM_QO_HEADS / MERGE_WARPS; /* this request's virtual CTAs */
+        int total;
+        const int first = block_scan(v, s_warp, &total);
+        /* this CTA's virtual CTAs of the pass: done + k0 + k*grid for k < kn, at most MERGE_LIST */
+        const int k0 = ((int)blockIdx.x - done % grid + grid) % grid;
+        const int kn = min(total > k0 ? (total - k0 + grid - 1) / grid : 0, MERGE_LIST); /* the header's grid: never clamped */
+        for (int k = first + v > k0 ? (max(first - k0, 0) + grid - 1) / grid : kn; k < kn && k0 + k * grid < first + v; k++) {
+            s_work[k][0] = b;
+            s_work[k][1] = k0 + k * grid - first;
+            s_work[k][2] = n;
+            s_work[k][3] = s0;
+        }
+        __syncthreads();
+        if (kn > 0)
+            pdl_wait(); /* the partial grid has finished and its stores are visible (at once after the first) */
+        for (int k = 0; k < kn; k++) { /* block-uniform */
+            const int wb = s_work[k][0], wj = s_work[k][1], wn = s_work[k][2], ws0 = s_work[k][3];
+            const int G = merge_warps(wn);
+            const int grp = warp % G;
+            const int head = wj * (MERGE_WARPS / G) + warp / G;
+            float m, L;
+            float4 acc;
+            merge_sums<MERGE_DEPTH>(part_o, part_lse, head, ws0 + grp, G, wn > grp ? (wn - grp + G - 1) / G : 0, lane, m, L,
+                                    acc);
+            if (G > 1) { /* block-uniform: a head's warps meet, halving */
+                if (lane == 0)
+                    s_ml[warp] = make_float2(m, L);
+                s_acc[warp][lane] = acc;
+                for (int d = G / 2; d >= 1; d /= 2) {
+                    __syncthreads();
+                    if (grp < d) {
+                        const float2 o = s_ml[warp + d];
+                        const float4 q = s_acc[warp + d][lane];
+                        const float mt = fmaxf(m, o.x);
+                        const float wa = m == neg_inf() ? 0.0f : exp2f(m - mt);
+                        const float wb = o.x == neg_inf() ? 0.0f : exp2f(o.x - mt);
+                        m = mt;
+                        L = L * wa + o.y * wb;
+                        acc = make_float4(acc.x * wa + q.x * wb, acc.y * wa + q.y * wb, acc.z * wa + q.z * wb,
+                                          acc.w * wa + q.w * wb);
+                        if (d > 1) {
+                            if (lane == 0)
+                                s_ml[warp] = make_float2(m, L);
+                            s_acc[warp][lane] = acc;
+                        }
+                    }
+                }
+                __syncthreads(); /* shared memory free for the next virtual CTA */
+            }
+            if (grp == 0)
+                merge_write(output, lse, wb, head, lane, m, L, acc);
+        }
+        done += total;
+        __syncthreads(); /* s_work free for the next pass */
     }
-    pdl_wait(); /* the partial grid has finished and its stores are visible */
-    if (n <= 1)
-        return; /* empty, or written by the partial kernel */
-    merge_head<16>(part_o, part_lse, output, lse, row / NUM_QO_HEADS, row % NUM_QO_HEADS, s0, n, lane);
 #endif
 }
