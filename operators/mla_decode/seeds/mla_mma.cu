@@ -111,6 +111,8 @@
 #define SEGP 0
 #endif
 #define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
+#define IDX_BATCH 8   /* page indices a thread loads before it stores them */
+#define PREFETCH_REQS 8 /* later requests whose Q a CTA prefetches to L2 at its start */
 #define CHUNK_TILE TILE
 
 #define NUM_QO_HEADS 16
@@ -118,6 +120,8 @@
 #define DIM_KPE 64
 #define DIM_QK (DIM_CKV + DIM_KPE) /* 576 */
 #define ROW_PIECES (DIM_QK / 8)     /* 16-byte pieces of a token row: 72 (64 ckv + 8 kpe) */
+#define Q_LINES_NOPE (NUM_QO_HEADS * DIM_CKV * 2 / 128) /* 128-byte lines of a request's q_nope: 128 */
+#define Q_LINES (Q_LINES_NOPE + NUM_QO_HEADS * DIM_KPE * 2 / 128) /* and of its q_pe: 144 in all */
 #define ROW_BYTES 1168              /* 1152 + 16 of padding: rows start 73 pieces apart */
 #define THREADS (WARPS * 32)
 #define FULL_MASK 0xffffffffu
@@ -242,7 +246,7 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
     const int chunk = chunk_tokens(num_kv_indices, batch_size);
 
     /* ---- this CTA's tokens [lo, hi) and the first request they meet (block-uniform) ---- */
-    int lo, hi, cnt = 0;
+    int lo, hi, cnt = 0, last = 0; /* last: the request of this CTA's last token */
     if (SPLIT) {
         /* virtual range [x, y): the first requests that end past x and past y */
         const int x = slot * chunk, y = x + chunk;
@@ -257,6 +261,7 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
         lo = cnt < batch_size ? max(__ldg(kv_indptr + cnt), x - SEGP * (cnt + 1)) : end_all;
         hi = cnt_y < batch_size ? max(__ldg(kv_indptr + cnt_y), y - SEGP * (cnt_y + 1)) : end_all;
         hi = min(hi, num_kv_indices);
+        last = min(cnt_y, batch_size - 1);
     } else {
         /* the request that owns this slot: b = #{b < B : f(b) <= slot} - 1 */
         for (int base = 0; base < batch_size; base += THREADS) {
@@ -290,14 +295,36 @@ mla_mma_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16 *_
         return; /* idle slot */
     const int n_tiles = (hi - lo + TILE - 1) / TILE;
 
-    /* ---- page indices (-1 past the end or out of range) and Q to shared memory ---- */
-    for (int k = tid; k < chunk; k += THREADS) {
-        int pg = -1;
-        if (k < hi - lo)
-            pg = __ldg(kv_indices + lo + k);
-        s_idx[k] = ((unsigned)pg < (unsigned)num_pages) ? pg : -1;
+    /* ---- the Q rows of the later requests this CTA meets, to L2 now: a segment switch then
+       waits for L2, not for HBM behind the whole grid's stream (evict_last, so the stream does not
+       push them out before). Without it a switch held the consumers 2-5 us at b64 and b128
+       (globaltimer trace, H200, fourteenth session). At most PREFETCH_REQS requests ahead. ---- */
+    for (int i = tid; i < min(last - cnt, PREFETCH_REQS) * Q_LINES; i += THREADS) {
+        const int qb = cnt + 1 + i / Q_LINES, ln = i % Q_LINES;
+        const char *p = ln < Q_LINES_NOPE ? reinterpret_cast<const char *>(q_nope + (size_t)qb * NUM_QO_HEADS * DIM_CKV) + ln * 128
+                                          : reinterpret_cast<const char *>(q_pe + (size_t)qb * NUM_QO_HEADS * DIM_KPE) + (ln - Q_LINES_NOPE) * 128;
+        asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(p));
     }
-    auto load_q = [&](int qb) {
+
+    /* ---- page indices (-1 past the end or out of range) to shared memory, each thread's loads
+       all in flight before its first store: one round trip. A load-then-store loop made up to
+       six at b128 (mla_mma_ws, whose start this is, took 2.5-4.8 us after its scan; trace). ---- */
+    for (int k0 = 0; k0 < chunk; k0 += IDX_BATCH * THREADS) {
+        int pg[IDX_BATCH];
+#pragma unroll
+        for (int j = 0; j < IDX_BATCH; j++) {
+            const int k = k0 + j * THREADS + tid;
+            pg[j] = k < hi - lo ? __ldg(kv_indices + lo + k) : -1;
+        }
+#pragma unroll
+        for (int j = 0; j < IDX_BATCH; j++) {
+            const int k = k0 + j * THREADS + tid;
+            if (k < chunk)
+                s_idx[k] = ((unsigned)pg[j] < (unsigned)num_pages) ? pg[j] : -1;
+        }
+    }
+    auto load_q = [&](int qb) { /* a load-then-store loop: batching its loads as mla_mma_ws does took
+                                   this kernel from 118 to 138 registers, and 2 CTAs an SM to 1 */
         for (int i = tid; i < NUM_QO_HEADS * ROW_PIECES; i += THREADS) {
             const int h = i / ROW_PIECES, p = i % ROW_PIECES;
             const uint4 v = p < 64 ? __ldg(reinterpret_cast<const uint4 *>(q_nope + ((size_t)qb * NUM_QO_HEADS + h) * DIM_CKV) + p)
