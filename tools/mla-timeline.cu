@@ -16,27 +16,10 @@
 // (128, 256000), each on an even split and on a skewed one whose longest request holds the
 // share ksearch's evaluator gives it (0.608 of 16 requests, 0.300 of 64, 0.2 of 128), the
 // rest split at random; pages drawn from a pool of 2N + 1024, as op.json's generator does.
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-#include <algorithm>
-#include <random>
-#include <cuda_runtime.h>
-#include <cuda_bf16.h>
 #include SEED
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "mla-host.h"
 
 __global__ void empty_kernel(int *p) { if (p && threadIdx.x == 1023) p[0] = 0; }
-
-static int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
-
-/* the header's chunk expression */
-static int host_chunk(int n, int batch)
-{
-    const long virt = n + (long)SPLIT * SEGP * batch;
-    const int per_cta = cdiv(virt, CTAS);
-    return std::min(2048, std::max(CHUNK, TILE * cdiv(per_cta, TILE)));
-}
 
 static std::vector<int> lengths(int batch, int n, double longest, std::mt19937 &g)
 {
@@ -82,48 +65,17 @@ int main()
     };
     int *dummy; CK(cudaMalloc(&dummy, 4));
     printf("empty kernel: %.2f us\n", timeit([&] { empty_kernel<<<1, 32>>>(dummy); }, 30, true));
-    CK(cudaFuncSetAttribute(mla_mma_ws_partial, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     struct { int batch, n; double skew; } shapes[] = {{16, 32000, 0.608}, {64, 64000, 0.300}, {128, 256000, 0.2}};
     std::mt19937 g(7);
     for (auto sh : shapes) {
-        const int B = sh.batch, N = sh.n, pool = 2 * N + 1024;
-        __nv_bfloat16 *qn, *qp, *ckv, *kpe, *out; float *lse, *po, *pl; int *indptr, *indices;
-        CK(cudaMalloc(&qn, (size_t)B * 16 * 512 * 2)); CK(cudaMalloc(&qp, (size_t)B * 16 * 64 * 2));
-        CK(cudaMalloc(&ckv, (size_t)pool * 512 * 2)); CK(cudaMalloc(&kpe, (size_t)pool * 64 * 2));
-        CK(cudaMemset(qn, 0x3c, (size_t)B * 16 * 512 * 2)); CK(cudaMemset(qp, 0x3c, (size_t)B * 16 * 64 * 2));
-        CK(cudaMemset(ckv, 0x3b, (size_t)pool * 512 * 2)); CK(cudaMemset(kpe, 0x3b, (size_t)pool * 64 * 2));
-        CK(cudaMalloc(&out, (size_t)B * 16 * 512 * 2)); CK(cudaMalloc(&lse, (size_t)B * 16 * 4));
-        const int chunk = host_chunk(N, B);
-        const int slots = cdiv(N + (long)SPLIT * SEGP * B, chunk) + B;
-        CK(cudaMalloc(&po, (size_t)slots * 16 * 512 * 4)); CK(cudaMalloc(&pl, (size_t)slots * 16 * 4));
-        CK(cudaMalloc(&indptr, (B + 1) * 4)); CK(cudaMalloc(&indices, (size_t)N * 4));
-        const int grid = cdiv(N + (long)SPLIT * SEGP * B, chunk) + B * (1 - SPLIT);
-        const float scale = 0.0721687824f;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        auto partial = [&] {
-            mla_mma_ws_partial<<<grid, THREADS, SMEM_BYTES>>>(qn, qp, ckv, kpe, indptr, indices, scale, po, pl, out, lse, B, pool, N);
-        };
-        auto merge = [&](bool pdl) {
-            cudaLaunchConfig_t cfg = {};
-            #ifdef MW /* a merge of a CTA of MW warps per row (before the thirteenth session) */
-            cfg.gridDim = dim3(B * 16); cfg.blockDim = dim3(MW * 32);
-#else /* a grid of MERGE_CTAS, MTHREADS threads a CTA */
-            cfg.gridDim = dim3(MERGE_CTAS); cfg.blockDim = dim3(MTHREADS);
-#endif
-            cfg.dynamicSmemBytes = 0; cfg.stream = 0;
-            cfg.attrs = pdl ? attr : nullptr; cfg.numAttrs = pdl ? 1 : 0;
-            CK(cudaLaunchKernelEx(&cfg, mla_mma_ws_merge, (const int *)indptr, (const float *)po, (const float *)pl, out, lse, B, N));
-        };
+        MlaProblem p(sh.batch, sh.n);
+        const int B = p.B, N = p.N;
+        auto partial = [&] { p.partial(); };
+        auto merge = [&](bool pdl) { p.merge(pdl); };
         for (int split = 0; split < 2; split++) {
             std::vector<int> len = lengths(B, N, split ? sh.skew : 0.0, g);
-            std::vector<int> ptr(B + 1, 0);
-            for (int i = 0; i < B; i++) ptr[i + 1] = ptr[i] + len[i];
-            std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-            std::shuffle(perm.begin(), perm.end(), g); perm.resize(N);
-            CK(cudaMemcpy(indptr, ptr.data(), (B + 1) * 4, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(indices, perm.data(), (size_t)N * 4, cudaMemcpyHostToDevice));
+            p.set_lengths(len);
+            p.scatter_pages(g);
             const int longest = *std::max_element(len.begin(), len.end());
             const float t_p = timeit([&] { partial(); }, 30, true);
             const float t_pm = timeit([&] { partial(); merge(true); }, 30, true);
@@ -131,10 +83,8 @@ int main()
             const float t_m = timeit([&] { merge(false); }, 30, false); /* partials in L2 */
             CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
             printf("b%-3d N=%-6d %-6s longest %6d chunk %4d grid %4d: partial %7.2f  +merge(pdl) %7.2f  +merge(serial) %7.2f  merge alone(L2) %6.2f  tail %6.2f us\n",
-                   B, N, split ? "skewed" : "even", longest, chunk, grid, t_p, t_pm, t_pm_serial, t_m, t_pm - t_p);
+                   B, N, split ? "skewed" : "even", longest, p.chunk, p.grid, t_p, t_pm, t_pm_serial, t_m, t_pm - t_p);
         }
-        CK(cudaFree(qn)); CK(cudaFree(qp)); CK(cudaFree(ckv)); CK(cudaFree(kpe)); CK(cudaFree(out)); CK(cudaFree(lse));
-        CK(cudaFree(po)); CK(cudaFree(pl)); CK(cudaFree(indptr)); CK(cudaFree(indices));
     }
     return 0;
 }

@@ -17,22 +17,9 @@
 //                               # SKEW=0.6: request 0 holds that share of each shape's tokens
 // The stamps cost the kernels a few registers and stores: compare event times between builds
 // of this tool, not with mla-timeline's. At most 4096 partial and 1024 merge CTAs are traced.
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-#include <algorithm>
-#include <random>
-#include <cuda_runtime.h>
-#include <cuda_bf16.h>
 #include SEED
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
-static int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
-static int host_chunk(int n, int batch)
-{
-    const long virt = n + (long)SPLIT * SEGP * batch;
-    const int per_cta = cdiv(virt, CTAS);
-    return std::min(2048, std::max(CHUNK, TILE * cdiv(per_cta, TILE)));
-}
+#include "mla-host.h"
+
 static const int L16[] = {4166, 15, 1652, 214, 5324, 22, 2624, 1419, 2414, 10666, 339, 511, 1527, 408, 378, 321};
 static const int L64[] = {1784, 1899, 1461, 232, 2367, 655, 241, 556, 498, 76, 761, 409, 771, 2435, 949, 475, 1822, 4878, 617, 2653, 18, 139, 173, 2544, 1073, 1162, 309, 625, 1995, 97, 113, 45, 579, 1679, 740, 469, 637, 180, 2705, 399, 245, 340, 1593, 350, 2150, 374, 532, 70, 2176, 1454, 588, 112, 620, 431, 1675, 2405, 1235, 309, 38, 2051, 2643, 157, 633, 599};
 static void stats(const char *name, std::vector<double> v)
@@ -49,50 +36,41 @@ int main()
            STAGES, WARPS, MINB, PART, SPLIT, SEGP, PRODW);
     const size_t flush_bytes = 256u << 20; void *flush; CK(cudaMalloc(&flush, flush_bytes));
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-    CK(cudaFuncSetAttribute(mla_mma_ws_partial, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     struct { int batch, n; const int *len; } shapes[] = {{16, 32000, L16}, {64, 64000, L64}, {128, 256000, nullptr}};
     std::mt19937 g(7);
     for (auto sh : shapes) {
-        const int B = sh.batch, N = sh.n, pool = 2 * N + 1024;
-        __nv_bfloat16 *qn, *qp, *ckv, *kpe, *out; float *lse, *po, *pl; int *indptr, *indices;
-        CK(cudaMalloc(&qn, (size_t)B * 16 * 512 * 2)); CK(cudaMalloc(&qp, (size_t)B * 16 * 64 * 2));
-        CK(cudaMalloc(&ckv, (size_t)pool * 512 * 2)); CK(cudaMalloc(&kpe, (size_t)pool * 64 * 2));
-        CK(cudaMemset(qn, 0x3c, (size_t)B * 16 * 512 * 2)); CK(cudaMemset(qp, 0x3c, (size_t)B * 16 * 64 * 2));
-        CK(cudaMemset(ckv, 0x3b, (size_t)pool * 512 * 2)); CK(cudaMemset(kpe, 0x3b, (size_t)pool * 64 * 2));
-        CK(cudaMalloc(&out, (size_t)B * 16 * 512 * 2)); CK(cudaMalloc(&lse, (size_t)B * 16 * 4));
-        const int chunk = host_chunk(N, B);
-        const int slots = cdiv(N + (long)SPLIT * SEGP * B, chunk) + B;
-        CK(cudaMalloc(&po, (size_t)slots * 16 * 512 * 4)); CK(cudaMalloc(&pl, (size_t)slots * 16 * 4));
-        CK(cudaMalloc(&indptr, (B + 1) * 4)); CK(cudaMalloc(&indices, (size_t)N * 4));
-        const int grid = cdiv(N + (long)SPLIT * SEGP * B, chunk) + B * (1 - SPLIT);
-        if (grid > 4096 || MERGE_CTAS > 1024) { printf("b%d: a grid of %d CTAs (merge %d): more than the 4096 (1024) traced\n", B, grid, MERGE_CTAS); return 1; }
-        const float scale = 0.0721687824f;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        MlaProblem p(sh.batch, sh.n);
+        const int B = p.B, N = p.N, grid = p.grid;
+        if (grid > 4096 || MERGE_CTAS > 1024) {
+            printf("b%d: a grid of %d CTAs (merge %d): more than the 4096 (1024) traced\n", B, grid, MERGE_CTAS);
+            return 1;
+        }
         auto run = [&](bool merge) {
-            mla_mma_ws_partial<<<grid, THREADS, SMEM_BYTES>>>(qn, qp, ckv, kpe, indptr, indices, scale, po, pl, out, lse, B, pool, N);
-            if (!merge) return;
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3(MERGE_CTAS); cfg.blockDim = dim3(MTHREADS);
-            cfg.attrs = attr; cfg.numAttrs = 1;
-            CK(cudaLaunchKernelEx(&cfg, mla_mma_ws_merge, (const int *)indptr, (const float *)po, (const float *)pl, out, lse, B, N));
+            p.partial();
+            if (merge)
+                p.merge(true);
         };
         std::vector<int> len(B);
-        if (sh.len) for (int i = 0; i < B; i++) len[i] = sh.len[i];
-        else { std::exponential_distribution<double> ex(1.0); double s = 0; std::vector<double> w(B); for (auto &x : w) { x = 0.5 + ex(g); s += x; }
-               int used = 0; for (int i = 0; i < B; i++) { len[i] = std::max(1, (int)(w[i] / s * N)); used += len[i]; } len[0] += N - used; }
-        std::vector<int> ptr(B + 1, 0);
-        for (int i = 0; i < B; i++) ptr[i + 1] = ptr[i] + len[i];
-        std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-        std::shuffle(perm.begin(), perm.end(), g); perm.resize(N);
-        CK(cudaMemcpy(indptr, ptr.data(), (B + 1) * 4, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(indices, perm.data(), (size_t)N * 4, cudaMemcpyHostToDevice));
+        if (sh.len) {
+            for (int i = 0; i < B; i++) len[i] = sh.len[i];
+        } else { /* a random split: weights 0.5 + an exponential draw, none below a third of the mean */
+            std::exponential_distribution<double> ex(1.0); double s = 0; std::vector<double> w(B);
+            for (auto &x : w) { x = 0.5 + ex(g); s += x; }
+            int used = 0;
+            for (int i = 0; i < B; i++) { len[i] = std::max(1, (int)(w[i] / s * N)); used += len[i]; }
+            len[0] += N - used;
+        }
+        p.set_lengths(len);
+        p.scatter_pages(g);
         if (getenv("SKEW")) { /* one request holds SKEW of the tokens */
-            const double sk = atof(getenv("SKEW")); int rest = N - (int)(sk * N);
+            const double sk = atof(getenv("SKEW"));
+            if (!(sk > 0.0 && sk < 1.0)) {
+                printf("SKEW=%s: a share of the tokens, above 0 and below 1\n", getenv("SKEW"));
+                return 2;
+            }
+            const int rest = N - (int)(sk * N);
             for (int i = 0; i < B; i++) len[i] = i == 0 ? (int)(sk * N) : rest / (B - 1) + (i == 1 ? rest % (B - 1) : 0);
-            for (int i = 0; i < B; i++) ptr[i + 1] = ptr[i] + len[i];
-            CK(cudaMemcpy(indptr, ptr.data(), (B + 1) * 4, cudaMemcpyHostToDevice));
+            p.set_lengths(len);
             printf("skewed: request 0 holds %d tokens\n", len[0]);
         }
         for (int merge = 0; merge < 2; merge++) {
@@ -103,7 +81,7 @@ int main()
                 float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); if (i >= 3) ts.push_back(ms * 1000.f);
             }
             std::sort(ts.begin(), ts.end());
-            printf("b%d N=%d chunk %d grid %d: %s events med %.2f (min %.2f max %.2f) us\n", B, N, chunk, grid, merge ? "partial+merge" : "partial",
+            printf("b%d N=%d chunk %d grid %d: %s events med %.2f (min %.2f max %.2f) us\n", B, N, p.chunk, grid, merge ? "partial+merge" : "partial",
                    ts[ts.size() / 2], ts[0], ts.back());
         }
         for (int rep = 0; rep < 2; rep++) {
@@ -147,8 +125,6 @@ int main()
                 stats(mn[k], v);
             }
         }
-        CK(cudaFree(qn)); CK(cudaFree(qp)); CK(cudaFree(ckv)); CK(cudaFree(kpe)); CK(cudaFree(out)); CK(cudaFree(lse));
-        CK(cudaFree(po)); CK(cudaFree(pl)); CK(cudaFree(indptr)); CK(cudaFree(indices));
     }
     return 0;
 }

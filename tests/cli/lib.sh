@@ -41,6 +41,13 @@ skip_part() {
 	skipped="${skipped:+$skipped; }$*"
 }
 
+# the CUDA toolkit's nvcc: $NVCC, else the build's toolkit ($CUDA_PATH or /usr/local/cuda, first:
+# an nvcc from another CUDA on PATH may not know its headers), else PATH; $nvcc is not executable
+# when there is none (a test that needs it says so with skip_part)
+cuda=${CUDA_PATH:-/usr/local/cuda}
+nvcc=${NVCC:-$cuda/bin/nvcc}
+[ -x "$nvcc" ] || nvcc=$(command -v nvcc || echo "$nvcc")
+
 # run EXPECTED_EXIT CMD...: run a command, keep its output in $TMP/out and $TMP/err
 run() {
 	local expected=$1; shift

@@ -9,10 +9,6 @@
 . "$(dirname "$0")/lib.sh"
 
 seed=operators/gqa/seeds/gqa_space_cluster.cu
-cuda=${CUDA_PATH:-/usr/local/cuda}
-nvcc=${NVCC:-$cuda/bin/nvcc}
-[ -x "$nvcc" ] || nvcc=$(command -v nvcc || echo "$nvcc")
-
 # params ...: compile at these params (others first), check the report of a LOAD 2 kernel
 load2_ok() {
 	local args=() kv

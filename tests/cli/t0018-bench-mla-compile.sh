@@ -7,11 +7,6 @@
 # Without nvcc the exports are still made and checked, and the test reports 77.
 . "$(dirname "$0")/lib.sh"
 
-cuda=${CUDA_PATH:-/usr/local/cuda}
-# the build's toolkit first: nvcc from another CUDA on PATH may not know its headers
-nvcc=${NVCC:-$cuda/bin/nvcc}
-[ -x "$nvcc" ] || nvcc=$(command -v nvcc || echo "$nvcc")
-
 run 0 "$KSEARCH" archive import tests/fixtures/export-mla_decode.json --archive "$TMP/a"
 run 0 "$KSEARCH" export-best --op mla_decode --archive "$TMP/a" --dispatch -o "$TMP/disp"
 out_has "dispatch over 4 workloads"

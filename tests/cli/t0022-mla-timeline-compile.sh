@@ -6,9 +6,6 @@
 # on a GPU only; without nvcc the test reports 77.
 . "$(dirname "$0")/lib.sh"
 
-cuda=${CUDA_PATH:-/usr/local/cuda}
-nvcc=${NVCC:-$cuda/bin/nvcc}
-[ -x "$nvcc" ] || nvcc=$(command -v nvcc || echo "$nvcc")
 if ! [ -x "$nvcc" ]; then
 	skip_part "no nvcc (looked in $cuda/bin and on PATH; set NVCC): mla-timeline.cu is not compiled"
 	done_ok

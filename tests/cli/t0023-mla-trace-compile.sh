@@ -21,9 +21,6 @@ err_has "the line '__syncthreads(); /* s_idx, Q and the mbarriers ready */' occu
 [ -e "$TMP/moved_tr.cu" ] && fail "a copy was written although a stamp's line was missing"
 checks=$((checks + 1))
 
-cuda=${CUDA_PATH:-/usr/local/cuda}
-nvcc=${NVCC:-$cuda/bin/nvcc}
-[ -x "$nvcc" ] || nvcc=$(command -v nvcc || echo "$nvcc")
 if ! [ -x "$nvcc" ]; then
 	skip_part "no nvcc (looked in $cuda/bin and on PATH; set NVCC): mla-trace.cu is not compiled"
 	done_ok

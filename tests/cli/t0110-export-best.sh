@@ -10,10 +10,6 @@
 # test then reports itself skipped (77), not passed.
 . "$(dirname "$0")/lib.sh"
 
-cuda=${CUDA_PATH:-/usr/local/cuda}
-# the build's toolkit first: nvcc from another CUDA on PATH may not know its headers
-nvcc=${NVCC:-$cuda/bin/nvcc}
-[ -x "$nvcc" ] || nvcc=$(command -v nvcc || echo "$nvcc")
 have_nvcc=1
 if ! [ -x "$nvcc" ]; then
 	have_nvcc=0
