@@ -14,14 +14,7 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 
-#define CK(x)                                                                                                \
-	do {                                                                                                 \
-		cudaError_t e_ = (x);                                                                        \
-		if (e_ != cudaSuccess) {                                                                     \
-			printf("%s: %s\n", #x, cudaGetErrorString(e_));                                      \
-			exit(1);                                                                             \
-		}                                                                                            \
-	} while (0)
+#include "cuda-check.h"
 
 static int cdiv(long a, long b)
 {

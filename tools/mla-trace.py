@@ -14,25 +14,15 @@ tools/mla-trace.cu reads. The seed itself is never changed: the copy is for meas
 Each stamp is inserted after a line of the seed's own text; when the seed's text moves, the
 script stops and names the line it no longer finds (tests/cli/t0023 runs it on the seed as it is).
 """
+import os
 import sys
 
-if len(sys.argv) != 3:
-    sys.exit("usage: mla-trace.py SEED OUT.cu")
-try:
-    src = open(sys.argv[1], encoding="utf-8").read()
-except OSError as e:
-    sys.exit("mla-trace.py: cannot read %s: %s" % (sys.argv[1], e.strerror))
+sys.dont_write_bytecode = True  # no __pycache__ in tools/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from seed_stamps import Stamper  # noqa: E402
 
-
-def rep(old, new):
-    """put new where old is: old must occur exactly once"""
-    global src
-    n = src.count(old)
-    if n != 1:
-        first = old.strip().splitlines()[0]
-        sys.exit("mla-trace.py: %s: the line '%s' occurs %d times where one was expected; "
-                 "update the anchors of tools/mla-trace.py to the seed" % (sys.argv[1], first, n))
-    src = src.replace(old, new)
+st = Stamper("mla-trace.py")
+rep = st.rep
 
 rep('__device__ __forceinline__ float neg_inf()',
  '__device__ unsigned long long g_tr[4096 * 16];\n__device__ unsigned long long g_trm[1024 * 8];\n'
@@ -112,7 +102,4 @@ rep('''    if (grp == 0) {
     if (grp == 0) {
         const float inv = L > 0.0f ? 1.0f / L : 0.0f;''')
 
-try:
-    open(sys.argv[2], "w", encoding="utf-8").write(src)
-except OSError as e:
-    sys.exit("mla-trace.py: cannot write %s: %s" % (sys.argv[2], e.strerror))
+st.write()

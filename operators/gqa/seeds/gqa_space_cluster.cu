@@ -5,15 +5,15 @@
   "constraints": ["MERGE == 1 || SPLITS <= 8", "LOAD == 0 || L2PF == 0",
                   "SPLITS > 1 || (MERGE == 0 && CHUNK == 16)",
                   "LOAD != 2 || STAGES <= 3",
-                  "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES) <= 232448"],
+                  "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES) + (MERGE == 0)*(SPLITS > 1)*(SPLITS*4128 + 16) <= 232448"],
   "scratch": {"part_o": ["float32", "batch_size*num_qo_heads*SPLITS*head_dim*(MERGE == 1)"],
               "part_lse": ["float32", "batch_size*num_qo_heads*SPLITS*(MERGE == 1)"],
               "done": ["int32", "batch_size*num_kv_heads*(MERGE == 1)", "zeroed"]},
   "launch": [
     {"kernel": "gqa_cluster_decode", "grid": ["batch_size*num_kv_heads", "SPLITS"], "block": ["WARPS*32"],
-     "smem": "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES)",
+     "smem": "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES) + (MERGE == 0)*(SPLITS > 1)*(SPLITS*4128 + 16)",
      "args": ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale",
-              "part_o", "part_lse", "done", "output", "lse", "batch_size", "num_pages"]} ] }
+              "part_o", "part_lse", "done", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]} ] }
 */
 /*
  * Family "gqa_space_cluster": split-K decode in ONE launch, for latency (small batch)
@@ -25,16 +25,26 @@
  * Split policy: request b (len tokens) uses n = min(SPLITS, cdiv(len, CHUNK)) of its
  * SPLITS CTAs (the split count follows the request's length: short requests are not
  * cut into slivers), split j taking tokens [len*j/n, len*(j+1)/n); CTAs j >= n idle.
+ * A batch of one request (latency-bound: a chain of dependent round trips) loads its
+ * first page indices on the guess [0, num_kv_indices), in the same round trip as
+ * kv_indptr, which confirms the guess or has the indices loaded again from its values.
  *
  * Merge:
  *   MERGE 0 - the SPLITS CTAs of a (request, KV head) form a cluster (1, SPLITS, 1).
- *             Each leaves its normalised partial (8 heads x 128 dims fp32, and lse) in
- *             its own shared memory; after a cluster barrier every CTA merges a share
- *             of the 256 (head, 4-dim) items, reading all partials over DSMEM
- *             (mapa + ld.shared::cluster), and writes bf16 output and lse; a second
- *             cluster barrier keeps each CTA's shared memory alive until all reads are
- *             done. No scratch, no counter, no second launch. SPLITS <= 8 (portable
- *             cluster size).
+ *             Head h of the group is merged by split h % n (each of the n active
+ *             splits owns one or more of the 8 heads). Every CTA combines its warps'
+ *             states into its normalised partial (8 heads x 128 dims fp32, and lse)
+ *             and pushes each head's part into a slot of the owner's shared memory
+ *             with st.async, whose bytes complete on the owner's mbarrier (its own
+ *             heads with plain stores); each owner waits on its mbarrier for the
+ *             other splits' bytes, merges its heads and writes bf16 output and lse.
+ *             The only cluster barrier is split in two: every CTA arrives at its
+ *             start and waits just before its first push (by then all have arrived),
+ *             so no CTA waits for the slowest one, nor for another's reads before
+ *             it exits. No scratch, no counter, no second launch. SPLITS <= 8
+ *             (portable cluster size). (Until the fifteenth session: partials left
+ *             in each CTA's own memory, two full cluster barriers around a pull over
+ *             DSMEM; 1 µs slower at b1, BENCHMARKS.md.)
  *   MERGE 1 - partials go to global scratch; each CTA then counts itself done on a
  *             zeroed per-(request, KV head) counter (__threadfence before the atomic)
  *             and the CTA that counts last merges all n partials (L2 loads).
@@ -75,7 +85,9 @@
  *   IDXPF  - page-index prefetch depth: a lane loads the page index of the tile it will
  *            copy IDXPF tiles later (registers), so the index round trip is hidden.
  * Shared memory: WARPS*RING_STAGES*8712 bytes (8704 per ring stage, 8 per mbarrier, used
- * by LOAD 1 only); RING_STAGES = STAGES, or 1 for LOAD 2.
+ * by LOAD 1 only); RING_STAGES = STAGES, or 1 for LOAD 2; MERGE 0 with SPLITS > 1 adds
+ * SPLITS*4128 + 16 past the ring (the slots the other splits push into, and the merge
+ * mbarrier): a CTA still streaming its tiles may be pushed into.
  */
 #include <cuda_bf16.h>
 
@@ -143,9 +155,17 @@ constexpr int SMEM_BYTES = RING_BYTES + WARPS * RING_STAGES * 8;
 static_assert(STAGE_ELEMS * 2 == 8704 && SMEM_BYTES == WARPS * ((LOAD == 2) + (LOAD != 2) * STAGES) * 8712,
               "keep the smem expression in the header in sync");
 constexpr int ACC_BYTES = WARPS * (GROUP * ACC_STRIDE + GROUP * 2) * 4; /* warps' states */
-constexpr int PART_OFF = ACC_BYTES;                                     /* the CTA's partial */
-static_assert(PART_OFF % 16 == 0 && PART_OFF + (GROUP * HEAD_DIM + GROUP) * 4 <= RING_BYTES,
-              "the merge buffers reuse the ring");
+static_assert(ACC_BYTES <= RING_BYTES, "the warps' states reuse the ring");
+#if MERGE == 0 && SPLITS > 1
+#define PUSH 1 /* the cluster's partials are pushed, head by head, into the shared memory of the head's owner */
+constexpr int PART_BYTES = (GROUP * HEAD_DIM + GROUP) * 4; /* a CTA's partial: o [GROUP][HEAD_DIM], lse [GROUP] */
+constexpr int PUSH_OFF = (SMEM_BYTES + 15) / 16 * 16; /* past the ring, which its CTA may still be using */
+constexpr int SMEM_TOTAL = PUSH_OFF + SPLITS * PART_BYTES + 8; /* + the merge mbarrier */
+static_assert(PART_BYTES == 4128 && SMEM_TOTAL <= SMEM_BYTES + SPLITS * 4128 + 16,
+              "keep the smem expression in the header in sync");
+#else
+#define PUSH 0
+#endif
 
 #if MERGE == 0 && SPLITS > 1
 #define CLUSTER_DIMS __cluster_dims__(1, SPLITS, 1)
@@ -305,13 +325,12 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi)
     return *reinterpret_cast<unsigned *>(&v);
 }
 
-#if MERGE == 0
-__device__ __forceinline__ void cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;\n" ::
-                     : "memory");
-}
+#if PUSH
+/* the cluster barrier in two halves: every CTA arrives at its start, and waits (at once, in
+   practice) only before it first writes into the leader's shared memory */
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 
 /* the address of this CTA's shared-memory address a in cluster CTA `rank` */
 __device__ __forceinline__ unsigned dsmem_addr(unsigned a, int rank)
@@ -321,19 +340,34 @@ __device__ __forceinline__ unsigned dsmem_addr(unsigned a, int rank)
     return r;
 }
 
-__device__ __forceinline__ float dsmem_ld(unsigned a)
+/* asynchronous stores into another CTA's shared memory, each completing its bytes on that
+   CTA's mbarrier (the writer never waits for them) */
+__device__ __forceinline__ void st_async4(unsigned dst, float4 v, unsigned bar)
 {
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
-    return v;
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(dst),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+                 : "memory");
 }
 
-__device__ __forceinline__ float4 dsmem_ld4(unsigned a)
+__device__ __forceinline__ void st_async1(unsigned dst, float v, unsigned bar)
 {
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
-    return v;
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n" ::"r"(dst), "f"(v), "r"(bar)
+                 : "memory");
+}
+
+/* wait for the phase of a barrier that other CTAs' stores complete */
+__device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred P1;\n"
+                 "LAB_WAITC:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra.uni DONEC;\n"
+                 "bra.uni LAB_WAITC;\n"
+                 "DONEC:\n"
+                 "}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
 }
 #endif
 
@@ -351,7 +385,7 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
                    const __nv_bfloat16 *__restrict__ v_cache, const int *__restrict__ kv_indptr,
                    const int *__restrict__ kv_indices, float sm_scale, float *__restrict__ part_o,
                    float *__restrict__ part_lse, int *__restrict__ done, __nv_bfloat16 *__restrict__ output,
-                   float *__restrict__ lse, int batch_size, int num_pages)
+                   float *__restrict__ lse, int batch_size, int num_pages, int num_kv_indices)
 {
     extern __shared__ __align__(128) unsigned char smem_raw[];
 
@@ -363,13 +397,61 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
     const int lane = tid & 31;
     const int r = lane >> 2; /* fragment row */
     const int c = lane & 3;  /* fragment column pair */
-
-    int start = 0, len = 0;
-    if (b < batch_size) {
-        start = max(__ldg(kv_indptr + b), 0);
-        len = max(__ldg(kv_indptr + b + 1) - start, 0);
+#if PUSH
+    const unsigned push_base = smem_addr(smem_raw + PUSH_OFF); /* slot s: split s's partials of the heads owned here */
+    const unsigned merge_bar = push_base + SPLITS * PART_BYTES;
+    if (tid == 0) {
+        mbar_init(merge_bar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    const int n_act = len > 0 ? min(SPLITS, (len + CHUNK - 1) / CHUNK) : 0; /* active splits */
+    cluster_arrive(); /* this CTA runs, and its merge barrier is ready */
+#endif
+
+    /* The request's tokens, this split's share of them and the page indices of its first
+     * tiles. A batch of one request holds [0, num_kv_indices) whenever kv_indptr is well formed
+     * (kv_indptr[0] = 0, and kv_indptr[1] = num_kv_indices by the op's constraint), so its first
+     * indices are loaded on that guess, in the same round trip as kv_indptr instead of after
+     * it; kv_indptr then confirms the guess, or the split is recomputed from it and the indices
+     * loaded again. Any input stays correct: only a kv_indptr that breaks the guess pays the
+     * second round trip. */
+    int p0 = 0, p1 = 0;
+    if (b < batch_size) {
+        p0 = __ldg(kv_indptr + b);
+        p1 = __ldg(kv_indptr + b + 1);
+    }
+    bool guess = batch_size == 1;
+    int start = 0, len = guess ? max(num_kv_indices, 0) : 0;
+    int n_act, t_begin, t_end, my_tiles;
+    /* page index of token (lane & 15) of this warp's k-th tile, -1 past the end */
+    auto load_idx = [&](int k) -> int {
+        const int t = t_begin + (warp + k * WARPS) * TOK + (lane & 15);
+        return (k < my_tiles && t < t_end) ? __ldg(kv_indices + t) : -1;
+    };
+    int first_idx[STAGES - 1], pf[IDXPF]; /* the first STAGES-1 tiles' indices, and IDXPF more */
+    for (;;) {
+        if (!guess) {
+            start = max(p0, 0);
+            len = max(p1 - start, 0);
+        }
+        n_act = len > 0 ? min(SPLITS, (len + CHUNK - 1) / CHUNK) : 0; /* active splits */
+        t_begin = t_end = start;
+        my_tiles = 0;
+        if (split < n_act) {
+            t_begin = start + (int)(((long long)len * split) / n_act);
+            t_end = start + (int)(((long long)len * (split + 1)) / n_act);
+            const int n_tiles = (t_end - t_begin + TOK - 1) / TOK;
+            my_tiles = (n_tiles - warp + WARPS - 1) / WARPS; /* tiles warp, warp+WARPS, ... */
+        }
+#pragma unroll
+        for (int k = 0; k < STAGES - 1; k++)
+            first_idx[k] = load_idx(k); /* all in flight at once */
+#pragma unroll
+        for (int j = 0; j < IDXPF; j++)
+            pf[j] = load_idx(STAGES - 1 + j);
+        if (!guess || (p0 <= 0 && max(p1, 0) == len))
+            break;
+        guess = false; /* kv_indptr is not [0, num_kv_indices] */
+    }
     const bool active = split < n_act;
 #if MERGE == 1
     if (b >= batch_size || (!active && !(n_act == 0 && split == 0)))
@@ -378,15 +460,8 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
 
     float *const sm_acc = reinterpret_cast<float *>(smem_raw);                  /* [WARPS][GROUP][ACC_STRIDE] */
     float *const sm_ml = sm_acc + WARPS * GROUP * ACC_STRIDE;                   /* [WARPS][GROUP][2] */
-    float *const sm_part = reinterpret_cast<float *>(smem_raw + PART_OFF);      /* [GROUP][HEAD_DIM] */
-    float *const sm_plse = sm_part + GROUP * HEAD_DIM;                          /* [GROUP] */
 
     if (active) {
-        const int t_begin = start + (int)(((long long)len * split) / n_act);
-        const int t_end = start + (int)(((long long)len * (split + 1)) / n_act);
-        const int n_tiles = (t_end - t_begin + TOK - 1) / TOK;
-        const int my_tiles = (n_tiles - warp + WARPS - 1) / WARPS; /* tiles warp, warp+WARPS, ... */
-
         __nv_bfloat16 *const ring = reinterpret_cast<__nv_bfloat16 *>(smem_raw) + warp * RING_STAGES * STAGE_ELEMS;
         const unsigned ring_addr = smem_addr(ring);
         const unsigned bars = smem_addr(smem_raw + RING_BYTES) + (unsigned)(warp * RING_STAGES * 8);
@@ -400,11 +475,6 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
 #endif
         const u64 policy = HINT ? evict_first_policy() : 0ull;
 
-        /* page index of token (lane & 15) of this warp's k-th tile, -1 past the end */
-        auto load_idx = [&](int k) -> int {
-            const int t = t_begin + (warp + k * WARPS) * TOK + (lane & 15);
-            return (k < my_tiles && t < t_end) ? __ldg(kv_indices + t) : -1;
-        };
 #if LOAD == 2
         /* lane l's pieces of a tile: 16-byte piece l & 15 of rows 2i + (l >> 4), [0] K, [1] V */
         typedef uint4 tile_regs[2][TOK / 2];
@@ -465,14 +535,6 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
         };
 #endif
 
-        /* indices of the first STAGES-1 tiles, and IDXPF more, all in flight at once */
-        int first_idx[STAGES - 1], pf[IDXPF];
-#pragma unroll
-        for (int k = 0; k < STAGES - 1; k++)
-            first_idx[k] = load_idx(k);
-#pragma unroll
-        for (int j = 0; j < IDXPF; j++)
-            pf[j] = load_idx(STAGES - 1 + j);
 #pragma unroll
         for (int k = 0; k < STAGES - 1; k++)
 #if LOAD == 2
@@ -539,22 +601,29 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
             const unsigned vs = ks + TOK * ROW_STRIDE * 2;
             const int t0 = t_begin + (warp + k * WARPS) * TOK;
 
-            /* S^T = K . Q^T, two accumulator chains */
-            float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            /* S^T = K . Q^T, four accumulator chains of two products (a tile's latency is the
+               kernel's at small batch: one tile per warp) */
+            float sa[4][4] = {};
 #pragma unroll
-            for (int kk = 0; kk < HEAD_DIM / 16; kk += 2) {
-                unsigned a0[4], a1[4];
-                ldmatrix_x4(a0, ks + k_lane_off + kk * 32);
-                ldmatrix_x4(a1, ks + k_lane_off + (kk + 1) * 32);
-                mma_bf16(sa, a0, qb[kk][0], qb[kk][1]);
-                mma_bf16(sb, a1, qb[kk + 1][0], qb[kk + 1][1]);
+            for (int kk = 0; kk < HEAD_DIM / 16; kk += 4) {
+                unsigned a[4][4];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    ldmatrix_x4(a[j], ks + k_lane_off + (kk + j) * 32);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    mma_bf16(sa[j], a[j], qb[kk + j][0], qb[kk + j][1]);
             }
-            /* s[0]: token r, head 2c; s[1]: token r, head 2c+1; s[2], s[3]: token r+8 */
+            float st[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                st[i] = (sa[0][i] + sa[1][i]) + (sa[2][i] + sa[3][i]);
+            /* st[0]: token r, head 2c; st[1]: token r, head 2c+1; st[2], st[3]: token r+8 */
             const bool ok_lo = t0 + r < t_end, ok_hi = t0 + r + 8 < t_end;
-            const float s0 = ok_lo ? (sa[0] + sb[0]) * qk_scale : neg_inf();
-            const float s1 = ok_lo ? (sa[1] + sb[1]) * qk_scale : neg_inf();
-            const float s2 = ok_hi ? (sa[2] + sb[2]) * qk_scale : neg_inf();
-            const float s3 = ok_hi ? (sa[3] + sb[3]) * qk_scale : neg_inf();
+            const float s0 = ok_lo ? st[0] * qk_scale : neg_inf();
+            const float s1 = ok_lo ? st[1] * qk_scale : neg_inf();
+            const float s2 = ok_hi ? st[2] * qk_scale : neg_inf();
+            const float s3 = ok_hi ? st[3] * qk_scale : neg_inf();
 
             float mx0 = fmaxf(s0, s2), mx1 = fmaxf(s1, s3);
 #pragma unroll
@@ -619,49 +688,66 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
             h1[8] = o[mt][3];
         }
         __syncthreads();
+#if PUSH
+        cluster_wait(); /* every CTA of the cluster runs: their memory may be written */
+#endif
 
         /* the CTA's partial (normalised o, lse) per (head, 4 dims) */
         for (int it = tid; it < ITEMS; it += THREADS) {
             const int hh = it / (HEAD_DIM / 4);
             const int d = (it % (HEAD_DIM / 4)) * 4;
-            float mx = NEG_BIG;
+            /* two chains (even and odd warps) for every sum and maximum: half the dependent steps */
+            float mh[2] = {NEG_BIG, NEG_BIG};
 #pragma unroll
             for (int w = 0; w < WARPS; w++)
-                mx = fmaxf(mx, sm_ml[(w * GROUP + hh) * 2]);
-            float L = 0.0f;
-            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                mh[w & 1] = fmaxf(mh[w & 1], sm_ml[(w * GROUP + hh) * 2]);
+            const float mx = fmaxf(mh[0], mh[1]);
+            float Lh[2] = {0.0f, 0.0f};
+            float4 ah[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
 #pragma unroll
             for (int w = 0; w < WARPS; w++) {
                 const float sc = exp2f(sm_ml[(w * GROUP + hh) * 2] - mx); /* 0 for a warp that saw no token */
-                L += sm_ml[(w * GROUP + hh) * 2 + 1] * sc;
+                Lh[w & 1] = fmaf(sm_ml[(w * GROUP + hh) * 2 + 1], sc, Lh[w & 1]);
                 const float4 a = *reinterpret_cast<const float4 *>(sm_acc + (w * GROUP + hh) * ACC_STRIDE + d);
-                acc.x = fmaf(a.x, sc, acc.x);
-                acc.y = fmaf(a.y, sc, acc.y);
-                acc.z = fmaf(a.z, sc, acc.z);
-                acc.w = fmaf(a.w, sc, acc.w);
+                ah[w & 1].x = fmaf(a.x, sc, ah[w & 1].x);
+                ah[w & 1].y = fmaf(a.y, sc, ah[w & 1].y);
+                ah[w & 1].z = fmaf(a.z, sc, ah[w & 1].z);
+                ah[w & 1].w = fmaf(a.w, sc, ah[w & 1].w);
             }
-            const float inv = (L > 0.0f) ? 1.0f / L : 0.0f; /* L > 0: the split has >= 1 token */
+            const float L = Lh[0] + Lh[1];
+            const float4 acc = make_float4(ah[0].x + ah[1].x, ah[0].y + ah[1].y, ah[0].z + ah[1].z, ah[0].w + ah[1].w);
+            /* L > 0: the split has >= 1 token; approximate reciprocal and log (2 ulp), well within the tolerances */
+            const float inv = (L > 0.0f) ? __fdividef(1.0f, L) : 0.0f;
             const float4 ov = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-            const float ls = (L > 0.0f) ? mx + log2f(L) : neg_inf();
+            const float ls = (L > 0.0f) ? mx + __log2f(L) : neg_inf();
             const size_t orow = (size_t)b * NUM_QO_HEADS + kvh * GROUP + hh;
-#if MERGE == 0
             if (n_act == 1) {
                 store_out(output, lse, orow, d, ov, ls);
             } else {
-                *reinterpret_cast<float4 *>(sm_part + hh * HEAD_DIM + d) = ov;
-                if (d == 0)
-                    sm_plse[hh] = ls;
-            }
-#else
-            if (n_act == 1) {
-                store_out(output, lse, orow, d, ov, ls);
-            } else {
+#if PUSH
+                /* head hh is merged by split hh % n_act, from slot `split` of its shared memory */
+                const int owner = hh % n_act;
+                const unsigned o_at = push_base + (unsigned)(split * PART_BYTES + (hh * HEAD_DIM + d) * 4);
+                const unsigned lse_at = push_base + (unsigned)(split * PART_BYTES + (GROUP * HEAD_DIM + hh) * 4);
+                if (owner == split) { /* a head merged here */
+                    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(o_at), "f"(ov.x), "f"(ov.y), "f"(ov.z),
+                                 "f"(ov.w)
+                                 : "memory");
+                    if (d == 0)
+                        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(lse_at), "f"(ls) : "memory");
+                } else {
+                    const unsigned bar = dsmem_addr(merge_bar, owner);
+                    st_async4(dsmem_addr(o_at, owner), ov, bar);
+                    if (d == 0)
+                        st_async1(dsmem_addr(lse_at, owner), ls, bar);
+                }
+#elif MERGE == 1
                 const size_t prow = orow * SPLITS + split;
                 *reinterpret_cast<float4 *>(part_o + prow * HEAD_DIM + d) = ov;
                 if (d == 0)
                     part_lse[prow] = ls;
-            }
 #endif
+            }
         }
     } else if (n_act == 0 && split == 0 && b < batch_size) {
         /* empty request: output 0, lse -inf */
@@ -670,48 +756,54 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
                       (it % (HEAD_DIM / 4)) * 4, make_float4(0.0f, 0.0f, 0.0f, 0.0f), neg_inf());
     }
 
-#if MERGE == 0
-#if SPLITS > 1
-    cluster_sync(); /* every active CTA's partial is in its shared memory */
-    if (n_act > 1) {
-        const unsigned base = smem_addr(sm_part);
-        for (int it = split * THREADS + tid; it < ITEMS; it += SPLITS * THREADS) {
-            const int hh = it / (HEAD_DIM / 4);
+#if PUSH
+    if (!active)
+        cluster_wait(); /* (arrived at the start: no wait in practice) */
+    if (active && n_act > 1) {
+        /* every active split merges the heads it owns (hh % n_act == split, at most GROUP / 2 of them):
+           its own partials (plain stores) and the other splits', pushed into its slots */
+        const int owned = (GROUP - 1 - split) / n_act + 1;
+        if (tid == 0)
+            mbar_arrive_expect_tx(merge_bar, (unsigned)((n_act - 1) * owned * (HEAD_DIM + 1) * 4));
+        __syncthreads();
+        mbar_wait_cluster(merge_bar, 0);
+        const float *const slots = reinterpret_cast<const float *>(smem_raw + PUSH_OFF);
+        for (int it = tid; it < owned * (HEAD_DIM / 4); it += THREADS) {
+            const int hh = split + (it / (HEAD_DIM / 4)) * n_act;
             const int d = (it % (HEAD_DIM / 4)) * 4;
-            const unsigned lse_off = (unsigned)((GROUP * HEAD_DIM + hh) * 4);
-            const unsigned o_off = (unsigned)((hh * HEAD_DIM + d) * 4);
-            /* all ranks' values in flight at once (SPLITS <= 8, predicated on the active ones) */
             float lsv[SPLITS];
             float4 pv[SPLITS];
 #pragma unroll
             for (int s = 0; s < SPLITS; s++) {
-                lsv[s] = (s < n_act) ? dsmem_ld(dsmem_addr(base + lse_off, s)) : neg_inf();
-                pv[s] = (s < n_act) ? dsmem_ld4(dsmem_addr(base + o_off, s)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                lsv[s] = (s < n_act) ? slots[s * (PART_BYTES / 4) + GROUP * HEAD_DIM + hh] : neg_inf();
+                pv[s] = (s < n_act) ? *reinterpret_cast<const float4 *>(slots + s * (PART_BYTES / 4) + hh * HEAD_DIM + d)
+                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
-            float mx = lsv[0];
+            float mh[2] = {lsv[0], SPLITS > 1 ? lsv[1] : lsv[0]}; /* two chains, as the partial's */
 #pragma unroll
-            for (int s = 1; s < SPLITS; s++)
-                mx = fmaxf(mx, lsv[s]);
-            float L = 0.0f;
-            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int s = 2; s < SPLITS; s++)
+                mh[s & 1] = fmaxf(mh[s & 1], lsv[s]);
+            const float mx = fmaxf(mh[0], mh[1]);
+            float Lh[2] = {0.0f, 0.0f};
+            float4 ah[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
 #pragma unroll
             for (int s = 0; s < SPLITS; s++) {
                 const float w = (s < n_act) ? exp2f(lsv[s] - mx) : 0.0f;
-                L += w;
-                acc.x = fmaf(w, pv[s].x, acc.x);
-                acc.y = fmaf(w, pv[s].y, acc.y);
-                acc.z = fmaf(w, pv[s].z, acc.z);
-                acc.w = fmaf(w, pv[s].w, acc.w);
+                Lh[s & 1] += w;
+                ah[s & 1].x = fmaf(w, pv[s].x, ah[s & 1].x);
+                ah[s & 1].y = fmaf(w, pv[s].y, ah[s & 1].y);
+                ah[s & 1].z = fmaf(w, pv[s].z, ah[s & 1].z);
+                ah[s & 1].w = fmaf(w, pv[s].w, ah[s & 1].w);
             }
-            const float inv = (L > 0.0f) ? 1.0f / L : 0.0f;
+            const float L = Lh[0] + Lh[1];
+            const float4 acc = make_float4(ah[0].x + ah[1].x, ah[0].y + ah[1].y, ah[0].z + ah[1].z, ah[0].w + ah[1].w);
+            const float inv = (L > 0.0f) ? __fdividef(1.0f, L) : 0.0f;
             store_out(output, lse, (size_t)b * NUM_QO_HEADS + kvh * GROUP + hh, d,
                       make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv),
-                      (L > 0.0f) ? mx + log2f(L) : neg_inf());
+                      (L > 0.0f) ? mx + __log2f(L) : neg_inf());
         }
     }
-    cluster_sync(); /* no CTA leaves while another may read its shared memory */
-#endif
-#else
+#elif MERGE == 1
     if (n_act > 1) {
         __shared__ int s_last;
         __threadfence(); /* this thread's partial stores before the count */
