@@ -23,7 +23,7 @@ k = r["kernels"][0]
 assert k["spill_stores"] == 0 and k["spill_loads"] == 0 and k["stack_bytes"] == 0, k
 assert k["async_copy"] == "none" and k["widest_load_bytes"] == 16, k
 p = r["params"]
-push = (p["SPLITS"] * 4128 + 16) if (p["MERGE"] == 0 and p["SPLITS"] > 1) else 0  # the cluster merge's slots
+push = ((p["SPLITS"] + 7) * 528 + 16) if (p["MERGE"] == 0 and p["SPLITS"] > 1) else 0  # the cluster merge's slots
 assert k["dynamic_smem"] == p["WARPS"] * 8712 + push, k
 PY
 }

@@ -3,7 +3,7 @@
 # GPU (BENCHMARKS.md, fifteenth session): each split pushes the heads it does not own into the
 # owner's shared memory with st.async and waits on its own mbarrier (acquire at cluster scope),
 # no CTA reads another's memory, and the only cluster barrier is split into one arrive and the
-# waits; ksearch gives it its slots past the ring (SPLITS*4128 + 16 bytes of shared memory) and
+# waits; ksearch gives it its slots past the ring ((SPLITS + 7)*528 + 16 bytes of shared memory) and
 # the constraint rules out a ring and slots over 227 KiB. SPLITS 1 has none of it. Then
 # tools/gqa-trace.py (globaltimer stamps in a copy of the seed, each at a line of the seed's own
 # text) stamps the seed as it is, names the line it lost when the text moves and writes nothing,
@@ -21,13 +21,13 @@ smem() {
 }
 checks=$((checks + 1))
 got=$(smem SPLITS=6 WARPS=6 STAGES=2 MERGE=0)
-[ "$got" = $((6 * 2 * 8712 + 6 * 4128 + 16)) ] || fail "MERGE 0 SPLITS 6 WARPS 6 STAGES 2: $got bytes of shared memory"
+[ "$got" = $((6 * 2 * 8712 + 13 * 528 + 16)) ] || fail "MERGE 0 SPLITS 6 WARPS 6 STAGES 2: $got bytes of shared memory"
 checks=$((checks + 1))
 got=$(smem SPLITS=6 WARPS=6 STAGES=2 MERGE=1)
 [ "$got" = $((6 * 2 * 8712)) ] || fail "MERGE 1: $got bytes of shared memory, no slots expected"
-# 8 warps of 3 stages (209 KiB of ring) leave no room for 8 slots: refused by the constraint
-run 2 "$KSEARCH" compile "$seed" --op gqa --param SPLITS=8 --param WARPS=8 --param STAGES=3 --param MERGE=0
-err_has 'SPLITS*4128 + 16) <= 232448'
+# 8 warps of 4 stages (272 KiB of ring) are refused by the constraint, which counts the slots
+run 2 "$KSEARCH" compile "$seed" --op gqa --param SPLITS=8 --param WARPS=8 --param STAGES=4 --param MERGE=0
+err_has '(SPLITS + 7)*528 + 16) <= 232448'
 
 if ! [ -x "$nvcc" ]; then
 	skip_part "no nvcc (looked in $cuda/bin and on PATH; set NVCC): no PTX read, gqa-trace.cu not compiled"

@@ -5,13 +5,13 @@
   "constraints": ["MERGE == 1 || SPLITS <= 8", "LOAD == 0 || L2PF == 0",
                   "SPLITS > 1 || (MERGE == 0 && CHUNK == 16)",
                   "LOAD != 2 || STAGES <= 3",
-                  "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES) + (MERGE == 0)*(SPLITS > 1)*(SPLITS*4128 + 16) <= 232448"],
+                  "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES) + (MERGE == 0)*(SPLITS > 1)*((SPLITS + 7)*528 + 16) <= 232448"],
   "scratch": {"part_o": ["float32", "batch_size*num_qo_heads*SPLITS*head_dim*(MERGE == 1)"],
               "part_lse": ["float32", "batch_size*num_qo_heads*SPLITS*(MERGE == 1)"],
               "done": ["int32", "batch_size*num_kv_heads*(MERGE == 1)", "zeroed"]},
   "launch": [
     {"kernel": "gqa_cluster_decode", "grid": ["batch_size*num_kv_heads", "SPLITS"], "block": ["WARPS*32"],
-     "smem": "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES) + (MERGE == 0)*(SPLITS > 1)*(SPLITS*4128 + 16)",
+     "smem": "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES) + (MERGE == 0)*(SPLITS > 1)*((SPLITS + 7)*528 + 16)",
      "args": ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "done", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]} ] }
 */
@@ -86,8 +86,9 @@
  *            copy IDXPF tiles later (registers), so the index round trip is hidden.
  * Shared memory: WARPS*RING_STAGES*8712 bytes (8704 per ring stage, 8 per mbarrier, used
  * by LOAD 1 only); RING_STAGES = STAGES, or 1 for LOAD 2; MERGE 0 with SPLITS > 1 adds
- * SPLITS*4128 + 16 past the ring (the slots the other splits push into, and the merge
- * mbarrier): a CTA still streaming its tiles may be pushed into.
+ * (SPLITS + 7)*528 + 16 past the ring: the slots the splits push into (one per sender and
+ * head owned: n*ceil(8/n) <= n + 7 of them for n active splits, 528 bytes each) and the
+ * merge mbarrier. A CTA still streaming its tiles may be pushed into.
  */
 #include <cuda_bf16.h>
 
@@ -158,10 +159,12 @@ constexpr int ACC_BYTES = WARPS * (GROUP * ACC_STRIDE + GROUP * 2) * 4; /* warps
 static_assert(ACC_BYTES <= RING_BYTES, "the warps' states reuse the ring");
 #if MERGE == 0 && SPLITS > 1
 #define PUSH 1 /* the cluster's partials are pushed, head by head, into the shared memory of the head's owner */
-constexpr int PART_BYTES = (GROUP * HEAD_DIM + GROUP) * 4; /* a CTA's partial: o [GROUP][HEAD_DIM], lse [GROUP] */
+/* a slot: one sender's part of one head, o [HEAD_DIM] then lse (padded to 16 bytes) */
+constexpr int SLOT_FLOATS = HEAD_DIM + 4;
+constexpr int SLOTS = SPLITS + 7; /* n senders x ceil(GROUP / n) heads owned <= n + 7 */
 constexpr int PUSH_OFF = (SMEM_BYTES + 15) / 16 * 16; /* past the ring, which its CTA may still be using */
-constexpr int SMEM_TOTAL = PUSH_OFF + SPLITS * PART_BYTES + 8; /* + the merge mbarrier */
-static_assert(PART_BYTES == 4128 && SMEM_TOTAL <= SMEM_BYTES + SPLITS * 4128 + 16,
+constexpr int SMEM_TOTAL = PUSH_OFF + SLOTS * SLOT_FLOATS * 4 + 8; /* + the merge mbarrier */
+static_assert(SLOT_FLOATS * 4 == 528 && SMEM_TOTAL <= SMEM_BYTES + (SPLITS + 7) * 528 + 16,
               "keep the smem expression in the header in sync");
 #else
 #define PUSH 0
@@ -398,8 +401,8 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
     const int r = lane >> 2; /* fragment row */
     const int c = lane & 3;  /* fragment column pair */
 #if PUSH
-    const unsigned push_base = smem_addr(smem_raw + PUSH_OFF); /* slot s: split s's partials of the heads owned here */
-    const unsigned merge_bar = push_base + SPLITS * PART_BYTES;
+    const unsigned push_base = smem_addr(smem_raw + PUSH_OFF); /* the slots: sender s, owned head j at s * own + j */
+    const unsigned merge_bar = push_base + SLOTS * SLOT_FLOATS * 4;
     if (tid == 0) {
         mbar_init(merge_bar, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -727,8 +730,9 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
 #if PUSH
                 /* head hh is merged by split hh % n_act, from slot `split` of its shared memory */
                 const int owner = hh % n_act;
-                const unsigned o_at = push_base + (unsigned)(split * PART_BYTES + (hh * HEAD_DIM + d) * 4);
-                const unsigned lse_at = push_base + (unsigned)(split * PART_BYTES + (GROUP * HEAD_DIM + hh) * 4);
+                const int slot = split * ((GROUP + n_act - 1) / n_act) + hh / n_act; /* in the owner */
+                const unsigned o_at = push_base + (unsigned)((slot * SLOT_FLOATS + d) * 4);
+                const unsigned lse_at = push_base + (unsigned)((slot * SLOT_FLOATS + HEAD_DIM) * 4);
                 if (owner == split) { /* a head merged here */
                     asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(o_at), "f"(ov.x), "f"(ov.y), "f"(ov.z),
                                  "f"(ov.w)
@@ -763,6 +767,7 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
         /* every active split merges the heads it owns (hh % n_act == split, at most GROUP / 2 of them):
            its own partials (plain stores) and the other splits', pushed into its slots */
         const int owned = (GROUP - 1 - split) / n_act + 1;
+        const int own = (GROUP + n_act - 1) / n_act; /* slots a sender has here */
         if (tid == 0)
             mbar_arrive_expect_tx(merge_bar, (unsigned)((n_act - 1) * owned * (HEAD_DIM + 1) * 4));
         __syncthreads();
@@ -775,8 +780,10 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
             float4 pv[SPLITS];
 #pragma unroll
             for (int s = 0; s < SPLITS; s++) {
-                lsv[s] = (s < n_act) ? slots[s * (PART_BYTES / 4) + GROUP * HEAD_DIM + hh] : neg_inf();
-                pv[s] = (s < n_act) ? *reinterpret_cast<const float4 *>(slots + s * (PART_BYTES / 4) + hh * HEAD_DIM + d)
+                /* (s clamped: a load the compiler hoists out of the select stays inside the slots) */
+                const float *const sl = slots + ((s < n_act ? s : 0) * own + it / (HEAD_DIM / 4)) * SLOT_FLOATS;
+                lsv[s] = (s < n_act) ? sl[HEAD_DIM] : neg_inf();
+                pv[s] = (s < n_act) ? *reinterpret_cast<const float4 *>(sl + d)
                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
             float mh[2] = {lsv[0], SPLITS > 1 ? lsv[1] : lsv[0]}; /* two chains, as the partial's */
