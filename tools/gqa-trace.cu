@@ -3,13 +3,16 @@
 // run with the L2 flushed, printed as percentiles over the active CTAs, in microseconds from the
 // first CTA's start: the request's range known, its first page indices in, Q in, first tile in,
 // the warp's tiles done, all warps done, their states in shared memory, the partial stored or
-// pushed into the cluster's leader, the leader's wait for the others, exit. Beside
-// them, by events (256 MiB memset before each run, median of 50): the kernel, an empty kernel of
-// the same grid, block, cluster and shared memory, and an empty plain kernel of one CTA: what
-// the kernel's own work adds to a launch. Shapes: b1_kv546 and a random b16_kv8636 split, pages
-// drawn at random from a pool of 2N + 1024. For a batch of one it also runs the path that does
-// not trust the guessed range (num_kv_indices passed one larger than kv_indptr[1]) and checks
-// that its output is the same, bit for bit.
+// pushed to the head's owner, the owner's wait for the other splits' bytes, exit. Beside them,
+// by events (256 MiB memset before each run, median of 50): the kernel; the kernel after
+// the same launch on copies of its inputs (its code warm, its data not); the kernel after one
+// 16-byte read of an unused page in each 64-page window of the K and V pools (their address
+// translations warm, the pages it reads not); an empty kernel of the same grid, block, cluster
+// and shared memory, and an empty plain kernel of one CTA: what the kernel's own work adds to a
+// launch. Traces 2-3 and 4-5 are taken after the same two warm-ups. Shapes: b1_kv546 and a
+// random b16_kv8636 split, pages drawn at random from a pool of 2N + 1024. For a batch of one
+// it also runs the path that does not trust the guessed range (num_kv_indices passed one larger
+// than kv_indptr[1]) and checks that its output is the same, bit for bit.
 // Build and run from the repository's root (params of the seed as -D flags):
 //   python3 tools/gqa-trace.py operators/gqa/seeds/gqa_space_cluster.cu /tmp/gqa_tr.cu
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -DSEED='"/tmp/gqa_tr.cu"'
@@ -36,6 +39,17 @@
 
 __global__ void CLUSTER_DIMS empty_like() {}
 __global__ void empty_plain() {}
+
+/* one 16-byte load from each listed page of k and v: their address translations (and those
+   lines) warm, the timed run's pages not */
+__global__ void touch_pages(const uint4 *k, const uint4 *v, const int *pages, int n, uint4 *sink)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const uint4 a = __ldcg(k + (size_t)pages[i] * 64), b = __ldcg(v + (size_t)pages[i] * 64);
+        if ((a.x ^ b.y) == 0x12345678u) /* never in practice; keeps the loads */
+            *sink = a;
+    }
+}
 
 static void stats(const char *name, std::vector<double> v)
 {
@@ -104,11 +118,28 @@ int main()
             gqa_cluster_decode<<<grid, THREADS, LAUNCH_SMEM>>>(q2, k2, v2, indptr2, indices2, 0.08838834764831845f, po, pl, done, out,
                                                              lse, B, pool, N);
         };
-        auto timed = [&](const char *name, auto launch, bool warm_code = false) {
+        /* a page of the pool the timed run does not read, in each 64-page window that has one */
+        std::vector<int> unused;
+        {
+            std::vector<char> used(pool, 0), seen(pool / 64 + 1, 0);
+            for (int i = 0; i < N; i++) used[perm[i]] = 1;
+            for (int pg = 0; pg < pool; pg++)
+                if (!used[pg] && !seen[pg / 64]) { seen[pg / 64] = 1; unused.push_back(pg); }
+        }
+        int *unused_d; uint4 *sink;
+        CK(cudaMalloc(&unused_d, unused.size() * 4)); CK(cudaMalloc(&sink, 16));
+        CK(cudaMemcpy(unused_d, unused.data(), unused.size() * 4, cudaMemcpyHostToDevice));
+        auto touch = [&] {
+            touch_pages<<<1, 128>>>(reinterpret_cast<const uint4 *>(k), reinterpret_cast<const uint4 *>(v), unused_d, (int)unused.size(),
+                                    sink);
+        };
+        /* warm: 0 nothing, 1 the kernel run on copies of the inputs, 2 the pools' other pages touched */
+        auto timed = [&](const char *name, auto launch, int warm = 0) {
             std::vector<float> ts;
             for (int i = 0; i < 53; i++) {
                 CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
-                if (warm_code) run_copy();
+                if (warm == 1) run_copy();
+                if (warm == 2) touch();
                 CK(cudaEventRecord(e0)); launch(); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
                 float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); if (i >= 3) ts.push_back(ms * 1000.f);
             }
@@ -120,7 +151,8 @@ int main()
         for (int round = 0; round < 2; round++) {
             timed("kernel", [&] { run(N); });
             if (B == 1) timed("kernel, range not guessed", [&] { run(N + 1); });
-            timed("kernel, its code run just before", [&] { run(N); }, true);
+            timed("kernel, its code run just before", [&] { run(N); }, 1);
+            timed("kernel, other pages of the pools read", [&] { run(N); }, 2);
             timed("empty kernel, same launch shape", [&] { empty_like<<<grid, THREADS, LAUNCH_SMEM>>>(); });
             timed("empty kernel, one CTA", [&] { empty_plain<<<1, 32>>>(); });
         }
@@ -136,10 +168,11 @@ int main()
             printf("b1: guessed and unguessed range give %s output\n", same ? "the same" : "DIFFERENT");
             if (!same) return 1;
         }
-        for (int rep = 0; rep < 4; rep++) {
+        for (int rep = 0; rep < 6; rep++) {
             std::vector<unsigned long long> z(4096 * 24, 0);
             CK(cudaMemsetAsync(flush, 1, flush_bytes));
-            if (rep >= 2) run_copy(); /* traces 2 and 3: the code warm, the data not */
+            if (rep == 2 || rep == 3) run_copy(); /* traces 2 and 3: the code warm, the data not */
+            if (rep >= 4) touch();                /* traces 4 and 5: the pools' other pages read */
             CK(cudaDeviceSynchronize());
             CK(cudaMemcpyToSymbol(g_tr, z.data(), z.size() * 8));
             run(N); CK(cudaDeviceSynchronize());
@@ -147,7 +180,8 @@ int main()
             unsigned long long t0 = ~0ull;
             for (int c = 0; c < ctas && c < 4096; c++) if (z[c * 24]) t0 = std::min(t0, z[c * 24]);
             auto rel = [&](unsigned long long t) { return (double)(t - t0) / 1000.0; };
-            printf(" trace %d (us from the first CTA's start; CTAs with tiles)%s:\n", rep, rep >= 2 ? ", its code run just before" : "");
+            printf(" trace %d (us from the first CTA's start; CTAs with tiles)%s:\n", rep,
+                   rep >= 4 ? ", other pages of the pools read just before" : rep >= 2 ? ", its code run just before" : "");
             const char *names[] = {"start", "range known", "tile 0 in", "warp 0 tiles done", "all warps done", "states in smem",
                                    "partial stored/pushed", "partials in, to merge", "exit", "", "", "", "first indices in", "Q in",
                                    "  1st item's max", "  1st item's sums"};
@@ -173,7 +207,7 @@ int main()
         }
         cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(out); cudaFree(lse); cudaFree(po); cudaFree(pl); cudaFree(done);
         cudaFree(indptr); cudaFree(indices);
-        cudaFree(q2); cudaFree(k2); cudaFree(v2); cudaFree(indptr2); cudaFree(indices2);
+        cudaFree(q2); cudaFree(k2); cudaFree(v2); cudaFree(indptr2); cudaFree(indices2); cudaFree(unused_d); cudaFree(sink);
     }
     return 0;
 }

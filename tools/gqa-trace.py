@@ -49,6 +49,9 @@ rep('''#pragma unroll
             issue_tile(k, first_idx[k], held[k]);''')
 rep('''        const float qk_scale = sm_scale * LOG2E;''', '''        const float qk_scale = sm_scale * LOG2E;
         if (tid == 0) { asm volatile("" ::"r"(qb[0][0]), "r"(qb[HEAD_DIM / 16 - 1][1])); TR(13); }''')
+rep('''            __syncwarp(); /* all lanes' pieces of tile k are in the ring */''',
+    '''            __syncwarp(); /* all lanes' pieces of tile k are in the ring */
+            if (tid == 0 && k == 0) { TR(2); TRV(10, my_tiles); }''')
 rep('''            __syncwarp(); /* all lanes' have; all lanes are done with tile k-1 */''',
     '''            __syncwarp(); /* all lanes' have; all lanes are done with tile k-1 */
             if (tid == 0 && k == 0) { TR(2); TRV(10, my_tiles); }''')
