@@ -31,8 +31,10 @@ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 FUNC_ATTRIBUTES = {"shared_size_bytes": 1, "const_size_bytes": 2, "local_size_bytes": 3,
                    "num_regs": 4, "ptx_version": 5, "binary_version": 6,
-                   "max_dynamic_shared_size_bytes": 8}
+                   "max_dynamic_shared_size_bytes": 8, "required_cluster_width": 11, "required_cluster_height": 12,
+                   "required_cluster_depth": 13}
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = FUNC_ATTRIBUTES["max_dynamic_shared_size_bytes"]
+CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 
 _vp, _int, _uint, _size = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_size_t
 _P = ctypes.POINTER
@@ -179,6 +181,11 @@ class Kernel:
     def __init__(self, driver, module, handle, name):
         self.driver, self.module, self.handle, self.name = driver, module, handle, name
         self.attributes = {k: driver.func_attribute(handle, a, name) for k, a in FUNC_ATTRIBUTES.items()}
+        cluster = 1
+        for d in ("width", "height", "depth"):
+            cluster *= max(1, self.attributes["required_cluster_" + d])
+        if cluster > 8:  # a __cluster_dims__ of more than 8 CTAs is not portable: allowed, as the engine does
+            driver.call("cuFuncSetAttribute", handle, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, what=name)
 
     def launch(self, grid, block, args, smem=0, stream=None):
         """grid and block: 3 ints each; args: a KernelArgs; stream: a CUstream handle (int)."""

@@ -28,6 +28,7 @@
 #include <vector>
 #include <algorithm>
 #include <random>
+#include <cmath>
 #include <cuda_runtime.h>
 #include "cuda-check.h"
 
@@ -68,6 +69,10 @@ int main()
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     CK(cudaFuncSetAttribute(gqa_cluster_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, LAUNCH_SMEM));
     CK(cudaFuncSetAttribute(empty_like, cudaFuncAttributeMaxDynamicSharedMemorySize, LAUNCH_SMEM));
+    if (MERGE == 0 && SPLITS > 8) { /* a cluster of more than 8 CTAs */
+        CK(cudaFuncSetAttribute(gqa_cluster_decode, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        CK(cudaFuncSetAttribute(empty_like, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
     std::mt19937 g(7);
     struct { int batch, n; } shapes[] = {{1, 546}, {16, 8636}};
     for (auto sh : shapes) {
@@ -155,6 +160,35 @@ int main()
             timed("kernel, other pages of the pools read", [&] { run(N); }, 2);
             timed("empty kernel, same launch shape", [&] { empty_like<<<grid, THREADS, LAUNCH_SMEM>>>(); });
             timed("empty kernel, one CTA", [&] { empty_plain<<<1, 32>>>(); });
+        }
+        { /* the output against a reference computed here in double */
+            run(N); CK(cudaDeviceSynchronize());
+            std::vector<__nv_bfloat16> o((size_t)B * 32 * 128); std::vector<float> l((size_t)B * 32);
+            CK(cudaMemcpy(o.data(), out, o.size() * 2, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(l.data(), lse, l.size() * 4, cudaMemcpyDeviceToHost));
+            double worst_o = 0, worst_l = 0;
+            for (int bb = 0; bb < B; bb++)
+                for (int h = 0; h < 32; h++) {
+                    const int n = ptr[bb + 1] - ptr[bb];
+                    std::vector<double> sc(n), acc(128, 0.0);
+                    double mx = -1e300, sum = 0;
+                    for (int t = 0; t < n; t++) {
+                        const __nv_bfloat16 *kr = &hkv[((size_t)perm[ptr[bb] + t] * 4 + h / 8) * 128];
+                        double d = 0;
+                        for (int i = 0; i < 128; i++) d += (double)__bfloat162float(hq[((size_t)bb * 32 + h) * 128 + i]) * __bfloat162float(kr[i]);
+                        sc[t] = d * 0.08838834764831845; mx = std::max(mx, sc[t]);
+                    }
+                    for (int t = 0; t < n; t++) {
+                        const double w = exp(sc[t] - mx); sum += w;
+                        const __nv_bfloat16 *vr = &hkv[((size_t)perm[ptr[bb] + t] * 4 + h / 8) * 128];
+                        for (int i = 0; i < 128; i++) acc[i] += w * __bfloat162float(vr[i]);
+                    }
+                    for (int i = 0; i < 128; i++)
+                        worst_o = std::max(worst_o, fabs(acc[i] / sum - __bfloat162float(o[((size_t)bb * 32 + h) * 128 + i])));
+                    worst_l = std::max(worst_l, fabs((mx + log(sum)) / log(2.0) - l[(size_t)bb * 32 + h]));
+                }
+            printf("b%d: output against the reference: max |error| %.2e (o), %.2e (lse)\n", B, worst_o, worst_l);
+            if (worst_o > 2e-2 || worst_l > 1e-2) return 1;
         }
         if (B == 1) { /* the unguessed path gives the same bits */
             std::vector<unsigned short> a((size_t)32 * 128), b2((size_t)32 * 128);

@@ -208,6 +208,26 @@ int ks_cuda_load(const struct ks_cuda **out, struct ks_error *err)
 	return 0;
 }
 
+CUresult ks_cuda_allow_cluster(const struct ks_cuda *cu, CUfunction fn)
+{
+	const CUfunction_attribute dims[3] = { CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+					       CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+					       CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH };
+	long long ctas = 1;
+
+	for (int i = 0; i < 3; i++) {
+		int v = 0;
+
+		/* a driver or GPU without clusters has nothing to allow */
+		if (cu->func_get_attribute(&v, dims[i], fn) != CUDA_SUCCESS)
+			return CUDA_SUCCESS;
+		ctas *= v > 0 ? v : 1;
+	}
+	if (ctas <= 8)
+		return CUDA_SUCCESS;
+	return cu->func_set_attribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+}
+
 const char *ks_cuda_strerror(CUresult rc)
 {
 	static _Thread_local char text[512];

@@ -168,13 +168,16 @@ static int load(struct runner *r, struct ks_error *err)
 	return 0;
 }
 
-/* The dynamic shared memory the launches need on the workload of r->plan. */
+/* The dynamic shared memory the launches need on the workload of r->plan, and their clusters. */
 static int set_dynamic_smem(struct runner *r, struct ks_error *err)
 {
 	for (size_t i = 0; i < r->cand.n_launches; i++) {
 		int64_t dynamic = r->plan.launches[i].smem;
-		CUresult rc;
+		CUresult rc = ks_cuda_allow_cluster(r->cu, r->fns[i]);
 
+		if (rc != CUDA_SUCCESS)
+			return cuda_fail(err, rc, "kernel '%s': allowing its cluster of more than 8 CTAs",
+					 r->cand.launches[i].kernel);
 		if (dynamic > r->smem_bytes)
 			r->smem_bytes = dynamic;
 		if (dynamic <= 48 * 1024)

@@ -800,6 +800,11 @@ static int program_set_smem(struct worker *w, struct program *prog, struct outco
 			return fail_cuda(oc, KS_VERDICT_CRASH, rc,
 					 "kernel '%s': setting the largest shared-memory carveout",
 					 prog->cand->launches[i].kernel);
+		rc = ks_cuda_allow_cluster(w->cu, prog->fns[i]);
+		if (rc != CUDA_SUCCESS)
+			return fail_cuda(oc, KS_VERDICT_REFUSED, rc,
+					 "kernel '%s': allowing its cluster of more than 8 CTAs",
+					 prog->cand->launches[i].kernel);
 		if (most[i] <= 48 * 1024)
 			continue;
 

@@ -1226,6 +1226,21 @@ static const char helper_config[] =
 	"inline dim3 ksx_dim3(const int64_t v[3])\n"
 	"{\n"
 	"\treturn dim3((unsigned)v[0], (unsigned)v[1], (unsigned)v[2]);\n"
+	"}\n\n"
+	"/*\n"
+	" * A kernel compiled with a cluster of more than 8 CTAs (__cluster_dims__; not\n"
+	" * portable, up to 16 on H100 and H200) is allowed it, as ksearch timed it;\n"
+	" * other kernels are left as they are.\n"
+	" */\n"
+	"inline cudaError_t ksx_allow_cluster(const void *fn)\n"
+	"{\n"
+	"\tcudaFuncAttributes a;\n"
+	"\tcudaError_t err = cudaFuncGetAttributes(&a, fn);\n\n"
+	"\tif (err != cudaSuccess)\n"
+	"\t\treturn err;\n"
+	"\tif ((int64_t)a.requiredClusterWidth * a.requiredClusterHeight * a.requiredClusterDepth <= 8)\n"
+	"\t\treturn cudaSuccess;\n"
+	"\treturn cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
 	"}\n\n";
 
 static const char helper_cdiv[] = "/* ceil(a / b) for b > 0, negative a included: ksearch's cdiv. */\n"
@@ -1366,8 +1381,10 @@ static void add_launch(const struct gen *g, struct ks_strbuf *sb, size_t l, cons
 		sb,
 		"\tksx_err = cudaFuncSetAttribute(::%s, cudaFuncAttributePreferredSharedMemoryCarveout,\n"
 		"\t\t\t\t   cudaSharedmemCarveoutMaxShared);\n"
+		"\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n"
+		"\tksx_err = ksx_allow_cluster((const void *)::%s);\n"
 		"\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n",
-		launch->kernel);
+		launch->kernel, launch->kernel);
 	if (lc->smem_mode != SMEM_NEVER) {
 
 		const char *indent = lc->smem_mode == SMEM_CHECK ? "\t\t" : "\t";

@@ -28,6 +28,12 @@ got=$(smem SPLITS=6 WARPS=6 STAGES=2 MERGE=1)
 # 8 warps of 4 stages (272 KiB of ring) are refused by the constraint, which counts the slots
 run 2 "$KSEARCH" compile "$seed" --op gqa --param SPLITS=8 --param WARPS=8 --param STAGES=4 --param MERGE=0
 err_has '(SPLITS + 7)*528 + 16) <= 232448'
+# clusters of up to 16 CTAs (over 8 not portable: the evaluator and the export allow them), no more
+checks=$((checks + 1))
+got=$(smem SPLITS=16 WARPS=4 STAGES=2 MERGE=0)
+[ "$got" = $((4 * 2 * 8712 + 23 * 528 + 16)) ] || fail "MERGE 0 SPLITS 16 WARPS 4 STAGES 2: $got bytes of shared memory"
+run 2 "$KSEARCH" compile "$seed" --op gqa --param SPLITS=20 --param WARPS=4 --param STAGES=2 --param MERGE=0
+err_has 'MERGE == 1 || SPLITS <= 16'
 
 if ! [ -x "$nvcc" ]; then
 	skip_part "no nvcc (looked in $cuda/bin and on PATH; set NVCC): no PTX read, gqa-trace.cu not compiled"

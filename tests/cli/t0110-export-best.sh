@@ -66,6 +66,9 @@ grep -q "cudaFuncAttributeMaxDynamicSharedMemorySize" "$cu" &&
 # every kernel runs in the shared-memory configuration it was timed in
 [ "$(grep -c "cudaFuncAttributePreferredSharedMemoryCarveout" "$cu")" -ge 2 ] ||
 	fail "$cu does not set the largest shared-memory carveout before each of its launches"
+# and, should its kernel have been compiled with a cluster of more than 8 CTAs, is allowed it
+[ "$(grep -c "ksx_allow_cluster((const void \*)::gqa_split_" "$cu")" -ge 2 ] ||
+	fail "$cu does not allow each kernel its cluster before its launch"
 
 h="$TMP/best/ksearch_gqa.h"
 for text in 'size_t ksearch_gqa_workspace_bytes(int batch_size, int num_pages, int len_indptr, int num_kv_indices);' \

@@ -3,8 +3,9 @@
 # it does not own into the owner's shared memory, BENCHMARKS.md, fifteenth session) and its
 # guessed range for a batch of one verify on every check workload (one to 33 requests, a request
 # of one token, uneven lengths) at points that cover its shapes: every cluster size from 2 to 8
-# (head ownership even and uneven: 8 % SPLITS), one to eight warps, all three loads, and the
-# counter merge (MERGE 1) beside it. t0201 checks the seed at its first params only (SPLITS 1).
+# (head ownership even and uneven: 8 % SPLITS), clusters of 10, 12 and 16 CTAs (not portable:
+# the evaluator allows them; splits 8 and up own no head), one to eight warps, all three loads,
+# and the counter merge (MERGE 1) beside it. t0201 checks the seed at its first params only (SPLITS 1).
 #
 # Needs a GPU (exit 77 = skipped otherwise).  Env: KSEARCH, KS_SOURCE_ROOT, optional KS_GPU_LOG_DIR.
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -22,6 +23,9 @@ points=(
 	"SPLITS=7 CHUNK=16 WARPS=3 STAGES=2 LOAD=0"
 	"SPLITS=5 CHUNK=128 WARPS=2 STAGES=6 LOAD=1 HINT=1"
 	"SPLITS=4 CHUNK=16 WARPS=6 STAGES=2 LOAD=0 MERGE=1"
+	"SPLITS=10 CHUNK=16 WARPS=4 STAGES=2 LOAD=0 HINT=1 L2PF=1 IDXPF=4"
+	"SPLITS=16 CHUNK=16 WARPS=2 STAGES=3 LOAD=2"
+	"SPLITS=12 CHUNK=32 WARPS=3 STAGES=2 LOAD=1"
 )
 for p in "${points[@]}"; do
 	args=()

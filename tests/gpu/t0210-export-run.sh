@@ -79,7 +79,8 @@ done
 # A dispatch (export-best --dispatch) runs the same way: the harness knows only ks_export.h, whose
 # ks_export_launch() picks the kernel per call.  In this archive #7 is made the best of b1_kv546
 # and #6 stays the best of the others, so the check workloads reach both kernels (b1_kv1 and
-# b1_kv7 are nearest b1_kv546).  And a launch marked "pdl" runs with programmatic dependent launch.
+# b1_kv7 are nearest b1_kv546).  And a launch marked "pdl" runs with programmatic dependent launch,
+# and a kernel compiled with a cluster of 16 CTAs (not portable: allowed by the launcher) runs.
 if [ -z "${KS_EXPORT_OPS:-}" ] || echo " $KS_EXPORT_OPS " | grep -q " gqa "; then
 	python3 - "$TMP" <<'PY' || fail "test setup: cannot write the dispatch and pdl fixtures"
 import hashlib, json, sys
@@ -98,6 +99,15 @@ for c in doc["candidates"]:
     if c["source_hash"] == old:
         c["source_hash"] = new
 json.dump(doc, open(f"{sys.argv[1]}/pdl.json", "w"))
+# gqa_space_cluster with a cluster of 16 CTAs, more than the portable 8: the launcher allows it
+doc = json.load(open("tests/fixtures/export-gqa.json"))
+src = open("operators/gqa/seeds/gqa_space_cluster.cu").read()
+h = hashlib.sha256(src.encode()).hexdigest()
+c = doc["candidates"][0]
+c.update(id=1, family="gqa_space_cluster", path="operators/gqa/seeds/gqa_space_cluster.cu", source_hash=h,
+         params={"SPLITS": 16, "CHUNK": 16, "MERGE": 0, "LOAD": 0, "HINT": 1, "L2PF": 1, "WARPS": 4, "STAGES": 2, "IDXPF": 4})
+doc["candidates"], doc["sources"] = [c], {h: src}
+json.dump(doc, open(f"{sys.argv[1]}/cluster16.json", "w"))
 PY
 	run 0 "$KSEARCH" archive import "$TMP/dispatch.json" --archive "$TMP/dar"
 	run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --dispatch -o "$TMP/disp" --name ks_export
@@ -113,7 +123,16 @@ PY
 	run 0 "$TMP/pdl/harness" "$TMP/gqa.workloads"
 	out_has "all ok"
 	echo "gqa with a pdl launch: $(tail -n 1 "$TMP/out")"
-	n_runs=$((n_runs + 2))
+	run 0 "$KSEARCH" archive import "$TMP/cluster16.json" --archive "$TMP/c16ar"
+	run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/c16ar" --id 1 -o "$TMP/c16" --name ks_export
+	grep -q "ksx_allow_cluster((const void \*)::gqa_cluster_decode)" "$TMP/c16/ks_export.cu" ||
+		fail "the launcher does not allow gqa_cluster_decode its cluster"
+	run 0 "$nvcc" -std=c++17 -arch="$arch" -DKS_OP_GQA -Ioperators/gqa -I"$TMP/c16" tests/gpu/export_harness.cu \
+		"$TMP/c16/ks_export.cu" -o "$TMP/c16/harness"
+	run 0 "$TMP/c16/harness" "$TMP/gqa.workloads"
+	out_has "all ok"
+	echo "gqa with a cluster of 16 CTAs: $(tail -n 1 "$TMP/out")"
+	n_runs=$((n_runs + 3))
 fi
 # mla_decode's per-workload bests (#6-#9 of its fixture, mla_mma with SPLIT, SEGP and MW) as one
 # dispatch: four kernels, each with its own params baked in, behind one launcher

@@ -122,6 +122,14 @@ struct ks_cuda {
 int ks_cuda_load(const struct ks_cuda **out, struct ks_error *err);
 
 /*
+ * A kernel whose compile-time cluster (__cluster_dims__) has more CTAs than
+ * the 8 every GPU with clusters schedules may use the larger, non-portable
+ * sizes (up to 16 on H100 and H200) once allowed to; this allows it, and
+ * leaves every other kernel as it is. CUDA_SUCCESS, or the driver's error.
+ */
+CUresult ks_cuda_allow_cluster(const struct ks_cuda *cu, CUfunction fn);
+
+/*
  * "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered",
  * or "CUDA error 719" when no driver is loaded to name the code.  The
  * text lives in a per-thread buffer, valid until the thread's next call.

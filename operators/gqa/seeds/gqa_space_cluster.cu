@@ -2,7 +2,7 @@
 { "params": {"SPLITS": [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32], "CHUNK": [16, 32, 64, 128, 256],
              "MERGE": [0, 1], "LOAD": [0, 1, 2], "HINT": [0, 1], "L2PF": [0, 1, 2], "WARPS": [1, 2, 3, 4, 6, 8],
              "STAGES": [2, 3, 4, 6], "IDXPF": [1, 2, 4]},
-  "constraints": ["MERGE == 1 || SPLITS <= 8", "LOAD == 0 || L2PF == 0",
+  "constraints": ["MERGE == 1 || SPLITS <= 16", "LOAD == 0 || L2PF == 0",
                   "SPLITS > 1 || (MERGE == 0 && CHUNK == 16)",
                   "LOAD != 2 || STAGES <= 3",
                   "WARPS*8712*((LOAD == 2) + (LOAD != 2)*STAGES) + (MERGE == 0)*(SPLITS > 1)*((SPLITS + 7)*528 + 16) <= 232448"],
@@ -41,10 +41,12 @@
  *             The only cluster barrier is split in two: every CTA arrives at its
  *             start and waits just before its first push (by then all have arrived),
  *             so no CTA waits for the slowest one, nor for another's reads before
- *             it exits. No scratch, no counter, no second launch. SPLITS <= 8
- *             (portable cluster size). (Until the fifteenth session: partials left
- *             in each CTA's own memory, two full cluster barriers around a pull over
- *             DSMEM; 1 µs slower at b1, BENCHMARKS.md.)
+ *             it exits. No scratch, no counter, no second launch. SPLITS <= 16:
+ *             over 8 the cluster is not portable (H100 and H200 run 16; the
+ *             evaluator and the export allow it), and splits 8 and up own no head.
+ *             (Until the fifteenth session: partials left in each CTA's own memory,
+ *             two full cluster barriers around a pull over DSMEM; 1 µs slower at
+ *             b1, BENCHMARKS.md.)
  *   MERGE 1 - partials go to global scratch; each CTA then counts itself done on a
  *             zeroed per-(request, KV head) counter (__threadfence before the atomic)
  *             and the CTA that counts last merges all n partials (L2 loads).
@@ -139,7 +141,7 @@
 
 static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS in [1, 32]");
 static_assert(MERGE == 0 || MERGE == 1, "MERGE is 0 (cluster) or 1 (counter)");
-static_assert(MERGE == 1 || SPLITS <= 8, "a portable cluster has at most 8 CTAs");
+static_assert(MERGE == 1 || SPLITS <= 16, "a cluster has at most 16 CTAs (over 8: not portable, the launch allows it)");
 static_assert(CHUNK >= 1, "CHUNK is positive");
 static_assert(LOAD == 0 || LOAD == 1 || LOAD == 2, "LOAD is 0 (cp.async), 1 (TMA bulk) or 2 (registers)");
 static_assert(HINT == 0 || HINT == 1, "HINT is 0 or 1");
@@ -766,7 +768,7 @@ gqa_cluster_decode(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__r
     if (active && n_act > 1) {
         /* every active split merges the heads it owns (hh % n_act == split, at most GROUP / 2 of them):
            its own partials (plain stores) and the other splits', pushed into its slots */
-        const int owned = (GROUP - 1 - split) / n_act + 1;
+        const int owned = split < GROUP ? (GROUP - 1 - split) / n_act + 1 : 0; /* n_act > GROUP: splits 8.. own none */
         const int own = (GROUP + n_act - 1) / n_act; /* slots a sender has here */
         if (tid == 0)
             mbar_arrive_expect_tx(merge_bar, (unsigned)((n_act - 1) * owned * (HEAD_DIM + 1) * 4));
