@@ -35,7 +35,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 INT32_MAX = (1 << 31) - 1
 DTYPES = ("bfloat16", "float16", "float32", "int32", "int64")
 GEN_KINDS = {"normal": {"mean", "std"}, "uniform": {"low", "high"}, "const": {"value"},
-             "indptr": {"total", "min", "lengths"}, "page_permutation": {"pool"}}
+             "indptr": {"total", "min", "start", "lengths"}, "page_permutation": {"pool"}}
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -382,9 +382,10 @@ def plan_workload(op, wl, params, scratch, launch):
             except (KeyError, ValueError) as e:
                 raise UsageError(f"workload {wl.get('id')}: input '{n}': {key}: {e}")
             if g["kind"] == "indptr":
-                b, lo, lengths = s[0] - 1, g.get("min", 1), g.get("lengths")
-                if b < 0 or (lengths is not None and (len(lengths) != b or sum(lengths) != g["_total"])) \
-                        or b * lo > g["_total"] or (b == 0 and g["_total"] != 0):
+                b, lo, lengths, start = s[0] - 1, g.get("min", 1), g.get("lengths"), g.get("start", 0)
+                tokens = g["_total"] - start  # indptr[0] = start
+                if b < 0 or start < 0 or tokens < 0 or (lengths is not None and (len(lengths) != b or sum(lengths) != tokens)) \
+                        or b * lo > tokens or (b == 0 and tokens != 0):
                     raise UsageError(f"workload {wl.get('id')}: input '{n}': indptr lengths cannot sum to {g['_total']}")
             elif s[0] > g["_pool"]:
                 raise UsageError(f"workload {wl.get('id')}: input '{n}': {s[0]} pages from a pool of {g['_pool']}")
@@ -459,13 +460,14 @@ class Gpu:
         if kind == "const":
             return torch.full(shape, spec["value"], dtype=dt, device="cuda")
         if kind == "indptr":
-            b, lo, total = shape[0] - 1, spec.get("min", 1), spec["_total"]
+            b, lo, start = shape[0] - 1, spec.get("min", 1), spec.get("start", 0)
+            total = spec["_total"] - start  # the requests' tokens: indptr[0] = start
             lengths = spec.get("lengths")
             if lengths is None:  # b parts of the extra (total - b*min), cut at random points
                 extra = total - b * lo
                 cuts = sorted(rng.randint(0, extra) for _ in range(b - 1)) if b > 0 else []
                 lengths = [lo + c2 - c1 for c1, c2 in zip([0] + cuts, cuts + [extra])] if b > 0 else []
-            return torch.tensor(list(itertools.accumulate([0] + list(lengths))), dtype=dt, device="cuda")
+            return torch.tensor(list(itertools.accumulate([start] + list(lengths))), dtype=dt, device="cuda")
         perm = torch.randperm(spec["_pool"], generator=torch.Generator().manual_seed(seed))
         return perm[:shape[0]].to(device="cuda", dtype=dt)
 

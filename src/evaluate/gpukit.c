@@ -772,6 +772,12 @@ static int gen_indptr(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtyp
 			(long long)total);
 		goto cleanup;
 	}
+	if (gen->start < 0 || gen->start > total) {
+		ks_fail(err, "indptr start %lld is outside [0, total \"%s\" = %lld]", (long long)gen->start,
+			gen->expr, (long long)total);
+		goto cleanup;
+	}
+	total -= gen->start; /* the requests' tokens; indptr[0] = start */
 
 	lengths = ks_calloc((size_t)requests, sizeof(*lengths));
 	if (gen->lengths) {
@@ -814,6 +820,7 @@ static int gen_indptr(struct ks_gpukit *kit, CUdeviceptr dst, enum ks_dtype dtyp
 		goto cleanup;
 	}
 	indptr = ks_calloc((size_t)numel, sizeof(*indptr));
+	indptr[0] = (int32_t)gen->start;
 	for (int64_t i = 0; i < requests; i++)
 		indptr[i + 1] = indptr[i] + (int32_t)lengths[i];
 	ret = upload(kit, dst, indptr, (size_t)numel * sizeof(*indptr), err);

@@ -110,7 +110,7 @@ static int make_values(const struct ks_op *op, const struct ks_workload *w, size
 		return 0;
 	}
 	if (g->kind == KS_GEN_INDPTR) {
-		int64_t total, b = numel - 1, acc = 0;
+		int64_t total, b = numel - 1, acc = g->start;
 
 		if (g->lengths) {
 			for (int64_t i = 0; i <= b; i++) {
@@ -124,7 +124,8 @@ static int make_values(const struct ks_op *op, const struct ks_workload *w, size
 			ks_error_prefix(err, "workload %s: input '%s': total", w->id, t->name);
 			return -1;
 		}
-		/* the even split: equal lengths, the remainder one each to the first */
+		/* the even split of total - start: equal lengths, the remainder one each to the first */
+		total -= g->start;
 		for (int64_t i = 0; i <= b; i++) {
 			put_value(data + (size_t)i * es, t->dtype, (double)acc);
 			if (b > 0)

@@ -381,7 +381,7 @@ static int parse_generator(const struct ks_op *op, const struct ks_tensor *input
 		break;
 	case KS_GEN_INDPTR: {
 		json_t *lengths = json_object_get(spec, "lengths");
-		double min;
+		double min, start;
 
 		if (input->dtype != KS_DTYPE_INT32 || input->rank != 1)
 			return ks_fail(err, "%s: an indptr generator needs a 1-D int32 input", where);
@@ -394,6 +394,13 @@ static int parse_generator(const struct ks_op *op, const struct ks_tensor *input
 		if (min < 0 || min != (double)(int64_t)min)
 			return ks_fail(err, "%s.min: expected an integer >= 0, got %g", where, min);
 		gen->min = (int64_t)min;
+		/* the first value: entries [0, start) of the indexed array belong to no request */
+		if (get_number(spec, "start", field, 0.0, &start, err) < 0)
+			return -1;
+		if (start < 0 || start > INT32_MAX || start != (double)(int64_t)start)
+			return ks_fail(err, "%s.start: expected an integer in [0, 2^31), got %g", where,
+				       start);
+		gen->start = (int64_t)start;
 		if (lengths) {
 			if (!json_is_array(lengths) || json_array_size(lengths) == 0)
 				return ks_fail(err, "%s.lengths: expected a non-empty list of integers",
@@ -465,6 +472,11 @@ static int check_workload_generators(const struct ks_op *op, const struct ks_wor
 			if (requests < 1)
 				return ks_fail(err, "%s: input %s: an indptr needs at least 2 elements",
 					       where, t->name);
+			if (gen->start > value)
+				return ks_fail(
+					err, "%s: input %s: start %lld is past the total \"%s\" = %lld",
+					where, t->name, (long long)gen->start, gen->expr, (long long)value);
+			value -= gen->start; /* the requests' tokens */
 			if (gen->lengths) {
 				if ((int64_t)gen->n_lengths != requests)
 					return ks_fail(err,
@@ -475,7 +487,8 @@ static int check_workload_generators(const struct ks_op *op, const struct ks_wor
 				if (sum != value)
 					return ks_fail(
 						err,
-						"%s: input %s: lengths sum to %lld, but total \"%s\" is %lld",
+						"%s: input %s: lengths sum to %lld, but total \"%s\" less "
+						"start is %lld",
 						where, t->name, (long long)sum, gen->expr, (long long)value);
 			} else if (requests * gen->min > value) {
 				return ks_fail(

@@ -460,6 +460,56 @@ static void indptr_explicit_lengths_are_honoured(void **state)
 	dev_free(dst);
 }
 
+/* "start": the indptr begins there, the requests share total - start (op.json's b7_start_1000) */
+static void indptr_start_offsets_the_requests(void **state)
+{
+	int64_t lengths[3] = { 1, 67, 333 };
+	struct ks_generator gen = { .kind = KS_GEN_INDPTR,
+				    .expr = "num_kv_indices",
+				    .min = 1,
+				    .start = 99,
+				    .lengths = lengths,
+				    .n_lengths = 3 };
+	const int32_t want[4] = { 99, 100, 167, 500 };
+	CUdeviceptr dst = dev_alloc(64);
+	struct ks_env axes;
+	int32_t *got;
+
+	(void)state;
+	ks_env_init(&axes);
+	OK(ks_env_set(&axes, "num_kv_indices", 500, &err));
+	got = generate(KS_DTYPE_INT32, 4, &gen, &axes, 3);
+	printf("  start 99, lengths [1, 67, 333]: indptr [%d, %d, %d, %d] (want [99, 100, 167, 500])\n",
+	       got[0], got[1], got[2], got[3]);
+	assert_memory_equal(got, want, sizeof(want));
+	free(got);
+
+	gen.lengths = NULL; /* random lengths, each >= 1, over 5000 - 1000 */
+	gen.n_lengths = 0;
+	gen.start = 1000;
+	OK(ks_env_set(&axes, "num_kv_indices", 5000, &err));
+	for (int split = 0; split < KS_SPLIT_COUNT; split++) {
+		int32_t *p = ks_calloc(8, sizeof(*p));
+
+		OK(ks_gpukit_generate_split(kit, dst, KS_DTYPE_INT32, 8, &gen, &axes, 11,
+					    (enum ks_split)split, &err));
+		download(p, dst, 8 * sizeof(*p));
+		printf("  start 1000, %s split of 7 requests: [%d, %d, ..., %d]\n",
+		       ks_split_name((enum ks_split)split), p[0], p[1], p[7]);
+		assert_int_equal(p[0], 1000);
+		assert_int_equal(p[7], 5000);
+		for (int b = 0; b < 7; b++)
+			assert_true(p[b + 1] - p[b] >= 1);
+		free(p);
+	}
+	gen.start = 5001;
+	assert_int_equal(ks_gpukit_generate(kit, dst, KS_DTYPE_INT32, 8, &gen, &axes, 3, &err), -1);
+	printf("  start past the total: %s\n", err.msg);
+	assert_contains(err.msg, "start 5001");
+	ks_env_release(&axes);
+	dev_free(dst);
+}
+
 static void check_pages(const int32_t *pages, int64_t n, int64_t pool, int64_t *descents)
 {
 	unsigned char *seen = ks_calloc((size_t)pool, 1);
@@ -1060,6 +1110,7 @@ int main(void)
 		cmocka_unit_test(indptr_random_lengths_sum_to_total_and_respect_min),
 		cmocka_unit_test(indptr_split_kinds_keep_their_shape),
 		cmocka_unit_test(indptr_explicit_lengths_are_honoured),
+		cmocka_unit_test(indptr_start_offsets_the_requests),
 		cmocka_unit_test(page_permutation_is_distinct_and_in_range),
 		cmocka_unit_test(checksum_is_stable_and_sees_any_change),
 		cmocka_unit_test(keyed_checksum_defeats_a_balanced_forgery),

@@ -48,12 +48,13 @@ def make_inputs(op, axes, gens, rng):
         elif g["kind"] == "const":
             out.append(torch.full(shape, g["value"], dtype=dt, device="cuda"))
         elif g["kind"] == "indptr":
-            b, total, lo = shape[0] - 1, ev(g["total"], env), g.get("min", 1)
+            b, lo, start = shape[0] - 1, g.get("min", 1), g.get("start", 0)
+            total = ev(g["total"], env) - start  # the requests' tokens: indptr[0] = start
             lengths = g.get("lengths")
             if lengths is None:
                 cuts = sorted(rng.randint(0, total - b * lo) for _ in range(b - 1))
                 lengths = [lo + c2 - c1 for c1, c2 in zip([0] + cuts, cuts + [total - b * lo])]
-            out.append(torch.tensor(list(itertools.accumulate([0] + lengths)), dtype=dt, device="cuda"))
+            out.append(torch.tensor(list(itertools.accumulate([start] + lengths)), dtype=dt, device="cuda"))
         else:  # page_permutation
             out.append(torch.randperm(ev(g["pool"], env))[:shape[0]].to(device="cuda", dtype=dt))
     return out

@@ -67,6 +67,7 @@ static void test_valid_op_loads_and_resolves_axes(void **state)
 	assert_true(ks_env_get(&op.workloads[1].axes, "hidden", &v));
 	assert_int_equal(v, 64);
 	assert_int_equal(op.check_workloads[1].generators[1].n_lengths, 3);
+	assert_int_equal(op.check_workloads[1].generators[1].start, 0);
 	assert_null(op.workloads[0].generators[1].lengths);
 	assert_int_equal(op.n_grid, 2);
 	assert_int_equal(op.grid[1].descriptor, KS_DESC_SMEM_BYTES);
@@ -113,6 +114,17 @@ static const struct broken broken_ops[] = {
 	{ "{\"rows\": 4, \"n_idx\": 10}", "{\"n_idx\": 10}", "in \"rows + 1\": unknown name 'rows'" },
 	{ "\"rows + 1\"", "\"rowz + 1\"", "unknown axis 'rowz'" },
 	{ "\"lengths\": [1, 2, 3]", "\"lengths\": [1, 2, 4]", "lengths sum to 7" },
+	/* an indptr's start: the lengths sum to total - start, and start is at most the total */
+	{ "\"lengths\": [1, 2, 3]", "\"start\": 1, \"lengths\": [1, 2, 3]",
+	  "lengths sum to 6, but total \"n_idx\" less start is 5" },
+	{ "\"lengths\": [1, 2, 3]", "\"start\": 7, \"lengths\": [1, 2, 3]", "start 7 is past the total" },
+	{ "\"lengths\": [1, 2, 3]", "\"start\": -1, \"lengths\": [1, 2, 3]",
+	  "start: expected an integer in [0, 2^31), got -1" },
+	{ "\"axes\": {\"rows\": 1, \"n_idx\": 3}}",
+	  "\"axes\": {\"rows\": 1, \"n_idx\": 3},\n"
+	  "\"generators\": {\"ptr\": {\"kind\": \"indptr\", \"total\": \"n_idx\", \"start\": 3, \"min\": "
+	  "1}}}",
+	  "1 requests of at least 1 cannot sum to 0" },
 	{ "\"id\": \"r8\"", "\"id\": \"r4\"", "\"r4\" is used twice" },
 	{ "\"tolerances\": {\"y\": {\"atol\": 0.01, \"rtol\": 0.01}}", "\"tolerances\": {}",
 	  "output y has no tolerance" },

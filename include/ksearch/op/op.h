@@ -45,7 +45,7 @@ enum ks_generator_kind {
 	KS_GEN_NORMAL,		 /* a = mean, b = std */
 	KS_GEN_UNIFORM,		 /* a = low, b = high */
 	KS_GEN_CONST,		 /* a = value */
-	KS_GEN_INDPTR,		 /* expr = total, min, lengths */
+	KS_GEN_INDPTR,		 /* expr = total, min, start, lengths */
 	KS_GEN_PAGE_PERMUTATION, /* expr = pool */
 };
 
@@ -54,6 +54,7 @@ struct ks_generator {
 	double a, b;
 	char *expr;
 	int64_t min;
+	int64_t start;	  /* indptr: its first value (the requests' tokens sum to total - start) */
 	int64_t *lengths; /* indptr with explicit lengths, else NULL */
 	size_t n_lengths;
 };
