@@ -419,10 +419,14 @@ gqa_ws_partial(const __nv_bfloat16 *__restrict__ q, const __nv_bfloat16 *__restr
        loaded before anything else (one round trip, overlapping the request search) */
     const int tr = lane % TILE;
     auto load_idx = [&](int v) {
-        const int t = R0 + v * TILE + tr;
-        int p = 0; /* past the range: page 0, real data, masked by the consumers */
-        if (v < n_tiles && t < R1) {
-            p = __ldg(kv_indices + t);
+        const int t0 = R0 + v * TILE; /* the tile's first token: real while v < n_tiles */
+        const int t = t0 + tr;
+        int p = 0;
+        if (v < n_tiles) {
+            /* past the range: the tile's first page again (finite data, masked by the consumers).
+               Page 0 for every CTA's padding was one L2 slice serving thousands of copies of one
+               page: at b16_kv8636 it cost gqa_ws 10 us (BENCHMARKS.md, seventeenth session). */
+            p = __ldg(kv_indices + (t < R1 ? t : t0));
             if ((unsigned)p >= (unsigned)num_pages)
                 p = 0;
         }
