@@ -88,7 +88,7 @@ int main()
             attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
             attr[0].val.programmaticStreamSerializationAllowed = 1;
             cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3(264); cfg.blockDim = dim3(256); cfg.stream = 0;
+            cfg.gridDim = dim3(MERGE_CTAS); cfg.blockDim = dim3(256); cfg.stream = 0;
             cfg.attrs = pdl ? attr : nullptr; cfg.numAttrs = pdl ? 1 : 0;
             CK(cudaLaunchKernelEx(&cfg, gqa_ws_merge, (const int *)indptr, (const float *)po, (const float *)pl, out, lse,
                                   B, N));
