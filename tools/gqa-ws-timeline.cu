@@ -21,33 +21,13 @@
 #include <random>
 #include <cuda_runtime.h>
 #include "cuda-check.h"
+#include "split-lengths.h"
 
 #if MERGE == 2
 #error "gqa-ws-timeline times the merge launch: build it with MERGE 0 or 1"
 #endif
 
 __global__ void __launch_bounds__(THREADS, 1) empty_like(int *p) { if (p && threadIdx.x == 1023) p[0] = 0; }
-
-static std::vector<int> lengths(int batch, int n, double longest, std::mt19937 &g)
-{
-    std::vector<double> w(batch);
-    std::exponential_distribution<double> ex(1.0);
-    for (auto &x : w) x = ex(g);
-    if (longest > 0) { /* request 0 holds that share, the rest split the remainder by w */
-        double rest = 0; for (int i = 1; i < batch; i++) rest += w[i];
-        for (int i = 1; i < batch; i++) w[i] *= (1 - longest) / rest;
-        w[0] = longest;
-    } else {
-        std::fill(w.begin(), w.end(), 1.0);
-    }
-    double s = 0; for (double x : w) s += x;
-    std::vector<int> len(batch);
-    int used = 0;
-    for (int i = 0; i < batch; i++) { len[i] = std::max(1, (int)(w[i] / s * n)); used += len[i]; }
-    len[0] += n - used; /* the remainder to the first */
-    std::shuffle(len.begin(), len.end(), g);
-    return len;
-}
 
 int main()
 {
