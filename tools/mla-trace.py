@@ -37,8 +37,8 @@ rep('''        return; /* idle slot */
     const int n_tiles''', '''        return; /* idle slot */
     if (tid == 0) { TR(1); unsigned sm; asm("mov.u32 %0, %smid;" : "=r"(sm)); g_tr[blockIdx.x * 16 + 11] = lo; g_tr[blockIdx.x * 16 + 12] = hi; g_tr[blockIdx.x * 16 + 13] = sm; }
     const int n_tiles''')
-rep('''    __syncthreads(); /* s_idx, Q and the mbarriers ready */
-''', '''    __syncthreads(); /* s_idx, Q and the mbarriers ready */
+rep('''    __syncthreads(); /* s_idx and Q ready */
+''', '''    __syncthreads(); /* s_idx and Q ready */
     if (tid == 0) TR(2);
 ''')
 rep('''        return; /* the consumers wait for every stage's copies before they exit */''',

@@ -305,6 +305,13 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
     const int lane = tid & 31;
     const int slot = blockIdx.x;
     const int chunk = chunk_tokens(num_kv_indices, batch_size);
+    if (tid == 0) { /* before the scan, whose barriers order it before any use */
+        for (int st = 0; st < STAGES; st++) {
+            mbar_init(full_bar + 8 * st, PRODW);  /* each producer warp's arrive, with its bytes */
+            mbar_init(empty_bar + 8 * st, CTHREADS); /* one arrive per consumer thread */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
 
     /* ---- this CTA's tokens [lo, hi) and the first request they meet (block-uniform) ---- */
     int lo, hi, cnt = 0, last = 0; /* last: the request of this CTA's last token */
@@ -367,21 +374,79 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
         asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(p));
     }
 
-    /* ---- page indices (-1 past the end or out of range) and Q to shared memory, each thread's
-       loads all in flight before its first store: one round trip each. A load-then-store loop
-       made up to six at b128, and the CTA's start took 2.5-4.8 us after the scan (trace). ---- */
-    for (int k0 = 0; k0 < chunk; k0 += IDX_BATCH * THREADS) {
-        int pg[IDX_BATCH];
+    const unsigned ring = smem_addr(s_ring);
+    /* PRODW 1: a producer warp copies both parts of a row; PRODW 2: warp WARPS the ckv parts,
+       warp WARPS + 1 the kpe parts (see "What bounds it" above) */
+    const bool do_ckv = warp == WARPS, do_kpe = PRODW == 1 || warp == WARPS + 1;
+    /* the producer's tile u into stage u % STAGES, rows lane, lane + 32, their pages pg[k] (-1: no
+       token, the row zeroed) */
+    auto issue_tile = [&](int u, const int (&pg)[(TILE + 31) / 32]) {
+        const int st = u % STAGES;
+        const int p_lo = do_ckv ? 0 : DIM_CKV / 8, p_hi = do_kpe ? ROW_PIECES : DIM_CKV / 8;
+        const unsigned row_bytes = (do_ckv ? DIM_CKV * 2 : 0) + (do_kpe ? DIM_KPE * 2 : 0);
+        int nvalid = 0;
 #pragma unroll
-        for (int j = 0; j < IDX_BATCH; j++) {
-            const int k = k0 + j * THREADS + tid;
-            pg[j] = k < hi - lo ? __ldg(kv_indices + lo + k) : -1;
+        for (int k = 0; k < (TILE + 31) / 32; k++) {
+            const int tr = lane + 32 * k;
+            const bool valid = tr < TILE && pg[k] >= 0;
+            nvalid += __popc(__ballot_sync(FULL_MASK, valid));
+            if (tr < TILE && !valid)
+                for (int p = p_lo; p < p_hi; p++)
+                    *reinterpret_cast<uint4 *>(s_ring + (st * TILE + tr) * ROW_BYTES + p * 16) = make_uint4(0, 0, 0, 0);
         }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* zeroed rows before later copies into them */
+        __syncwarp();
+        if (lane == 0) /* releases the zeroed rows with the stage */
+            mbar_arrive_expect_tx(full_bar + 8 * st, (unsigned)nvalid * row_bytes);
+        __syncwarp(); /* the byte count is armed before any copy can complete */
 #pragma unroll
-        for (int j = 0; j < IDX_BATCH; j++) {
-            const int k = k0 + j * THREADS + tid;
-            if (k < chunk)
-                s_idx[k] = ((unsigned)pg[j] < (unsigned)num_pages) ? pg[j] : -1;
+        for (int k = 0; k < (TILE + 31) / 32; k++) {
+            const int tr = lane + 32 * k;
+            if (tr < TILE) {
+                const unsigned dst = ring + (unsigned)((st * TILE + tr) * ROW_BYTES);
+                if (pg[k] >= 0 && do_ckv)
+                    bulk_copy(dst, ckv_cache + (size_t)pg[k] * DIM_CKV, DIM_CKV * 2, full_bar + 8 * st);
+                if (pg[k] >= 0 && do_kpe)
+                    bulk_copy(dst + DIM_CKV * 2, kpe_cache + (size_t)pg[k] * DIM_KPE, DIM_KPE * 2, full_bar + 8 * st);
+            }
+        }
+    };
+    if (warp >= WARPS) {
+        /* ---- the producers start at once: the first STAGES tiles' page indices straight from
+           global memory and their copies issued, while the consumers load s_idx and Q. Behind
+           those loads and a barrier, the partial launch took 0.5-1.1 us longer at b16-b128
+           (tools/mla-timeline.cu, H200, eighteenth session). Prefetching the first tiles' index
+           lines to L2 beside the scan, on a guess of the CTA's range, gained nothing more. ---- */
+        int pre[STAGES][(TILE + 31) / 32];
+#pragma unroll
+        for (int u = 0; u < STAGES; u++)
+#pragma unroll
+            for (int k = 0; k < (TILE + 31) / 32; k++) {
+                const int t = u * TILE + lane + 32 * k;
+                const int pg = lane + 32 * k < TILE && t < hi - lo ? __ldg(kv_indices + lo + t) : -1;
+                pre[u][k] = (unsigned)pg < (unsigned)num_pages ? pg : -1;
+            }
+#pragma unroll
+        for (int u = 0; u < STAGES; u++)
+            if (u < n_tiles)
+                issue_tile(u, pre[u]);
+    } else {
+        /* ---- page indices (-1 past the end or out of range) to shared memory, each thread's
+           loads all in flight before its first store: one round trip. A load-then-store loop
+           made up to six at b128, and the CTA's start took 2.5-4.8 us after the scan (trace). ---- */
+        for (int k0 = 0; k0 < chunk; k0 += IDX_BATCH * CTHREADS) {
+            int pg[IDX_BATCH];
+#pragma unroll
+            for (int j = 0; j < IDX_BATCH; j++) {
+                const int k = k0 + j * CTHREADS + tid;
+                pg[j] = k < hi - lo ? __ldg(kv_indices + lo + k) : -1;
+            }
+#pragma unroll
+            for (int j = 0; j < IDX_BATCH; j++) {
+                const int k = k0 + j * CTHREADS + tid;
+                if (k < chunk)
+                    s_idx[k] = ((unsigned)pg[j] < (unsigned)num_pages) ? pg[j] : -1;
+            }
         }
     }
     auto load_q = [&](int qb) { /* consumer threads */
@@ -403,53 +468,17 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
     };
     if (tid < CTHREADS)
         load_q(rb);
-    if (tid == 0) {
-        for (int st = 0; st < STAGES; st++) {
-            mbar_init(full_bar + 8 * st, PRODW);  /* each producer warp's arrive, with its bytes */
-            mbar_init(empty_bar + 8 * st, CTHREADS); /* one arrive per consumer thread */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads(); /* s_idx, Q and the mbarriers ready */
+    __syncthreads(); /* s_idx and Q ready */
 
-    const unsigned ring = smem_addr(s_ring);
-    if (warp >= WARPS) { /* ---- the producers: tile u into stage u % STAGES, rows lane, lane + 32 ---- */
-        /* PRODW 1: this warp copies both parts of a row; PRODW 2: warp WARPS the ckv parts,
-           warp WARPS + 1 the kpe parts (see "What bounds it" above) */
-        const bool do_ckv = warp == WARPS, do_kpe = PRODW == 1 || warp == WARPS + 1;
-        const int p_lo = do_ckv ? 0 : DIM_CKV / 8, p_hi = do_kpe ? ROW_PIECES : DIM_CKV / 8;
-        const unsigned row_bytes = (do_ckv ? DIM_CKV * 2 : 0) + (do_kpe ? DIM_KPE * 2 : 0);
-        for (int u = 0; u < n_tiles; u++) {
-            const int st = u % STAGES;
-            if (u >= STAGES) /* every consumer warp is done with tile u - STAGES */
-                mbar_wait(empty_bar + 8 * st, (unsigned)(((u / STAGES) - 1) & 1));
-            int nvalid = 0;
+    if (warp >= WARPS) { /* ---- the producers, from tile STAGES on ---- */
+        for (int u = STAGES; u < n_tiles; u++) {
+            /* every consumer warp is done with tile u - STAGES */
+            mbar_wait(empty_bar + 8 * (u % STAGES), (unsigned)(((u / STAGES) - 1) & 1));
+            int pg[(TILE + 31) / 32];
 #pragma unroll
-            for (int k = 0; k < (TILE + 31) / 32; k++) {
-                const int tr = lane + 32 * k;
-                const bool valid = tr < TILE && s_idx[u * TILE + tr] >= 0;
-                nvalid += __popc(__ballot_sync(FULL_MASK, valid));
-                if (tr < TILE && !valid)
-                    for (int p = p_lo; p < p_hi; p++)
-                        *reinterpret_cast<uint4 *>(s_ring + (st * TILE + tr) * ROW_BYTES + p * 16) = make_uint4(0, 0, 0, 0);
-            }
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* zeroed rows before later copies into them */
-            __syncwarp();
-            if (lane == 0) /* releases the zeroed rows with the stage */
-                mbar_arrive_expect_tx(full_bar + 8 * st, (unsigned)nvalid * row_bytes);
-            __syncwarp(); /* the byte count is armed before any copy can complete */
-#pragma unroll
-            for (int k = 0; k < (TILE + 31) / 32; k++) {
-                const int tr = lane + 32 * k;
-                if (tr < TILE) {
-                    const int pg = s_idx[u * TILE + tr];
-                    const unsigned dst = ring + (unsigned)((st * TILE + tr) * ROW_BYTES);
-                    if (pg >= 0 && do_ckv)
-                        bulk_copy(dst, ckv_cache + (size_t)pg * DIM_CKV, DIM_CKV * 2, full_bar + 8 * st);
-                    if (pg >= 0 && do_kpe)
-                        bulk_copy(dst + DIM_CKV * 2, kpe_cache + (size_t)pg * DIM_KPE, DIM_KPE * 2, full_bar + 8 * st);
-                }
-            }
+            for (int k = 0; k < (TILE + 31) / 32; k++)
+                pg[k] = lane + 32 * k < TILE ? s_idx[u * TILE + lane + 32 * k] : -1;
+            issue_tile(u, pg);
         }
         return; /* the consumers wait for every stage's copies before they exit */
     }
