@@ -2383,8 +2383,15 @@ static void test_llm_answers_cut_off_are_their_own_failure(void **state)
 {
 	static const char *const length[] = { "--mode", "length", NULL };
 	static const char *const reasoning_model[] = { "--mode", "openai-reasoning", NULL };
-	const struct endpoint cut = { length, 0, 0, 0, NULL, 0 },
-			      thinks_too_long = { reasoning_model, 0, 0, 200, NULL, 0 };
+	/*
+	 * The mutator gives up after 6 barren replies, not the 1000 of the other tests: the budget
+	 * (32) is the seeds' 32 combinations, and were the space to run out before it, the search
+	 * would otherwise wait on an LLM that only ever cuts off, its requests backing off up to a
+	 * minute each: the one wait in this test that the budget does not bound. A fresh-clone CI
+	 * run (sanitizer build, both cores busy) once saw the test pass meson's 300 s.
+	 */
+	const struct endpoint cut = { length, 0, 0, 0, NULL, 6 },
+			      thinks_too_long = { reasoning_model, 0, 0, 200, NULL, 6 };
 	struct fixture *f = *state;
 	/* the seeds' 32 combinations take ~0.5 s; no LLM kernel comes, so the budget is theirs */
 	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .eval_us = 30000 },
