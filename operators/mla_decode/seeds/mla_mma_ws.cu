@@ -1,9 +1,9 @@
 /* ksearch
 { "params": {"CHUNK": [32, 64, 128, 256, 512, 1024], "CTAS": [66, 132, 200, 264, 396, 528, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4, 6],
              "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 32, 64, 96],
-             "PRODW": [1, 2]},
+             "PRODW": [1, 2], "QREG": [0, 1]},
   "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "PRODW": 2},
-  "constraints": ["CHUNK % TILE == 0", "MINB == 1 || WARPS*TILE <= 128", "SPLIT == 1 || SEGP == 0",
+  "constraints": ["CHUNK % TILE == 0", "MINB == 1 || WARPS*TILE <= 128", "SPLIT == 1 || SEGP == 0", "QREG == 0 || (MINB == 1 && WARPS*4 >= TILE)",
                   "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES + 1024) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
               "part_lse": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads"]},
@@ -101,6 +101,13 @@
  *   SPLIT  - per-request chunks (0) or equal token ranges across requests (1)
  *   SEGP   - SPLIT 1: the tokens a request boundary costs a CTA (virtual tokens)
  *   PRODW  - producer warps: 1 (both parts of a row), 2 (one for the ckv parts, one for kpe)
+ *   QREG   - 1: a consumer warp holds its A fragments of Q (its KPW <= 18 k-steps, 72 registers)
+ *            in registers, loaded from shared memory once a segment, so that a tile's score
+ *            reads only K from shared memory; one CTA an SM only (the registers). Without it the
+ *            warps read Q's 18 KB WARPS/KS times a tile (74 KB with 4 or 8 warps and 32 tokens:
+ *            half of a tile's shared-memory reads). At 8 warps and 32-token tiles it took b64 40.3-40.5 us to
+ *            39.7-40.2 and b128 (one CTA an SM) 111.2-111.6 to 107.8-108.4 (tools/mla-timeline.cu,
+ *            H200, nineteenth session).
  */
 #include <cuda_bf16.h>
 
@@ -137,6 +144,9 @@
 #endif
 #ifndef PRODW
 #define PRODW 1
+#endif
+#ifndef QREG
+#define QREG 0
 #endif
 #define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
 #define IDX_BATCH 8   /* page indices a thread loads before it stores them */
@@ -177,6 +187,7 @@ static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
 static_assert(STAGES >= 2, "at least double buffering");
 static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT is 0 or 1");
 static_assert(PRODW == 1 || PRODW == 2, "PRODW is 1 or 2 producer warps");
+static_assert(QREG == 0 || (QREG == 1 && KPW <= 18 && MINB == 1), "QREG holds at most 18 k-steps of Q (72 registers), at one CTA an SM");
 static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
 static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS, "keep the smem expression in sync");
 static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS + 8192 + 16 * STAGES,
@@ -502,6 +513,7 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
     const unsigned v_off = (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * ROW_BYTES + (lane >> 4) * 16 + warp * DPW * 2);
 
     int waited = -1; /* the last tile waited for: a tile two segments share is waited for once */
+    unsigned qf[QREG ? KPW : 1][4]; /* QREG: this warp's A fragments of Q, loaded once a segment */
     for (;;) {
         float m_row[2] = {NEG_BIG, NEG_BIG}, l_row[2] = {0.0f, 0.0f}; /* softmax state of heads r, r+8 */
         float o[OT][4]; /* heads r, r+8; dims warp*DPW + 8*t + 2c, +1 */
@@ -520,6 +532,12 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
             }
             consumer_sync(); /* every warp is done with the last tile's scores (and a new segment's Q is in) */
             const unsigned tile = ring + (unsigned)((u % STAGES) * TILE * ROW_BYTES);
+            if constexpr (QREG) {
+                if (u == seg_a / TILE) /* the segment's first tile: its Q to registers */
+#pragma unroll
+                    for (int k = 0; k < KPW; k++)
+                        ldmatrix_x4(qf[k], q_addr + (unsigned)((s_ks * KPW + k) * 32));
+            }
             /* 1. partial scores */
 #pragma unroll
             for (int n = 0; n < NPW; n++) {
@@ -530,15 +548,29 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
                 float ac[CHAINS][4] = {};
                 const unsigned kb = tile + (unsigned)(nt * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
                 const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
-#pragma unroll 3
-                for (int k = 0; k < KPW; k += CHAINS) {
+                if constexpr (QREG) { /* Q from registers: a tile's shared-memory reads are K's only */
 #pragma unroll
-                    for (int i = 0; i < CHAINS; i++) {
-                        if (k + i < KPW) {
-                            unsigned a[4], b0, b1;
-                            ldmatrix_x4(a, qa + (unsigned)((k + i) * 32));
-                            ldmatrix_x2(b0, b1, kb + (unsigned)((k + i) * 32));
-                            mma_bf16(ac[i], a, b0, b1);
+                    for (int k = 0; k < KPW; k += CHAINS) {
+#pragma unroll
+                        for (int i = 0; i < CHAINS; i++) {
+                            if (k + i < KPW) {
+                                unsigned b0, b1;
+                                ldmatrix_x2(b0, b1, kb + (unsigned)((k + i) * 32));
+                                mma_bf16(ac[i], qf[k + i], b0, b1);
+                            }
+                        }
+                    }
+                } else {
+#pragma unroll 3
+                    for (int k = 0; k < KPW; k += CHAINS) {
+#pragma unroll
+                        for (int i = 0; i < CHAINS; i++) {
+                            if (k + i < KPW) {
+                                unsigned a[4], b0, b1;
+                                ldmatrix_x4(a, qa + (unsigned)((k + i) * 32));
+                                ldmatrix_x2(b0, b1, kb + (unsigned)((k + i) * 32));
+                                mma_bf16(ac[i], a, b0, b1);
+                            }
                         }
                     }
                 }
