@@ -1,8 +1,8 @@
 /* ksearch
 { "params": {"CHUNK": [32, 64, 128, 256, 512, 1024], "CTAS": [66, 132, 200, 264, 396, 528, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4, 6],
              "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 32, 64, 96],
-             "PRODW": [1, 2], "QREG": [0, 1]},
-  "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "PRODW": 2},
+             "PRODW": [1, 2], "QREG": [0, 1], "HINT": [0, 1]},
+  "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "PRODW": 2, "HINT": 1},
   "constraints": ["CHUNK % TILE == 0", "MINB == 1 || WARPS*TILE <= 128", "SPLIT == 1 || SEGP == 0", "QREG == 0 || (MINB == 1 && WARPS*4 >= TILE)",
                   "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES + 1024) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
@@ -101,6 +101,11 @@
  *   SPLIT  - per-request chunks (0) or equal token ranges across requests (1)
  *   SEGP   - SPLIT 1: the tokens a request boundary costs a CTA (virtual tokens)
  *   PRODW  - producer warps: 1 (both parts of a row), 2 (one for the ckv parts, one for kpe)
+ *   HINT   - 1: the ring's bulk copies carry an L2 evict_first policy (each row is read once), so
+ *            that the stream does not push out of the L2 what is read again (the page indices, the
+ *            next requests' Q, the partials). The partial launch alone took b64 35.9 us to 32.7 and
+ *            b128 93.1 to 90.9 at the searches' bests (tools/mla-timeline.cu, H200, twentieth
+ *            session), so the search starts with it.
  *   QREG   - 1: a consumer warp holds its A fragments of Q (its KPW <= 18 k-steps, 72 registers)
  *            in registers, loaded from shared memory once a segment, so that a tile's score
  *            reads only K from shared memory; one CTA an SM only (the registers). Without it the
@@ -144,6 +149,9 @@
 #endif
 #ifndef PRODW
 #define PRODW 1
+#endif
+#ifndef HINT
+#define HINT 0
 #endif
 #ifndef QREG
 #define QREG 0
@@ -232,11 +240,20 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
                  : "memory");
 }
 
-__device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar)
+/* HINT 1: with an L2 evict_first policy (the rows are read once; what stays is what is read again:
+   the partials the merge reads, the next requests' Q) */
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar, unsigned long long policy)
 {
+#if HINT
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+#else
+    (void)policy;
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
                  "l"(src), "r"(bytes), "r"(bar)
                  : "memory");
+#endif
 }
 
 /* the consumer warps' own barrier (the producer never waits at it) */
@@ -389,6 +406,11 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
     /* PRODW 1: a producer warp copies both parts of a row; PRODW 2: warp WARPS the ckv parts,
        warp WARPS + 1 the kpe parts (see "What bounds it" above) */
     const bool do_ckv = warp == WARPS, do_kpe = PRODW == 1 || warp == WARPS + 1;
+    unsigned long long policy = 0;
+#if HINT
+    if (warp >= WARPS)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+#endif
     /* the producer's tile u into stage u % STAGES, rows lane, lane + 32, their pages pg[k] (-1: no
        token, the row zeroed) */
     auto issue_tile = [&](int u, const int (&pg)[(TILE + 31) / 32]) {
@@ -416,9 +438,9 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
             if (tr < TILE) {
                 const unsigned dst = ring + (unsigned)((st * TILE + tr) * ROW_BYTES);
                 if (pg[k] >= 0 && do_ckv)
-                    bulk_copy(dst, ckv_cache + (size_t)pg[k] * DIM_CKV, DIM_CKV * 2, full_bar + 8 * st);
+                    bulk_copy(dst, ckv_cache + (size_t)pg[k] * DIM_CKV, DIM_CKV * 2, full_bar + 8 * st, policy);
                 if (pg[k] >= 0 && do_kpe)
-                    bulk_copy(dst + DIM_CKV * 2, kpe_cache + (size_t)pg[k] * DIM_KPE, DIM_KPE * 2, full_bar + 8 * st);
+                    bulk_copy(dst + DIM_CKV * 2, kpe_cache + (size_t)pg[k] * DIM_KPE, DIM_KPE * 2, full_bar + 8 * st, policy);
             }
         }
     };
