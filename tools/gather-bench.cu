@@ -18,9 +18,13 @@
 //      128-byte kpe row, from a pool of 2N+1024 pages, for b64_kv64000 and b128_kv256000:
 //      16-byte cp.async into a ring laid out as mla_mma's (1168-byte rows), one bulk copy
 //      per row part by a producer warp, plain 16-byte loads, and a streaming read.
+//   5. (twentieth session, `./gather-bench hint`) gqa's B = 64 pages read by plain loads and a
+//      streaming read, each without and with an L2 evict_first policy on the loads, after the
+//      memset (the L2 full of dirty lines, as ksearch times) and after a read of the flush
+//      buffer instead (clean lines): what the dirty lines' write-back costs a read.
 // Build and run on a machine with an sm_90 GPU:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gather-bench tools/gather-bench.cu
-//   ./gather-bench [quick | mla]
+//   ./gather-bench [quick | mla | hint]
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -162,6 +166,63 @@ __global__ void __launch_bounds__(512) stream_read(const uint4 *p, long long n16
     unsigned acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
         const uint4 x = __ldg(p + i); acc ^= x.x ^ x.y ^ x.z ^ x.w;
+    }
+    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
+}
+
+// 16-byte read-only load, with an L2 evict_first policy when hint
+__device__ __forceinline__ uint4 ld16(const uint4 *p, bool hint, unsigned long long pol) {
+    if (!hint) return __ldg(p);
+    uint4 r;
+    asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+    return r;
+}
+__device__ __forceinline__ unsigned long long evict_first_pol() {
+    unsigned long long p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+
+// gather_ld and stream_read with the loads' L2 policy chosen at run time
+template <int U>
+__global__ void __launch_bounds__(256) gather_ld_h(const int *idx, const char *k, const char *v, int n, int chunk, float *out, bool hint) {
+    const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
+    const unsigned long long pol = evict_first_pol();
+    unsigned acc = 0;
+    for (int t0 = r0 + warp * U; t0 < r1; t0 += nw * U) {
+        uint4 r[U][4];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int tok = t0 + u;
+            if (tok < r1) {
+                const long long pg = idx[tok];
+                const uint4 *kp = reinterpret_cast<const uint4 *>(k + pg * 1024), *vp = reinterpret_cast<const uint4 *>(v + pg * 1024);
+                r[u][0] = ld16(kp + lane, hint, pol); r[u][1] = ld16(kp + 32 + lane, hint, pol);
+                r[u][2] = ld16(vp + lane, hint, pol); r[u][3] = ld16(vp + 32 + lane, hint, pol);
+            } else {
+                r[u][0] = r[u][1] = r[u][2] = r[u][3] = make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            for (int j = 0; j < 4; j++) acc ^= r[u][j].x ^ r[u][j].y ^ r[u][j].z ^ r[u][j].w;
+    }
+    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
+}
+__global__ void __launch_bounds__(512) stream_read_h(const uint4 *p, long long n16, float *out, bool hint) {
+    const unsigned long long pol = evict_first_pol();
+    unsigned acc = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
+        const uint4 x = ld16(p + i, hint, pol); acc ^= x.x ^ x.y ^ x.z ^ x.w;
+    }
+    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
+}
+__global__ void read_flush(const uint4 *p, long long n16, float *out) {
+    unsigned acc = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
+        const uint4 x = p[i]; acc ^= x.x ^ x.y ^ x.z ^ x.w;
     }
     if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
 }
@@ -323,11 +384,17 @@ int main(int argc, char **argv) {
     const int sms = pr.multiProcessorCount;
     printf("%s, %d SMs\n", pr.name, sms);
     const size_t flush_bytes = 256u << 20; char *flush; CK(cudaMalloc(&flush, flush_bytes));
+    CK(cudaMemset(flush, 0, flush_bytes));
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    bool flush_read = false; /* "hint" mode: the flush buffer read instead of written */
+    float *fout; CK(cudaMalloc(&fout, 4096 * 4));
     auto timeit = [&](auto launch, int reps) {
         std::vector<float> ts;
         for (int i = 0; i < reps + 3; i++) {
-            CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+            if (flush_read)
+                read_flush<<<528, 512>>>(reinterpret_cast<const uint4 *>(flush), (long long)(flush_bytes / 16), fout);
+            else
+                CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
             CK(cudaEventRecord(e0)); launch(); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
             float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); if (i >= 3) ts.push_back(ms * 1000.f);
         }
@@ -342,6 +409,34 @@ int main(int argc, char **argv) {
     float *out; CK(cudaMalloc(&out, 1 << 20));
     if (argc > 1 && std::string(argv[1]) == "mla") {
         run_mla(timeit, sms, empty_us, out);
+        return 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "hint") {
+        for (int fr = 0; fr < 2; fr++) {
+            flush_read = fr == 1;
+            for (int n : {28815, 46287}) {
+                const int pool = 2 * n + 1024;
+                const double bytes = 2.0 * n * 1024;
+                char *k, *v, *s; CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMalloc(&v, (size_t)pool * 1024)); CK(cudaMalloc(&s, (size_t)bytes));
+                int *idx; CK(cudaMalloc(&idx, n * 4));
+                std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
+                std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
+                CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+                for (int h = 0; h < 2; h++) {
+                    float best_s = 1e9f, best_g = 1e9f;
+                    for (int ctas : {2 * sms, 4 * sms, 8 * sms}) {
+                        best_s = std::min(best_s, timeit([&] { stream_read_h<<<ctas, 512>>>(reinterpret_cast<const uint4 *>(s), (long long)bytes / 16, out, h); }, 20));
+                        const int chunk = (n + ctas - 1) / ctas;
+                        best_g = std::min(best_g, timeit([&] { gather_ld_h<4><<<ctas, 256>>>(idx, k, v, n, chunk, out, h); }, 20));
+                        best_g = std::min(best_g, timeit([&] { gather_ld_h<8><<<ctas, 256>>>(idx, k, v, n, chunk, out, h); }, 20));
+                    }
+                    CK(cudaGetLastError());
+                    printf("hint n=%d flush %-6s loads %-11s: stream read %6.2f us (%.2f TB/s), random pages by plain loads %6.2f us (%.2f TB/s)\n", n,
+                           flush_read ? "read" : "memset", h ? "evict_first" : "plain", best_s, bytes / best_s / 1e6, best_g, bytes / best_g / 1e6);
+                }
+                CK(cudaFree(idx)); CK(cudaFree(k)); CK(cudaFree(v)); CK(cudaFree(s));
+            }
+        }
         return 0;
     }
     for (int n : {28815, 46287}) {

@@ -101,11 +101,14 @@
  *   SPLIT  - per-request chunks (0) or equal token ranges across requests (1)
  *   SEGP   - SPLIT 1: the tokens a request boundary costs a CTA (virtual tokens)
  *   PRODW  - producer warps: 1 (both parts of a row), 2 (one for the ckv parts, one for kpe)
- *   HINT   - 1: the ring's bulk copies carry an L2 evict_first policy (each row is read once), so
- *            that the stream does not push out of the L2 what is read again (the page indices, the
- *            next requests' Q, the partials). The partial launch alone took b64 35.9 us to 32.7 and
- *            b128 93.1 to 90.9 at the searches' bests (tools/mla-timeline.cu, H200, twentieth
- *            session), so the search starts with it.
+ *   HINT   - 1: the ring's bulk copies carry an L2 evict_first policy (each row is read once). A
+ *            launch that follows other work finds the L2 full of dirty lines (after the timing's
+ *            memset: all of it); rows allocated normally evict those and wait for their write-back,
+ *            rows marked evict_first mostly replace each other. After a memset the partial launch
+ *            took b64 35.9 us to 32.7 and b128 93.1 to 90.9 at the searches' bests; after a read of
+ *            the flush buffer instead (clean lines) b16 and b64 did not move and b128 gained 3%
+ *            (tools/mla-timeline.cu MLA_FLUSH=read, H200, twentieth session). The search starts
+ *            with it.
  *   QREG   - 1: a consumer warp holds its A fragments of Q (its KPW <= 18 k-steps, 72 registers)
  *            in registers, loaded from shared memory once a segment, so that a tile's score
  *            reads only K from shared memory; one CTA an SM only (the registers). Without it the
