@@ -135,41 +135,6 @@ __global__ void __launch_bounds__(64) gather_bulk(const int *idx, const char *k,
 
 // plain loads: each warp takes U tokens at a time, every lane holding 2 16-byte pieces of
 // each token's K page and 2 of its V page in registers (4U loads in flight per lane)
-template <int U>
-__global__ void __launch_bounds__(256) gather_ld(const int *idx, const char *k, const char *v, int n, int chunk, float *out) {
-    const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
-    unsigned acc = 0;
-    for (int t0 = r0 + warp * U; t0 < r1; t0 += nw * U) {
-        uint4 r[U][4];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int tok = t0 + u;
-            if (tok < r1) {
-                const long long pg = idx[tok];
-                const uint4 *kp = reinterpret_cast<const uint4 *>(k + pg * 1024), *vp = reinterpret_cast<const uint4 *>(v + pg * 1024);
-                r[u][0] = __ldg(kp + lane); r[u][1] = __ldg(kp + 32 + lane);
-                r[u][2] = __ldg(vp + lane); r[u][3] = __ldg(vp + 32 + lane);
-            } else {
-                r[u][0] = r[u][1] = r[u][2] = r[u][3] = make_uint4(0, 0, 0, 0);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            for (int j = 0; j < 4; j++) acc ^= r[u][j].x ^ r[u][j].y ^ r[u][j].z ^ r[u][j].w;
-    }
-    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
-}
-
-// streaming read of a contiguous buffer
-__global__ void __launch_bounds__(512) stream_read(const uint4 *p, long long n16, float *out) {
-    unsigned acc = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
-        const uint4 x = __ldg(p + i); acc ^= x.x ^ x.y ^ x.z ^ x.w;
-    }
-    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
-}
-
 // 16-byte read-only load, with an L2 evict_first policy when hint
 __device__ __forceinline__ uint4 ld16(const uint4 *p, bool hint, unsigned long long pol) {
     if (!hint) return __ldg(p);
@@ -184,9 +149,10 @@ __device__ __forceinline__ unsigned long long evict_first_pol() {
     return p;
 }
 
-// gather_ld and stream_read with the loads' L2 policy chosen at run time
+// plain 16-byte register loads, U pages a warp in flight, and a streaming read of a contiguous
+// buffer; hint: the loads carry an L2 evict_first policy
 template <int U>
-__global__ void __launch_bounds__(256) gather_ld_h(const int *idx, const char *k, const char *v, int n, int chunk, float *out, bool hint) {
+__global__ void __launch_bounds__(256) gather_ld(const int *idx, const char *k, const char *v, int n, int chunk, float *out, bool hint) {
     const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
     const unsigned long long pol = evict_first_pol();
@@ -211,7 +177,7 @@ __global__ void __launch_bounds__(256) gather_ld_h(const int *idx, const char *k
     }
     if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
 }
-__global__ void __launch_bounds__(512) stream_read_h(const uint4 *p, long long n16, float *out, bool hint) {
+__global__ void __launch_bounds__(512) stream_read(const uint4 *p, long long n16, float *out, bool hint) {
     const unsigned long long pol = evict_first_pol();
     unsigned acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
@@ -344,7 +310,7 @@ static void run_mla(Timeit timeit, int sms, float empty_us, float *out) {
             char *s; CK(cudaMalloc(&s, (size_t)bytes));
             float best = 1e9f;
             for (int g : {sms * 2, sms * 4, sms * 8}) {
-                best = std::min(best, timeit([&] { stream_read<<<g, 512>>>(reinterpret_cast<const uint4 *>(s), (long long)bytes / 16, out); }, 20));
+                best = std::min(best, timeit([&] { stream_read<<<g, 512>>>(reinterpret_cast<const uint4 *>(s), (long long)bytes / 16, out, false); }, 20));
                 CK(cudaGetLastError());
             }
             printf("mla n=%d stream read of the same bytes (%.1f MB): %.2f us  %.2f TB/s (%.2f without the empty kernel)\n", n, bytes / 1e6, best, bytes / best / 1e6, bytes / (best - empty_us) / 1e6);
@@ -425,10 +391,10 @@ int main(int argc, char **argv) {
                 for (int h = 0; h < 2; h++) {
                     float best_s = 1e9f, best_g = 1e9f;
                     for (int ctas : {2 * sms, 4 * sms, 8 * sms}) {
-                        best_s = std::min(best_s, timeit([&] { stream_read_h<<<ctas, 512>>>(reinterpret_cast<const uint4 *>(s), (long long)bytes / 16, out, h); }, 20));
+                        best_s = std::min(best_s, timeit([&] { stream_read<<<ctas, 512>>>(reinterpret_cast<const uint4 *>(s), (long long)bytes / 16, out, h); }, 20));
                         const int chunk = (n + ctas - 1) / ctas;
-                        best_g = std::min(best_g, timeit([&] { gather_ld_h<4><<<ctas, 256>>>(idx, k, v, n, chunk, out, h); }, 20));
-                        best_g = std::min(best_g, timeit([&] { gather_ld_h<8><<<ctas, 256>>>(idx, k, v, n, chunk, out, h); }, 20));
+                        best_g = std::min(best_g, timeit([&] { gather_ld<4><<<ctas, 256>>>(idx, k, v, n, chunk, out, h); }, 20));
+                        best_g = std::min(best_g, timeit([&] { gather_ld<8><<<ctas, 256>>>(idx, k, v, n, chunk, out, h); }, 20));
                     }
                     CK(cudaGetLastError());
                     printf("hint n=%d flush %-6s loads %-11s: stream read %6.2f us (%.2f TB/s), random pages by plain loads %6.2f us (%.2f TB/s)\n", n,
@@ -448,7 +414,7 @@ int main(int argc, char **argv) {
             char *s; CK(cudaMalloc(&s, (size_t)bytes));
             const long long n16 = (long long)bytes / 16;
             for (int g : {sms * 2, sms * 4, sms * 8}) {
-                float us = timeit([&] { stream_read<<<g, 512>>>(reinterpret_cast<const uint4 *>(s), n16, out); }, 20);
+                float us = timeit([&] { stream_read<<<g, 512>>>(reinterpret_cast<const uint4 *>(s), n16, out, false); }, 20);
                 CK(cudaGetLastError());
                 printf("n=%d stream read of the same bytes, %d CTAs: %.2f us  %.2f TB/s (%.2f without the empty kernel)\n", n, g, us, bytes / us / 1e6, bytes / (us - empty_us) / 1e6);
             }
@@ -461,10 +427,10 @@ int main(int argc, char **argv) {
             if (order[0] == 's') std::sort(perm.begin(), perm.end());
             CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
             float best = 1e9f; char bestname[96] = "";
-            auto run = [&](auto kern, int threads, int smem, int ctas, const char *name) {
+            auto run = [&](auto kern, int threads, int smem, int ctas, const char *name, auto... extra) {
                 if (smem > 48 * 1024) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
                 const int chunk = (n + ctas - 1) / ctas;
-                float us = timeit([&] { kern<<<ctas, threads, smem>>>(idx, k, v, n, chunk, out); }, 20);
+                float us = timeit([&] { kern<<<ctas, threads, smem>>>(idx, k, v, n, chunk, out, extra...); }, 20);
                 CK(cudaGetLastError());
                 printf("n=%d %-6s %-24s ctas=%4d smem=%6d: %7.2f us  %.2f TB/s\n", n, order, name, ctas, smem, us, bytes / us / 1e6);
                 if (us < best) { best = us; snprintf(bestname, sizeof bestname, "%s ctas=%d", name, ctas); }
@@ -483,9 +449,9 @@ int main(int argc, char **argv) {
                     run(gather_bulk<16, 3>, 64, 3 * 32768 + 256, ctas, "bulk T16 S3");
                     run(gather_bulk<8, 6>, 64, 6 * 16384 + 256, ctas, "bulk T8 S6");
                 }
-                run(gather_ld<2>, 256, 0, ctas, "ld U2 256t");
-                run(gather_ld<4>, 256, 0, ctas, "ld U4 256t");
-                run(gather_ld<8>, 256, 0, ctas, "ld U8 256t");
+                run(gather_ld<2>, 256, 0, ctas, "ld U2 256t", false);
+                run(gather_ld<4>, 256, 0, ctas, "ld U4 256t", false);
+                run(gather_ld<8>, 256, 0, ctas, "ld U8 256t", false);
             }
             printf("n=%d %-6s BEST %s: %.2f us  %.2f TB/s (%.2f without the empty kernel)\n", n, order, bestname, best, bytes / best / 1e6, bytes / (best - empty_us) / 1e6);
         }
