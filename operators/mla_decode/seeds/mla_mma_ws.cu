@@ -243,8 +243,7 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
                  : "memory");
 }
 
-/* HINT 1: with an L2 evict_first policy (the rows are read once; what stays is what is read again:
-   the partials the merge reads, the next requests' Q) */
+/* HINT 1: with an L2 evict_first policy (the rows are read once: see HINT above) */
 __device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar, unsigned long long policy)
 {
 #if HINT
