@@ -33,6 +33,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "l2-flush.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -205,20 +207,6 @@ static uint64_t make_split(int B, int N, int seed, std::vector<int> &lens, std::
     return hash;
 }
 
-/* reads n 16-byte words (the L2 left holding clean lines); sink is written only if the data says so */
-__global__ void read_flush(const uint4 *p, size_t n, uint4 *sink)
-{
-    uint4 a = make_uint4(0, 0, 0, 0);
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const uint4 v = p[i];
-        a.x ^= v.x;
-        a.y ^= v.y;
-        a.z ^= v.z;
-        a.w ^= v.w;
-    }
-    if (a.x == 0x12345678u && a.y == 0x9abcdef0u)
-        *sink = a;
-}
 
 int main(int argc, char **argv)
 {
@@ -252,15 +240,10 @@ int main(int argc, char **argv)
     void *flush;
     CK(cudaMalloc(&flush, flush_bytes));
     CK(cudaMemset(flush, 0, flush_bytes));
-    const bool flush_read = getenv("BENCH_FLUSH") && !strcmp(getenv("BENCH_FLUSH"), "read");
+    const bool flush_read = l2_flush_by_read("BENCH_FLUSH");
     uint4 *sink;
     CK(cudaMalloc(&sink, 16));
-    auto flush_l2 = [&](int i) {
-        if (flush_read)
-            read_flush<<<528, 512, 0, st>>>(static_cast<const uint4 *>(flush), flush_bytes / 16, sink);
-        else
-            CK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, st));
-    };
+    auto flush_l2 = [&](int i) { CK(l2_flush(flush, flush_bytes, i & 0xFF, flush_read, sink, st)); };
     /* copy bandwidth: 1 GiB device to device, (read + write) over the time, median of 10 */
     double copy_bw;
     {

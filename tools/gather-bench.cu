@@ -32,6 +32,7 @@
 #include <random>
 #include <string>
 #include <cuda_runtime.h>
+#include "l2-flush.h"
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
 
 __global__ void empty_kernel(int *p) { if (p && threadIdx.x == 1023) p[0] = 0; }
@@ -182,13 +183,6 @@ __global__ void __launch_bounds__(512) stream_read(const uint4 *p, long long n16
     unsigned acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
         const uint4 x = ld16(p + i, hint, pol); acc ^= x.x ^ x.y ^ x.z ^ x.w;
-    }
-    if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
-}
-__global__ void read_flush(const uint4 *p, long long n16, float *out) {
-    unsigned acc = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
-        const uint4 x = p[i]; acc ^= x.x ^ x.y ^ x.z ^ x.w;
     }
     if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
 }
@@ -353,14 +347,11 @@ int main(int argc, char **argv) {
     CK(cudaMemset(flush, 0, flush_bytes));
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     bool flush_read = false; /* "hint" mode: the flush buffer read instead of written */
-    float *fout; CK(cudaMalloc(&fout, 4096 * 4));
+    uint4 *sink; CK(cudaMalloc(&sink, 16));
     auto timeit = [&](auto launch, int reps) {
         std::vector<float> ts;
         for (int i = 0; i < reps + 3; i++) {
-            if (flush_read)
-                read_flush<<<528, 512>>>(reinterpret_cast<const uint4 *>(flush), (long long)(flush_bytes / 16), fout);
-            else
-                CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+            CK(l2_flush(flush, flush_bytes, i & 0xff, flush_read, sink));
             CK(cudaEventRecord(e0)); launch(); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
             float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); if (i >= 3) ts.push_back(ms * 1000.f);
         }

@@ -20,8 +20,10 @@
 //        -DIDXPF=2 -o gqa-trace tools/gqa-trace.cu                    (one command line)
 //   ./gqa-trace                 # DUMP=1: every CTA of b1's first trace, by exit time
 // The stamps cost the kernel a few registers and stores: compare event times between builds of
-// this tool, not with ksearch's. At most 4096 CTAs are traced.
+// this tool, not with ksearch's. At most 4096 CTAs are traced. GQA_FLUSH=read: the 256 MiB
+// are read instead of written before each run (the L2 then holds clean lines, not dirty ones).
 #include SEED
+#include "l2-flush.h"
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,12 +62,18 @@ static void stats(const char *name, std::vector<double> v)
            v[v.size() / 2], v[v.size() * 9 / 10], v.back());
 }
 
+
 int main()
 {
     cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
     printf("%s; SPLITS=%d CHUNK=%d MERGE=%d LOAD=%d HINT=%d L2PF=%d WARPS=%d STAGES=%d IDXPF=%d\n", prop.name, SPLITS, CHUNK, MERGE,
            LOAD, HINT, L2PF, WARPS, STAGES, IDXPF);
     const size_t flush_bytes = 256u << 20; void *flush; CK(cudaMalloc(&flush, flush_bytes));
+    CK(cudaMemset(flush, 0, flush_bytes));
+    const bool flush_read = l2_flush_by_read("GQA_FLUSH");
+    uint4 *sink; CK(cudaMalloc(&sink, 16));
+    auto flush_l2 = [&](int v) { CK(l2_flush(flush, flush_bytes, v, flush_read, sink)); };
+    printf("L2 flush: 256 MiB %s\n", flush_read ? "read (clean lines)" : "memset (dirty lines)");
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     CK(cudaFuncSetAttribute(gqa_cluster_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, LAUNCH_SMEM));
     CK(cudaFuncSetAttribute(empty_like, cudaFuncAttributeMaxDynamicSharedMemorySize, LAUNCH_SMEM));
@@ -142,7 +150,7 @@ int main()
         auto timed = [&](const char *name, auto launch, int warm = 0) {
             std::vector<float> ts;
             for (int i = 0; i < 53; i++) {
-                CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+                flush_l2(i & 0xff);
                 if (warm == 1) run_copy();
                 if (warm == 2) touch();
                 CK(cudaEventRecord(e0)); launch(); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
@@ -204,7 +212,7 @@ int main()
         }
         for (int rep = 0; rep < 6; rep++) {
             std::vector<unsigned long long> z(4096 * 24, 0);
-            CK(cudaMemsetAsync(flush, 1, flush_bytes));
+            flush_l2(1);
             if (rep == 2 || rep == 3) run_copy(); /* traces 2 and 3: the code warm, the data not */
             if (rep >= 4) touch();                /* traces 4 and 5: the pools' other pages read */
             CK(cudaDeviceSynchronize());

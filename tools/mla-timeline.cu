@@ -21,21 +21,10 @@
 #include SEED
 #include "mla-host.h"
 #include "split-lengths.h"
-#include <cstring>
+#include "l2-flush.h"
 
 __global__ void empty_kernel(int *p) { if (p && threadIdx.x == 1023) p[0] = 0; }
 
-/* reads n 16-byte words (the L2 left holding clean lines); sink is written only if the data says so */
-__global__ void read_flush(const uint4 *p, size_t n, uint4 *sink)
-{
-    uint4 a = make_uint4(0, 0, 0, 0);
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const uint4 v = p[i];
-        a.x ^= v.x; a.y ^= v.y; a.z ^= v.z; a.w ^= v.w;
-    }
-    if (a.x == 0x12345678u && a.y == 0x9abcdef0u)
-        *sink = a;
-}
 
 int main()
 {
@@ -49,17 +38,15 @@ int main()
            prop.name, prop.multiProcessorCount, CHUNK, CTAS, TILE, STAGES, WARPS, MINB, PART, SPLIT, SEGP, PRODW);
     const size_t flush_bytes = 256u << 20; void *flush; CK(cudaMalloc(&flush, flush_bytes));
     CK(cudaMemset(flush, 0, flush_bytes));
-    const bool flush_read = getenv("MLA_FLUSH") && !strcmp(getenv("MLA_FLUSH"), "read");
+    const bool flush_read = l2_flush_by_read("MLA_FLUSH");
     uint4 *sink; CK(cudaMalloc(&sink, 16));
     printf("L2 flush before each run: 256 MiB %s\n", flush_read ? "read (clean lines)" : "memset (dirty lines)");
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     auto timeit = [&](auto launch, int reps, bool flush_l2) {
         std::vector<float> ts;
         for (int i = 0; i < reps + 3; i++) {
-            if (flush_l2 && flush_read)
-                read_flush<<<528, 512>>>(static_cast<const uint4 *>(flush), flush_bytes / 16, sink);
-            else if (flush_l2)
-                CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+            if (flush_l2)
+                CK(l2_flush(flush, flush_bytes, i & 0xff, flush_read, sink));
             CK(cudaEventRecord(e0)); launch(); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
             float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); if (i >= 3) ts.push_back(ms * 1000.f);
         }
