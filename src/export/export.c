@@ -1344,6 +1344,35 @@ static void add_workspace(const struct gen *g, struct ks_strbuf *sb, const struc
 	ks_strbuf_release(&args);
 }
 
+/*
+ * The launcher's zeroing of each "zeroed" scratch buffer, as ksearch zeroes
+ * it before every call it times: its whole place in the workspace (up to the
+ * next buffer's offset, or the end), on the call's stream, when not empty,
+ * just before the first launch.
+ */
+static void add_scratch_zeroing(const struct gen *g, struct ks_strbuf *sb)
+{
+	const struct ks_candidate *cand = g->cand;
+
+	for (size_t i = 0; i < cand->n_scratch; i++) {
+		char end[64];
+
+		if (!cand->scratch[i].zeroed)
+			continue;
+		if (i + 1 < cand->n_scratch)
+			snprintf(end, sizeof(end), "ksx_offset[%zu]", i + 1);
+		else
+			snprintf(end, sizeof(end), "ksx_need");
+		ks_strbuf_addf(sb,
+			       "\t/* %s is \"zeroed\": all zero bytes on entry to every call */\n"
+			       "\tif (%s > ksx_offset[%zu]) {\n"
+			       "\t\tksx_err = cudaMemsetAsync((char *)workspace + ksx_offset[%zu], 0,\n"
+			       "\t\t\t\t\t  %s - ksx_offset[%zu], stream);\n"
+			       "\t\tif (ksx_err != cudaSuccess)\n\t\t\treturn ksx_err;\n\t}\n\n",
+			       cand->scratch[i].name, end, i, i, end, i);
+	}
+}
+
 /* One kernel argument as the launcher passes it. */
 static void add_kernel_arg(const struct ks_arg *arg, struct ks_strbuf *sb)
 {
@@ -1405,6 +1434,8 @@ static void add_launch(const struct gen *g, struct ks_strbuf *sb, size_t l, cons
 		if (lc->smem_mode == SMEM_CHECK)
 			ks_strbuf_adds(sb, "\t}\n");
 	}
+	if (l == 0) /* after the first launch's checks, so that a refused call queues nothing */
+		add_scratch_zeroing(g, sb);
 	if (launch->pdl) {
 		/* programmatic dependent launch: it may start while the launch before it ends, as measured */
 		ks_strbuf_addf(sb,

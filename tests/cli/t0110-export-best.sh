@@ -167,9 +167,9 @@ doc = json.load(open("tests/fixtures/export-rmsnorm.json"))
 src = r'''/* ksearch
 { "params": {"T": [32, 64], "NEG": [2, -3]},
   "scratch": {"a": ["float32", "cdiv(num_rows, T) * hidden"],
-              "b": ["int32", "-(NEG) * min(num_rows, 7, T) + max(num_rows % 5, 2)"],
+              "b": ["int32", "-(NEG) * min(num_rows, 7, T) + max(num_rows % 5, 2)", "zeroed"],
               "c": ["bfloat16", "hidden / (num_rows + 0) + 5000000000 - 4999999999"],
-              "d": ["int64", "cdiv(100, num_rows) - -1"]},
+              "d": ["int64", "cdiv(100, num_rows) - -1", "zeroed"]},
   "launch": [
     {"kernel": "fill", "grid": ["cdiv(num_rows, T)"], "block": ["T"], "smem": "num_rows * 4",
      "args": ["x", "weight", "eps", "y", "num_rows", "hidden", "a", "b", "c", "d"]} ] }
@@ -202,9 +202,13 @@ run 0 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/syn" -o "$TMP/synx" --
 syn="$TMP/synx/syn.cu"
 for text in '#define NEG (-3)' '#undef stream' 'ksx_max(' 'ksx_min(num_rows, ksx_min(7, T))' 'INT64_C(5000000000)' \
 	'-(NEG) * ksx_min(' 'if (((int64_t)num_rows + 0) == 0)' 'if (num_rows <= 0)' \
-	'if (ksx_launch1.smem > 49152) {'; do
+	'if (ksx_launch1.smem > 49152) {' \
+	'ksx_err = cudaMemsetAsync((char *)workspace + ksx_offset[1], 0,' 'ksx_offset[2] - ksx_offset[1], stream);' \
+	'ksx_err = cudaMemsetAsync((char *)workspace + ksx_offset[3], 0,' 'ksx_need - ksx_offset[3], stream);'; do
 	grep -qF -- "$text" "$syn" || fail "$syn lacks '$text'"
 done
+# the "zeroed" scratch (b and d) is zeroed before every call, as ksearch times it; a and c are not
+[ "$(grep -c 'cudaMemsetAsync' "$syn")" = 2 ] || fail "$syn zeroes other than its two zeroed scratch buffers"
 if [ "$have_nvcc" = 1 ]; then
 	cat >"$TMP/synx/main.cu" <<'CU'
 #include <stdio.h>

@@ -108,6 +108,17 @@ c.update(id=1, family="gqa_space_cluster", path="operators/gqa/seeds/gqa_space_c
          params={"SPLITS": 16, "CHUNK": 16, "MERGE": 0, "LOAD": 0, "HINT": 1, "L2PF": 1, "WARPS": 4, "STAGES": 2, "IDXPF": 4})
 doc["candidates"], doc["sources"] = [c], {h: src}
 json.dump(doc, open(f"{sys.argv[1]}/cluster16.json", "w"))
+# gqa_space_pages with per-request counters in a "zeroed" scratch (MERGE 2): the launcher must zero
+# them in the caller's poisoned workspace before every call, as ksearch does
+doc = json.load(open("tests/fixtures/export-gqa.json"))
+src = open("operators/gqa/seeds/gqa_space_pages.cu").read()
+h = hashlib.sha256(src.encode()).hexdigest()
+c = doc["candidates"][0]
+c.update(id=1, family="gqa_space_pages", path="operators/gqa/seeds/gqa_space_pages.cu", source_hash=h,
+         params={"CHUNK": 32, "CTAS": 264, "MERGE": 2, "LOAD": 0, "HINT": 1, "TILE": 16, "STAGES": 2, "WPH": 1,
+                 "PART": 0, "L2PF": 0, "PREQ": 1})
+doc["candidates"], doc["sources"] = [c], {h: src}
+json.dump(doc, open(f"{sys.argv[1]}/zeroed.json", "w"))
 PY
 	run 0 "$KSEARCH" archive import "$TMP/dispatch.json" --archive "$TMP/dar"
 	run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/dar" --dispatch -o "$TMP/disp" --name ks_export
@@ -132,7 +143,15 @@ PY
 	run 0 "$TMP/c16/harness" "$TMP/gqa.workloads"
 	out_has "all ok"
 	echo "gqa with a cluster of 16 CTAs: $(tail -n 1 "$TMP/out")"
-	n_runs=$((n_runs + 3))
+	run 0 "$KSEARCH" archive import "$TMP/zeroed.json" --archive "$TMP/zar"
+	run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/zar" --id 1 -o "$TMP/zeroed" --name ks_export
+	grep -q "cudaMemsetAsync" "$TMP/zeroed/ks_export.cu" || fail "the launcher does not zero the \"zeroed\" scratch"
+	run 0 "$nvcc" -std=c++17 -arch="$arch" -DKS_OP_GQA -Ioperators/gqa -I"$TMP/zeroed" tests/gpu/export_harness.cu \
+		"$TMP/zeroed/ks_export.cu" -o "$TMP/zeroed/harness"
+	run 0 "$TMP/zeroed/harness" "$TMP/gqa.workloads"
+	out_has "all ok"
+	echo "gqa with zeroed counters: $(tail -n 1 "$TMP/out")"
+	n_runs=$((n_runs + 4))
 fi
 # mla_decode's per-workload bests (#6-#9 of its fixture, mla_mma with SPLIT, SEGP and MW) as one
 # dispatch: four kernels, each with its own params baked in, behind one launcher
