@@ -24,7 +24,10 @@
 //      buffer instead (clean lines): what the dirty lines' write-back costs a read.
 // Build and run on a machine with an sm_90 GPU:
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gather-bench tools/gather-bench.cu
-//   ./gather-bench [quick | mla | hint]
+//   6. (twenty-first session, `./gather-bench mlahint`) mla_decode's rows (b64 and b128 token
+//      counts) by a streaming read, plain loads and bulk copies, each without and with the L2
+//      evict_first policy, after either flush: the read under mla_decode's b128 target.
+//   ./gather-bench [quick | mla | hint | mlahint]
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -90,6 +93,10 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
 }
 __device__ __forceinline__ void bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// the same with an L2 cache policy (mla_decode's HINT)
+__device__ __forceinline__ void bulk_pol(unsigned dst, const void *src, unsigned bytes, unsigned bar, unsigned long long pol) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(pol) : "memory");
 }
 
 // warp 0 produces (one 1 KiB bulk copy per K page and per V page, TILE tokens a stage),
@@ -191,7 +198,7 @@ __global__ void __launch_bounds__(512) stream_read(const uint4 *p, long long n16
 
 // 16-byte cp.async into a ring of TILE rows of 1168 bytes a stage, as mla_mma fills it
 template <int TILE, int STAGES, int THREADS>
-__global__ void __launch_bounds__(THREADS) mla_cp(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out) {
+__global__ void __launch_bounds__(THREADS) mla_cp(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out, bool) {
     extern __shared__ __align__(128) unsigned char sm[];
     const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
     const int ntiles = r1 > r0 ? (r1 - r0 + TILE - 1) / TILE : 0;
@@ -222,7 +229,7 @@ __global__ void __launch_bounds__(THREADS) mla_cp(const int *idx, const char *ck
 
 // warp 0 produces (two bulk copies per token: 1024 B and 128 B), warp 1 consumes
 template <int TILE, int STAGES>
-__global__ void __launch_bounds__(64) mla_bulk(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out) {
+__global__ void __launch_bounds__(64) mla_bulk(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out, bool hint) {
     extern __shared__ __align__(128) unsigned char sm[];
     constexpr int UNIT = TILE * 1152;
     const unsigned base = (unsigned)__cvta_generic_to_shared(sm);
@@ -244,8 +251,14 @@ __global__ void __launch_bounds__(64) mla_bulk(const int *idx, const char *ckv, 
             __syncwarp();
             for (int i = lane; i < got; i += 32) {
                 const long long pg = idx[r0 + t * TILE + i];
-                bulk(base + s * UNIT + i * 1152, ckv + pg * 1024, 1024, full + 8 * s);
-                bulk(base + s * UNIT + i * 1152 + 1024, kpe + pg * 128, 128, full + 8 * s);
+                if (hint) {
+                    const unsigned long long pol = evict_first_pol();
+                    bulk_pol(base + s * UNIT + i * 1152, ckv + pg * 1024, 1024, full + 8 * s, pol);
+                    bulk_pol(base + s * UNIT + i * 1152 + 1024, kpe + pg * 128, 128, full + 8 * s, pol);
+                } else {
+                    bulk(base + s * UNIT + i * 1152, ckv + pg * 1024, 1024, full + 8 * s);
+                    bulk(base + s * UNIT + i * 1152 + 1024, kpe + pg * 128, 128, full + 8 * s);
+                }
             }
         }
     } else {
@@ -264,7 +277,8 @@ __global__ void __launch_bounds__(64) mla_bulk(const int *idx, const char *ckv, 
 // plain loads: a warp takes U tokens at a time; lane l holds ckv pieces l and 32+l of each,
 // lanes 0-7 also a kpe piece
 template <int U>
-__global__ void __launch_bounds__(256) mla_ld(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out) {
+__global__ void __launch_bounds__(256) mla_ld(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out, bool hint) {
+    const unsigned long long pol = evict_first_pol();
     const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
     unsigned acc = 0;
@@ -277,9 +291,9 @@ __global__ void __launch_bounds__(256) mla_ld(const int *idx, const char *ckv, c
             if (tok < r1) {
                 const long long pg = idx[tok];
                 const uint4 *cp = reinterpret_cast<const uint4 *>(ckv + pg * 1024);
-                r[u][0] = __ldg(cp + lane);
-                r[u][1] = __ldg(cp + 32 + lane);
-                if (lane < 8) r[u][2] = __ldg(reinterpret_cast<const uint4 *>(kpe + pg * 128) + lane);
+                r[u][0] = ld16(cp + lane, hint, pol);
+                r[u][1] = ld16(cp + 32 + lane, hint, pol);
+                if (lane < 8) r[u][2] = ld16(reinterpret_cast<const uint4 *>(kpe + pg * 128) + lane, hint, pol);
             }
         }
 #pragma unroll
@@ -314,7 +328,7 @@ static void run_mla(Timeit timeit, int sms, float empty_us, float *out) {
         auto run = [&](auto kern, int threads, int smem, int ctas, const char *name) {
             if (smem > 48 * 1024) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
             const int chunk = (n + ctas - 1) / ctas;
-            float us = timeit([&] { kern<<<ctas, threads, smem>>>(idx, ckv, kpe, n, chunk, out); }, 20);
+            float us = timeit([&] { kern<<<ctas, threads, smem>>>(idx, ckv, kpe, n, chunk, out, false); }, 20);
             CK(cudaGetLastError());
             printf("mla n=%d %-26s ctas=%4d smem=%6d: %7.2f us  %.2f TB/s\n", n, name, ctas, smem, us, bytes / us / 1e6);
             if (us < best) { best = us; snprintf(bestname, sizeof bestname, "%s ctas=%d", name, ctas); }
@@ -366,6 +380,40 @@ int main(int argc, char **argv) {
     float *out; CK(cudaMalloc(&out, 1 << 20));
     if (argc > 1 && std::string(argv[1]) == "mla") {
         run_mla(timeit, sms, empty_us, out);
+        return 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "mlahint") { /* mla_decode's rows with and without the policy */
+        for (int fr = 0; fr < 2; fr++) {
+            flush_read = fr == 1;
+            for (int n : {64000, 256000}) {
+                const int pool = 2 * n + 1024;
+                const double bytes = 1152.0 * n;
+                char *ckv, *kpe, *s; CK(cudaMalloc(&ckv, (size_t)pool * 1024)); CK(cudaMalloc(&kpe, (size_t)pool * 128)); CK(cudaMalloc(&s, (size_t)bytes));
+                int *idx; CK(cudaMalloc(&idx, n * 4));
+                std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
+                std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
+                CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+                CK(cudaFuncSetAttribute(mla_bulk<16, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize, 6 * 16 * 1152 + 256));
+                CK(cudaFuncSetAttribute(mla_bulk<32, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, 3 * 32 * 1152 + 256));
+                for (int h = 0; h < 2; h++) {
+                    float best_s = 1e9f, best_l = 1e9f, best_b = 1e9f;
+                    for (int ctas : {sms, 2 * sms, 4 * sms, 8 * sms}) {
+                        const int chunk = (n + ctas - 1) / ctas;
+                        best_s = std::min(best_s, timeit([&] { stream_read<<<ctas, 512>>>(reinterpret_cast<const uint4 *>(s), (long long)bytes / 16, out, h); }, 20));
+                        best_l = std::min(best_l, timeit([&] { mla_ld<4><<<ctas, 256>>>(idx, ckv, kpe, n, chunk, out, h); }, 20));
+                        best_l = std::min(best_l, timeit([&] { mla_ld<8><<<ctas, 256>>>(idx, ckv, kpe, n, chunk, out, h); }, 20));
+                        if (ctas <= 2 * sms) {
+                            best_b = std::min(best_b, timeit([&] { mla_bulk<16, 6><<<ctas, 64, 6 * 16 * 1152 + 256>>>(idx, ckv, kpe, n, chunk, out, h); }, 20));
+                            best_b = std::min(best_b, timeit([&] { mla_bulk<32, 3><<<ctas, 64, 3 * 32 * 1152 + 256>>>(idx, ckv, kpe, n, chunk, out, h); }, 20));
+                        }
+                    }
+                    CK(cudaGetLastError());
+                    printf("mlahint n=%d flush %-6s %-11s: stream read %6.2f us (%.2f TB/s), rows by plain loads %6.2f us (%.2f TB/s), by bulk copies %6.2f us (%.2f TB/s)\n", n,
+                           flush_read ? "read" : "memset", h ? "evict_first" : "plain", best_s, bytes / best_s / 1e6, best_l, bytes / best_l / 1e6, best_b, bytes / best_b / 1e6);
+                }
+                CK(cudaFree(idx)); CK(cudaFree(ckv)); CK(cudaFree(kpe)); CK(cudaFree(s));
+            }
+        }
         return 0;
     }
     if (argc > 1 && std::string(argv[1]) == "hint") {
