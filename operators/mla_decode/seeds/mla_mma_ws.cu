@@ -1,8 +1,9 @@
 /* ksearch
-{ "params": {"CHUNK": [32, 64, 128, 256, 512, 1024], "CTAS": [66, 132, 200, 264, 396, 528, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4, 6],
+{ "params": {"CHUNK": [32, 64, 128, 256, 512, 1024], "CTAS": [132, 200, 264, 396, 528, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4, 6],
              "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 32, 64, 96],
-             "PRODW": [1, 2], "QREG": [0, 1], "HINT": [0, 1]},
-  "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "PRODW": 2, "HINT": 1},
+             "PRODW": [1, 2], "QREG": [0, 1], "HINT": [0, 1],
+             "MDEPTH": [4, 8]},
+  "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "PRODW": 2, "HINT": 1, "MDEPTH": 8},
   "constraints": ["CHUNK % TILE == 0", "MINB == 1 || WARPS*TILE <= 128", "SPLIT == 1 || SEGP == 0", "QREG == 0 || (MINB == 1 && WARPS*4 >= TILE)",
                   "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES + 1024) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
@@ -109,6 +110,7 @@
  *            the flush buffer instead (clean lines) b16 and b64 did not move and b128 gained 3%
  *            (tools/mla-timeline.cu MLA_FLUSH=read, H200, twentieth session). The search starts
  *            with it.
+ *   MDEPTH - partials a merge thread loads in one round trip (see the merge below)
  *   QREG   - 1: a consumer warp holds its A fragments of Q (its KPW <= 18 k-steps, 72 registers)
  *            in registers, loaded from shared memory once a segment, so that a tile's score
  *            reads only K from shared memory; one CTA an SM only (the registers). Without it the
@@ -159,6 +161,9 @@
 #ifndef QREG
 #define QREG 0
 #endif
+#ifndef MDEPTH
+#define MDEPTH 8
+#endif
 #define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
 #define IDX_BATCH 8   /* page indices a thread loads before it stores them */
 #define PREFETCH_REQS 8 /* later requests whose Q a CTA prefetches to L2 at its start */
@@ -198,6 +203,7 @@ static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
 static_assert(STAGES >= 2, "at least double buffering");
 static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT is 0 or 1");
 static_assert(PRODW == 1 || PRODW == 2, "PRODW is 1 or 2 producer warps");
+static_assert(MDEPTH == 4 || MDEPTH == 8, "MDEPTH is 4 or 8 partials a merge thread loads in one round trip");
 static_assert(QREG == 0 || (QREG == 1 && KPW <= 18 && MINB == 1), "QREG holds at most 18 k-steps of Q (72 registers), at one CTA an SM");
 static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
 static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS, "keep the smem expression in sync");
@@ -757,9 +763,14 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
    and 14-15 us at b16 with one request holding 61% of the tokens, where this one takes
    6.6-8.2 (tools/mla-timeline.cu, H200, thirteenth session). A fixed number of groups per
    row served only one of those two.
+   A round trip is MDEPTH loads a thread, none past the request's partials (they had repeated the
+   first). 4 makes more groups a row than 8 for requests of 5 or more partials, and weighs 4
+   partials, not 8, for one of 2 or 3: the twentieth session's export took b128 95.5-96.0 us and
+   b64 35.8-36.4 with 4, against 96.1-96.6 and 36.7-37.2 with 8, and b16 (about 8 partials) 0.2-0.8
+   us and b1 (64) 0.3-0.8 us longer (tools/bench-mla.cu, H200, twenty-first session).
    Requests of one partial were finished by the partial kernel; requests of no token get
    output 0 and lse -inf. */
-#define MERGE_DEPTH 8   /* partials a thread loads in one round trip */
+#define MERGE_DEPTH MDEPTH /* partials a thread loads in one round trip */
 #define MERGE_CTAS 264  /* the merge grid: two CTAs an SM of an H100 or H200 (the header's grid) */
 #define MTHREADS 512
 #define MERGE_LIST 32   /* a pass's virtual CTAs per CTA, at most: 512 requests of at most 16 each, over 264 CTAs */
@@ -800,10 +811,14 @@ __device__ __forceinline__ void merge_rows(int b, int j, int n, int s0, int G, c
 #pragma unroll
         for (int k = 0; k < MERGE_DEPTH; k++) {
             const int sk = s + G * k;
-            const size_t prow = (size_t)(s0 + (sk < n ? sk : s)) * NUM_QO_HEADS + head;
-            ls[k] = sk < n ? __ldg(part_lse + prow) : neg_inf();
-            raw[k] = PART ? __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const __nv_bfloat16 *>(part_o) + prow * DIM_CKV) + col)
-                          : __ldg(reinterpret_cast<const uint4 *>(part_o + prow * DIM_CKV) + col);
+            const size_t prow = (size_t)(s0 + sk) * NUM_QO_HEADS + head;
+            ls[k] = neg_inf();
+            raw[k] = make_uint4(0, 0, 0, 0);
+            if (sk < n) { /* no load past the request's partials */
+                ls[k] = __ldg(part_lse + prow);
+                raw[k] = PART ? __ldg(reinterpret_cast<const uint4 *>(reinterpret_cast<const __nv_bfloat16 *>(part_o) + prow * DIM_CKV) + col)
+                              : __ldg(reinterpret_cast<const uint4 *>(part_o + prow * DIM_CKV) + col);
+            }
         }
         float mx = m;
 #pragma unroll
@@ -817,7 +832,7 @@ __device__ __forceinline__ void merge_rows(int b, int j, int n, int s0, int G, c
             acc[e] *= corr;
 #pragma unroll
         for (int k = 0; k < MERGE_DEPTH; k++) {
-            const float w = exp2f(ls[k] - m); /* lse -inf (no partial, or an empty one): 0 */
+            const float w = exp2f(ls[k] - m); /* lse -inf (past the request's partials, or an empty one): 0 */
             L += w;
             float x[MVAL];
             if (PART) {
