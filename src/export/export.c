@@ -955,8 +955,12 @@ static void add_scratch_doc(const struct gen *g, struct ks_strbuf *sb)
 			"buffers, each at a %d-byte aligned offset:",
 			g->name, KS_EXPORT_ALIGN, KS_EXPORT_ALIGN);
 		for (size_t i = 0; i < g->cand->n_scratch; i++)
-			ks_strbuf_addf(&text, "%s %s, %s[%s]", i ? ";" : "", g->cand->scratch[i].name,
-				       ks_dtype_name(g->cand->scratch[i].dtype), g->cand->scratch[i].size);
+			ks_strbuf_addf(&text, "%s %s, %s[%s]%s", i ? ";" : "", g->cand->scratch[i].name,
+				       ks_dtype_name(g->cand->scratch[i].dtype), g->cand->scratch[i].size,
+				       g->cand->scratch[i].zeroed
+					       ? ", zeroed by the launcher (cudaMemsetAsync on "
+						 "the stream) before every call"
+					       : "");
 		ks_strbuf_adds(&text,
 			       " (in the op's axes and the params above).  It needs no initialisation and "
 			       "holds nothing of use after the call.  Calls queued on one stream may share a "

@@ -209,6 +209,13 @@ for text in '#define NEG (-3)' '#undef stream' 'ksx_max(' 'ksx_min(num_rows, ksx
 done
 # the "zeroed" scratch (b and d) is zeroed before every call, as ksearch times it; a and c are not
 [ "$(grep -c 'cudaMemsetAsync' "$syn")" = 2 ] || fail "$syn zeroes other than its two zeroed scratch buffers"
+python3 - "$TMP/synx/syn.h" <<'PY' || fail "syn.h does not say which scratch buffers the launcher zeroes"
+import re, sys
+text = re.sub(r"\s*\n\s*\*\s*", " ", open(sys.argv[1]).read())
+said = "zeroed by the launcher (cudaMemsetAsync on the stream) before every call"
+assert text.count(said) == 2, text
+assert "b, int32[" in text and "d, int64[" in text
+PY
 if [ "$have_nvcc" = 1 ]; then
 	cat >"$TMP/synx/main.cu" <<'CU'
 #include <stdio.h>
