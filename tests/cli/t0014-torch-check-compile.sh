@@ -15,7 +15,7 @@ out_has "ROWS_PER_BLOCK=2: "
 out_has "4 passed, 0 failed"
 # a block's "start" is the default params, as in ksearch (mla_mma_ws begins at its measured best)
 run 0 python3 tools/torch-check.py operators/mla_decode operators/mla_decode/seeds/mla_mma_ws.cu --compile-only --arch sm_90a
-out_has "CHUNK=32 CTAS=264 TILE=32 STAGES=2 WARPS=4 MINB=2 PART=1 SPLIT=1 SEGP=64 PRODW=2 QREG=0 HINT=1 MDEPTH=8: "
+out_has "CHUNK=32 CTAS=264 TILE=32 STAGES=2 WARPS=4 MINB=2 PART=1 SPLIT=1 SEGP=64 QREG=0 HINT=1 MDEPTH=8 KSPL=2: "
 out_has "kernels mla_mma_ws_merge, mla_mma_ws_partial"
 run 0 python3 tools/torch-check.py operators/rmsnorm operators/rmsnorm/reference.cu --compile-only --arch compute_90
 out_has "bytes of PTX, kernels rmsnorm_reference"

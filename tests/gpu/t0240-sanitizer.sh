@@ -6,8 +6,9 @@
 # `ksearch sanitize` failed (exit 5) with TOOL's error first; correct kernels
 # that use shared memory (zz_good.cu, the row_block seed, and the
 # warp-specialised gqa_ws, mla_ws and mla_mma_ws seeds, whose rings sync by mbarriers only;
-# mla_mma_ws with one producer warp and no L2 hint, at its start with two, and with Q's fragments in
-# registers, the hint and 4-load merge round trips)
+# mla_mma_ws without the L2 hint and with its score's k-steps in one part (KSPL 1), at its start
+# (KSPL 2), and with Q's fragments in registers under either split, the hint and 4-load merge
+# round trips)
 # must come out clean with both tools run.  Then the archive path: `ksearch sanitize --id` stores
 # the check, a failed one demotes its record, and export-best refuses it.
 #
@@ -61,8 +62,9 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["status"] 
 # after a __syncwarp), which demoted every gqa_ws best the search found
 for args in "gqa operators/gqa/seeds/gqa_ws.cu" "gqa operators/gqa/seeds/gqa_ws.cu --param STAGES=2 --param CTAS=132 --param HINT=1 --param PART=1" \
 	"mla_decode operators/mla_decode/seeds/mla_ws.cu" \
-	"mla_decode operators/mla_decode/seeds/mla_mma_ws.cu --param TILE=32 --param WARPS=4 --param STAGES=2 --param MINB=2 --param CTAS=264 --param SPLIT=1 --param SEGP=64 --param PART=1 --param PRODW=1 --param HINT=0" \
-	"mla_decode operators/mla_decode/seeds/mla_mma_ws.cu --param CHUNK=64 --param CTAS=132 --param TILE=32 --param STAGES=3 --param WARPS=8 --param MINB=1 --param PART=0 --param SPLIT=1 --param SEGP=96 --param PRODW=2 --param QREG=1 --param MDEPTH=4" \
+	"mla_decode operators/mla_decode/seeds/mla_mma_ws.cu --param TILE=32 --param WARPS=4 --param STAGES=2 --param MINB=2 --param CTAS=264 --param SPLIT=1 --param SEGP=64 --param PART=1 --param HINT=0 --param KSPL=1" \
+	"mla_decode operators/mla_decode/seeds/mla_mma_ws.cu --param CHUNK=64 --param CTAS=132 --param TILE=32 --param STAGES=3 --param WARPS=8 --param MINB=1 --param PART=0 --param SPLIT=1 --param SEGP=96 --param QREG=1 --param MDEPTH=4 --param KSPL=1" \
+	"mla_decode operators/mla_decode/seeds/mla_mma_ws.cu --param CHUNK=64 --param CTAS=132 --param TILE=32 --param STAGES=3 --param WARPS=8 --param MINB=1 --param QREG=1" \
 	"mla_decode operators/mla_decode/seeds/mla_mma_ws.cu"; do
 	set -- $args
 	label=$(basename "$2" .cu)-$#

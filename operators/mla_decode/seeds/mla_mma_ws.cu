@@ -1,16 +1,16 @@
 /* ksearch
 { "params": {"CHUNK": [32, 64, 128, 256, 512, 1024], "CTAS": [132, 200, 264, 396, 528, 1048576], "TILE": [16, 32, 64], "STAGES": [2, 3, 4, 6],
              "WARPS": [4, 8], "MINB": [1, 2], "PART": [0, 1], "SPLIT": [0, 1], "SEGP": [0, 32, 64, 96],
-             "PRODW": [1, 2], "QREG": [0, 1], "HINT": [0, 1],
-             "MDEPTH": [4, 8]},
-  "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "PRODW": 2, "HINT": 1, "MDEPTH": 8},
+             "QREG": [0, 1], "HINT": [0, 1], "MDEPTH": [4, 8], "KSPL": [1, 2]},
+  "start": {"CTAS": 264, "TILE": 32, "WARPS": 4, "MINB": 2, "PART": 1, "SPLIT": 1, "SEGP": 64, "HINT": 1, "MDEPTH": 8, "KSPL": 2},
   "constraints": ["CHUNK % TILE == 0", "MINB == 1 || WARPS*TILE <= 128", "SPLIT == 1 || SEGP == 0", "QREG == 0 || (MINB == 1 && WARPS*4 >= TILE)",
-                  "MINB*(18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES + 1024) <= 233472"],
+                  "KSPL == 1 || WARPS*4 <= TILE",
+                  "MINB*(27904 + STAGES*(TILE*1168 + 16) + KSPL*(max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE))) <= 233472"],
   "scratch": {"part_o": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads*head_dim_ckv/(1 + PART)"],
               "part_lse": ["float32", "(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size)*num_qo_heads"]},
   "launch": [
-    {"kernel": "mla_mma_ws_partial", "grid": ["cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size*(1 - SPLIT)"], "block": ["WARPS*32 + 32*PRODW"],
-     "smem": "18688 + STAGES*TILE*1168 + max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE) + 8192 + 16*STAGES",
+    {"kernel": "mla_mma_ws_partial", "grid": ["cdiv((num_kv_indices + SPLIT*SEGP*batch_size), min(2048, max(CHUNK, TILE*cdiv(cdiv((num_kv_indices + SPLIT*SEGP*batch_size), CTAS), TILE)))) + batch_size*(1 - SPLIT)"], "block": ["WARPS*32 + 64"],
+     "smem": "18688 + STAGES*TILE*1168 + KSPL*(max(TILE, WARPS*8)*64 + 512*max(1, WARPS*8/TILE)) + 8192 + 16*STAGES",
      "args": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices", "sm_scale",
               "part_o", "part_lse", "output", "lse", "batch_size", "num_pages", "num_kv_indices"]},
     {"kernel": "mla_mma_ws_merge", "grid": ["264"], "block": ["512"], "pdl": true,
@@ -72,10 +72,10 @@
  * indices in shared memory; a STAGES-deep ring of TILE-token tiles, each token a row of
  * ckv (1024 B) then kpe (128 B), padded to 1168 B so that ldmatrix rows fall in distinct
  * banks, filled with 16-byte cp.async.cg (zero-fill for tokens past the chunk). Per tile:
- *   1. S [16 heads x TILE] = Q . K^T: warp w takes n-tile (8 tokens) w % NT and the k-steps
- *      of part w / NT of the 36 (KS parts; NT n-tiles per warp when TILE/8 > WARPS); A = Q
- *      by ldmatrix, B = K rows by ldmatrix (a token row is a column of K^T). Partial sums
- *      to shared memory.
+ *   1. S [16 heads x TILE] = Q . K^T: warp w takes NPW n-tiles (8 tokens each) from
+ *      (w % (NT/NPW))*NPW and the k-steps of part w / (NT/NPW) of the 36 (KS parts; see
+ *      KSPL); A = Q by ldmatrix, B = K rows by ldmatrix (a token row is a column of K^T).
+ *      Partial sums to shared memory.
  *   2. Online softmax in base 2, in every warp: a lane reads the scores of its A-fragment
  *      elements of P (heads r, r+8; 4 tokens of each 16) and makes them P (bf16) in
  *      registers; the row max is reduced over the lane quad, the running max m is the same
@@ -101,7 +101,9 @@
  *   PART   - partials in fp32 (0) or bf16 (1)
  *   SPLIT  - per-request chunks (0) or equal token ranges across requests (1)
  *   SEGP   - SPLIT 1: the tokens a request boundary costs a CTA (virtual tokens)
- *   PRODW  - producer warps: 1 (both parts of a row), 2 (one for the ckv parts, one for kpe)
+ *   (PRODW, the producer warps, is 2: one for the ckv parts, one for the kpe parts. One warp for
+ *   both was the bound at b128 and no search's best after the eighth session; the value was
+ *   dropped in the twenty-second session to make room for KSPL under the constraints' work bound.)
  *   HINT   - 1: the ring's bulk copies carry an L2 evict_first policy (each row is read once). A
  *            launch that follows other work finds the L2 full of dirty lines (after the timing's
  *            memset: all of it); rows allocated normally evict those and wait for their write-back,
@@ -118,6 +120,17 @@
  *            half of a tile's shared-memory reads). At 8 warps and 32-token tiles it took b64 40.3-40.5 us to
  *            39.7-40.2 and b128 (one CTA an SM) 111.2-111.6 to 107.8-108.4 (tools/mla-timeline.cu,
  *            H200, nineteenth session).
+ *   KSPL   - 2: the score's k-steps split in twice as many parts, each warp taking twice the
+ *            n-tiles (NPW) with each A fragment of Q loaded once for all of them (k-steps outer),
+ *            so that a tile's reads of Q from shared memory halve (37 KB instead of 74 with 4
+ *            warps and 32 tokens), for twice the partial sums (KS) in shared memory. At the
+ *            searches' b128 best (4 warps, 2 CTAs an SM) the partial launch took 89.63-89.92 us
+ *            with 1 and 89.31-89.70 with 2 (b16 21.50-21.54 and 21.12-21.18; tools/mla-timeline.cu,
+ *            three rounds), and the twenty-first session's export with its b128 kernel at 2 ran
+ *            b128 in 94.05-94.32 us against 94.34-94.56, lower in each of five rounds
+ *            (tools/bench-mla.cu, H200, twenty-second session). With Q in registers (QREG) it
+ *            only adds K reads: at 8 warps b128's partial launch took 101.4-101.7 us against
+ *            98.4-98.9 (two rounds, another H200). The search starts at 2.
  */
 #include <cuda_bf16.h>
 
@@ -153,7 +166,7 @@
 #define SEGP 0
 #endif
 #ifndef PRODW
-#define PRODW 1
+#define PRODW 2 /* not a param since the twenty-second session (see "Params" above) */
 #endif
 #ifndef HINT
 #define HINT 0
@@ -163,6 +176,9 @@
 #endif
 #ifndef MDEPTH
 #define MDEPTH 8
+#endif
+#ifndef KSPL
+#define KSPL 1
 #endif
 #define IDX_MAX 2048 /* most tokens per chunk: their page indices are in shared memory */
 #define IDX_BATCH 8   /* page indices a thread loads before it stores them */
@@ -185,10 +201,11 @@
 
 constexpr int KSTEPS = DIM_QK / 16;                            /* 36 */
 constexpr int NT = TILE / 8;                                   /* n-tiles of the score */
-constexpr int NPW = NT > WARPS ? NT / WARPS : 1;               /* n-tiles per warp */
-constexpr int KS = WARPS > NT ? WARPS / NT : 1;                /* parts of the k-steps */
+constexpr int NPW = KSPL * (NT > WARPS ? NT / WARPS : 1);      /* n-tiles per warp */
+constexpr int KS = KSPL * (WARPS > NT ? WARPS / NT : 1);       /* parts of the k-steps */
 constexpr int KPW = KSTEPS / KS;                               /* k-steps per part */
 constexpr int CHAINS = WARPS == 4 ? 4 : 2;                      /* accumulator chains of the score */
+constexpr int KSPL_UNROLL = QREG ? KPW : 3; /* KSPL 2's score loop; QREG: every index of qf a constant (or qf is in local memory) */
 constexpr int DPW = DIM_CKV / WARPS;                           /* output dims per warp */
 constexpr int OT = DPW / 8;                                    /* PV n-tiles per warp */
 constexpr int Q_BYTES = NUM_QO_HEADS * ROW_BYTES;              /* 18688 */
@@ -202,12 +219,12 @@ static_assert(WARPS == 4 || WARPS == 8, "WARPS is 4 or 8");
 static_assert(CHUNK % TILE == 0, "a chunk is a whole number of tiles");
 static_assert(STAGES >= 2, "at least double buffering");
 static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT is 0 or 1");
-static_assert(PRODW == 1 || PRODW == 2, "PRODW is 1 or 2 producer warps");
+static_assert(PRODW == 2, "two producer warps: one for the ckv parts, one for the kpe parts");
 static_assert(MDEPTH == 4 || MDEPTH == 8, "MDEPTH is 4 or 8 partials a merge thread loads in one round trip");
 static_assert(QREG == 0 || (QREG == 1 && KPW <= 18 && MINB == 1), "QREG holds at most 18 k-steps of Q (72 registers), at one CTA an SM");
 static_assert(KSTEPS % KS == 0 && NT % NPW == 0 && NPW * WARPS >= NT, "the score split covers the tile");
-static_assert(S_BYTES == (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS, "keep the smem expression in sync");
-static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS + 8192 + 16 * STAGES,
+static_assert(S_BYTES == KSPL * (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS, "keep the smem expression in sync");
+static_assert(SMEM_BYTES == 18688 + STAGES * TILE * 1168 + KSPL * (TILE > WARPS * 8 ? TILE : WARPS * 8) * 64 + 512 * KS + 8192 + 16 * STAGES,
               "keep the smem expression in the header in sync");
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
@@ -411,9 +428,8 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
     }
 
     const unsigned ring = smem_addr(s_ring);
-    /* PRODW 1: a producer warp copies both parts of a row; PRODW 2: warp WARPS the ckv parts,
-       warp WARPS + 1 the kpe parts (see "What bounds it" above) */
-    const bool do_ckv = warp == WARPS, do_kpe = PRODW == 1 || warp == WARPS + 1;
+    /* warp WARPS copies the ckv parts, warp WARPS + 1 the kpe parts (see "What bounds it" above) */
+    const bool do_ckv = warp == WARPS, do_kpe = warp == WARPS + 1;
     unsigned long long policy = 0;
 #if HINT
     if (warp >= WARPS)
@@ -569,6 +585,49 @@ mla_mma_ws_partial(const __nv_bfloat16 *__restrict__ q_nope, const __nv_bfloat16
                         ldmatrix_x4(qf[k], q_addr + (unsigned)((s_ks * KPW + k) * 32));
             }
             /* 1. partial scores */
+            if constexpr (KSPL > 1) { /* k-steps outer: each A fragment of Q serves the warp's NPW n-tiles */
+                constexpr int CH = NPW >= 4 ? 1 : 4 / NPW; /* chains a n-tile: 4 in all */
+                float ac[NPW][CH][4] = {};
+                const unsigned kb = tile + (unsigned)(s_nt0 * 8 * ROW_BYTES) + kb_off + (unsigned)(s_ks * KPW * 32);
+                const unsigned qa = q_addr + (unsigned)(s_ks * KPW * 32);
+#pragma unroll KSPL_UNROLL
+                for (int k = 0; k < KPW; k += CH) {
+#pragma unroll
+                    for (int i = 0; i < CH; i++) {
+                        if (k + i < KPW) {
+                            unsigned a[4];
+                            if constexpr (QREG) {
+#pragma unroll
+                                for (int e = 0; e < 4; e++)
+                                    a[e] = qf[k + i][e];
+                            } else {
+                                ldmatrix_x4(a, qa + (unsigned)((k + i) * 32));
+                            }
+#pragma unroll
+                            for (int n = 0; n < NPW; n++) {
+                                unsigned b0, b1;
+                                ldmatrix_x2(b0, b1, kb + (unsigned)(n * 8 * ROW_BYTES + (k + i) * 32));
+                                mma_bf16(ac[n][i], a, b0, b1);
+                            }
+                        }
+                    }
+                }
+                float *const sp = s_s + s_ks * NUM_QO_HEADS * S_STRIDE;
+#pragma unroll
+                for (int n = 0; n < NPW; n++) {
+                    float acc[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        acc[e] = ac[n][0][e];
+#pragma unroll
+                        for (int i = 1; i < CH; i++)
+                            acc[e] += ac[n][i][e];
+                    }
+                    const int nt = s_nt0 + n;
+                    *reinterpret_cast<float2 *>(sp + r * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[0], acc[1]);
+                    *reinterpret_cast<float2 *>(sp + (r + 8) * S_STRIDE + nt * 8 + 2 * c) = make_float2(acc[2], acc[3]);
+                }
+            } else
 #pragma unroll
             for (int n = 0; n < NPW; n++) {
                 const int nt = s_nt0 + n;
