@@ -27,7 +27,12 @@
 //   6. (twenty-first session, `./gather-bench mlahint`) mla_decode's rows (b64 and b128 token
 //      counts) by a streaming read, plain loads and bulk copies, each without and with the L2
 //      evict_first policy, after either flush: the read under mla_decode's b128 target.
-//   ./gather-bench [quick | mla | hint | mlahint]
+//   7. (twenty-third session, `./gather-bench inflight`) b64_kv46287's pages by plain evict_first
+//      loads after the memset, each grid and pages-a-warp (U) alone, with the bytes the grid can
+//      hold in flight an SM (resident CTAs x 8 warps x U x 2 KiB): how the read's time follows
+//      the bytes in flight, against what a kernel that also holds its math state in registers
+//      can keep in flight (gqa_reg, BENCHMARKS.md twenty-third session).
+//   ./gather-bench [quick | mla | hint | mlahint | inflight]
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -413,6 +418,31 @@ int main(int argc, char **argv) {
                 }
                 CK(cudaFree(idx)); CK(cudaFree(ckv)); CK(cudaFree(kpe)); CK(cudaFree(s));
             }
+        }
+        return 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "inflight") {
+        const int n = 46287, pool = 2 * n + 1024;
+        const double bytes = 2.0 * n * 1024;
+        char *k, *v; CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMalloc(&v, (size_t)pool * 1024));
+        int *idx; CK(cudaMalloc(&idx, n * 4));
+        std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
+        std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
+        CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+        auto one = [&](auto kern, int u, int ctas) {
+            int per_sm = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 256, 0));
+            const int resident = std::min(per_sm, (ctas + sms - 1) / sms);
+            const int chunk = (n + ctas - 1) / ctas;
+            const float us = timeit([&] { kern<<<ctas, 256>>>(idx, k, v, n, chunk, out, true); }, 20);
+            CK(cudaGetLastError());
+            printf("inflight n=%d U=%d ctas=%4d: %d CTAs an SM resident, %3d KiB an SM in flight at most: %6.2f us (%.2f TB/s)\n", n, u,
+                   ctas, resident, resident * 8 * u * 2, us, bytes / us / 1e6);
+        };
+        for (int ctas : {sms, 2 * sms, 4 * sms, 8 * sms}) {
+            one(gather_ld<1>, 1, ctas);
+            one(gather_ld<2>, 2, ctas);
+            one(gather_ld<4>, 4, ctas);
+            one(gather_ld<8>, 8, ctas);
         }
         return 0;
     }
