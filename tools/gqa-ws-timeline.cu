@@ -10,10 +10,10 @@
 //        -DSEED='"operators/gqa/seeds/gqa_ws.cu"' -DCTAS=132 -DCHUNK=64 -DTILE=16 -DSTAGES=4
 //        -DWPH=1 -DMERGE=0 -DHINT=1 -DPART=0 -DPREQ=1 -DIDXPF=2 tools/gqa-ws-timeline.cu
 //   ./gqa-ws-timeline
-// Workloads: gqa's benchmark shapes of 16 and 64 requests, each on an even split and on a skewed
-// one whose longest request holds the share ksearch's evaluator gives it (0.608 of 16 requests,
-// 0.300 of 64), the rest split at random; pages drawn from a pool of 2N + 1024 (op.json's
-// generator). tests/cli/t0025 builds it against the seed as it is.
+// Workloads: gqa's four benchmark shapes of 16 and 64 requests, each on an even split and on a
+// skewed one whose longest request holds the share ksearch's evaluator gives it (0.608 of 16
+// requests, 0.300 of 64), the rest split at random; pages drawn from a pool of 2N + 1024
+// (op.json's generator). tests/cli/t0025 builds it against the seed as it is.
 #include SEED
 #include <cstdio>
 #include <vector>
@@ -47,7 +47,7 @@ int main()
     };
     CK(cudaFuncSetAttribute(gqa_ws_partial, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     CK(cudaFuncSetAttribute(empty_like, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
-    struct { int batch, n; double skew; } shapes[] = {{16, 8636, 0.608}, {16, 23079, 0.608}, {64, 28815, 0.300}};
+    struct { int batch, n; double skew; } shapes[] = {{16, 8636, 0.608}, {16, 23079, 0.608}, {64, 28815, 0.300}, {64, 46287, 0.300}};
     std::mt19937 g(7);
     for (auto sh : shapes) {
         const int B = sh.batch, N = sh.n, pool = 2 * N + 1024;
