@@ -12,13 +12,14 @@
 # machine: carry the file). After the leg: `ksearch archive stats` of each RUN, and in OUTDIR
 # ($OUT, else /tmp/search-legs) archives.tgz (every RUN's archive, for the next leg or
 # export-best) and logs-legN.tgz (LABEL-events-legN.jsonl, LABEL-evolve-legN.txt,
-# LABEL-stats-legN.txt). The legs of a 15-minute search: 9m10s and 5m50s. A leg runs past its
-# --time by its last confirmations (up to 8 evaluations a workload; 19 s for a gqa leg), so a
-# 9m10s leg leaves about 30 s of a 10-minute device call.
+# LABEL-stats-legN.txt). The legs of a 15-minute search: 8m50s and 6m10s. A leg runs past its
+# --time by the candidates in flight and its last confirmations, none started after 5% of --time
+# more (26.5 s at 8m50s), so an 8m50s leg ends within about 9m20s of a 10-minute device call. (A
+# 9m10s mla_decode leg overran its call by more than 50 s before that bound: twenty-fourth session.)
 # --dry-run prints the commands and runs nothing. KSEARCH: default build/ksearch.
 set -u
 cd "$(dirname "$0")/.."
-time_arg=9m10s
+time_arg=8m50s
 leg=1
 dir=/tmp/search-legs
 from=

@@ -315,6 +315,14 @@ static void print_confirm_summary(const struct ks_search_summary *sum, const str
 
 	if (c->off[0])
 		printf("confirmation: %s\n", c->off);
+	if (sum->unconfirmed)
+		printf("confirmation: %llu workload best%s left unconfirmed, the time being up (--time and "
+		       "%.0f s "
+		       "for the last confirmations): %s on one draw's time until a run resumes the archive\n",
+		       (unsigned long long)sum->unconfirmed, sum->unconfirmed == 1 ? "" : "s",
+		       cfg->confirm_grace_s > 0 ? cfg->confirm_grace_s
+						: ks_search_confirm_grace_s(cfg->time_limit_s),
+		       sum->unconfirmed == 1 ? "it ranks" : "they rank");
 	if (!c->stored && !c->failed)
 		return;
 	printf("confirmation: %llu new per-workload best%s timed again on fresh length splits, %llu "
@@ -507,7 +515,8 @@ int cmd_evolve(int argc, char **argv)
 		KS_OPT_DURATION(0, "time", &cfg.time_limit_s, "DURATION",
 				"a duration such as 8h, 20m, 90s or 1h30m",
 				"stop after this long (8h, 20m, 90s, 1h30m); the candidates in flight finish "
-				"and the workloads' last bests are confirmed (--confirm-share) after it"),
+				"and the workloads' last bests are confirmed (--confirm-share) after it, "
+				"none started past 5% of DURATION more (10 s to 1 min)"),
 		KS_OPT_DOUBLE(0, "target", &cfg.target_fitness, "FITNESS", DBL_MIN, DBL_MAX,
 			      "a fitness > 0 (a speedup over the reference)",
 			      "stop when the best fitness reaches this"),

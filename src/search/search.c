@@ -1822,23 +1822,36 @@ static int apply_evidence(struct search *s, struct ks_error *err)
 }
 
 /*
- * When a run stops, its workloads' bests are confirmed before it returns,
- * whatever the budget: the per-workload bests it leaves (what export-best
- * --dispatch takes) are then times that held on two draws.  One evaluation
- * each, on lane 0 (the lanes have stopped); a best that loses its place makes
- * another the best, which is confirmed in turn, at most eight rounds a
- * workload (a 2m20s gqa search on an H200, capped at four, ran 19 in 19 s).  Not after a
+ * When a run stops, its workloads' bests are confirmed before it returns:
+ * the per-workload bests it leaves (what export-best --dispatch takes) are
+ * then times that held on two draws.  One evaluation each, on lane 0 (the
+ * lanes have stopped); a best that loses its place makes another the best,
+ * which is confirmed in turn, at most eight rounds a workload (a 2m20s gqa
+ * search on an H200, capped at four, ran 19 in 19 s).  A run with a time
+ * limit starts none past the limit and its grace (ks_search_confirm_grace_s():
+ * a 9m10s mla_decode search ran 21 of them in 35 s past its limit, and a
+ * user's --time is a promise); the bests left wait for the next run on the
+ * archive, which confirms them, and the summary counts them.  Not after a
  * signal: that stop is at once.
  */
 static int confirm_last_bests(struct search *s, size_t workloads, struct ks_error *err)
 {
 	struct ks_evidence_queue *q = &s->evidence[CONFIRM];
+	const struct ks_search_config *cfg = s->cfg;
+	double grace = cfg->confirm_grace_s > 0 ? cfg->confirm_grace_s
+						: ks_search_confirm_grace_s(cfg->time_limit_s);
 
 	for (size_t round = 0; round < 8 * workloads; round++) {
 		struct ks_evidence_job *job;
 
 		if (queue_unconfirmed(s, err) < 0)
 			return -1;
+		if (cfg->time_limit_s > 0 && ks_now_s() - s->t_start >= cfg->time_limit_s + grace) {
+			pthread_mutex_lock(&s->lock);
+			s->summary->unconfirmed = q->n_wait;
+			pthread_mutex_unlock(&s->lock);
+			return 0;
+		}
 		if (!(job = ks_evidence_queue_take_now(q)))
 			return 0;
 		ks_evidence_queue_run(q, 0, job);
@@ -1846,6 +1859,13 @@ static int confirm_last_bests(struct search *s, size_t workloads, struct ks_erro
 			return -1;
 	}
 	return 0;
+}
+
+double ks_search_confirm_grace_s(double time_limit_s)
+{
+	double grace = 0.05 * time_limit_s;
+
+	return grace < 10 ? 10 : grace > 60 ? 60 : grace;
 }
 
 /*
@@ -2085,8 +2105,9 @@ shutdown:
 			fputc('\n', cfg->out);
 		status_line(&s, 1);
 	}
-	search_log(&s, json_pack("{s:s, s:s?, s:I, s:f}", "event", "stop", "reason", summary->stop_reason,
-				 "evaluated", (json_int_t)summary->evaluated, "wall_s", summary->wall_s));
+	search_log(&s, json_pack("{s:s, s:s?, s:I, s:f, s:I}", "event", "stop", "reason",
+				 summary->stop_reason, "evaluated", (json_int_t)summary->evaluated, "wall_s",
+				 summary->wall_s, "unconfirmed", (json_int_t)summary->unconfirmed));
 cleanup:
 	for (size_t i = s.mutators_started; i-- > 0;) {
 		const struct ks_mutator *m = cfg->mutators[i];

@@ -43,4 +43,5 @@ grep -Eq '^ +b64_kv46287 +#6 .*690\.00 us' "$TMP/out" || fail "the dispatch shou
 run 0 "$KSEARCH" evolve --help
 out_has "--confirm-share F"
 out_has "no best holds its place by a lucky draw"
+out_has "none started past 5% of DURATION more (10 s to 1 min)"
 done_ok

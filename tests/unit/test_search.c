@@ -713,7 +713,8 @@ static void test_target_stops_and_internal_failure_is_reported(void **state)
 /* The profiler's, the sanitizer's and the confirmations' shares in run_profiled()'s searches. */
 static double profiled_share = 0.5, sanitized_share = 0, confirmed_share = 0;
 
-static double profiled_time_s; /* run_profiled()'s --time (0: none) */
+static double profiled_time_s;				     /* run_profiled()'s --time (0: none) */
+static double confirmed_guess_s = 0.0001, confirmed_grace_s; /* and its confirmations' */
 
 static void run_profiled(struct fixture *f, const char *archive, struct toy *toy, uint64_t budget,
 			 struct ks_search_summary *sum, char **out_text, char **log_text)
@@ -736,7 +737,8 @@ static void run_profiled(struct fixture *f, const char *archive, struct toy *toy
 					.sanitize_share = sanitized_share,
 					.sanitize_guess_s = 0.0001,
 					.confirm_share = confirmed_share,
-					.confirm_guess_s = 0.0001 };
+					.confirm_guess_s = confirmed_guess_s,
+					.confirm_grace_s = confirmed_grace_s };
 	const struct ks_mutator *mutators[] = { &ks_mutator_param };
 	struct ks_archive *ar = open_archive(f, archive);
 	size_t out_size = 0, log_size = 0;
@@ -1223,6 +1225,62 @@ static void test_lucky_bests_are_confirmed_and_lose_their_place(void **state)
 	ks_record_release(&rec);
 	free(out);
 	free(log);
+}
+
+/*
+ * A run with a time limit starts no last confirmation past the limit and
+ * its grace: the bests it leaves are counted, said and logged, and the next
+ * run on the archive confirms them.  The grace is 5% of the limit, from
+ * 10 s to a minute.
+ */
+static void test_last_confirmations_end_with_the_time_s_grace(void **state)
+{
+	struct fixture *f = *state;
+	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .luck = 1, .eval_us = 30000 };
+	struct ks_search_summary sum;
+	struct ks_record rec;
+	char *out = NULL, *log = NULL;
+	double us;
+
+	assert_true(fabs(ks_search_confirm_grace_s(60) - 10) < 1e-9);
+	assert_true(fabs(ks_search_confirm_grace_s(550) - 27.5) < 1e-9);
+	assert_true(fabs(ks_search_confirm_grace_s(8 * 3600) - 60) < 1e-9);
+
+	/* confirmations only at the end (a first guess no share pays for), and no grace to speak of */
+	profiled_share = 0;
+	confirmed_share = 0.05;
+	confirmed_guess_s = 1000;
+	confirmed_grace_s = 1e-9;
+	profiled_time_s = 0.3;
+	run_profiled(f, "grace", &t, 100000, &sum, &out, &log);
+	assert_string_equal(sum.stop_reason, "time");
+	assert_int_equal(sum.confirm.stored, 0);
+	assert_true(sum.unconfirmed >= 1);
+	assert_contains(log, "\"unconfirmed\":");
+	assert_null(strstr(log, "\"unconfirmed\":0"));
+	ks_record_init(&rec);
+	n1024_best(f, "grace", &us, &rec);
+	assert_null(rec.confirmation);
+	ks_record_release(&rec);
+	free(out);
+	free(log);
+
+	/* the next run, with no time limit, confirms what the first left */
+	profiled_time_s = 0;
+	run_profiled(f, "grace", &t, 2, &sum, &out, &log);
+	assert_int_equal(sum.unconfirmed, 0);
+	assert_true(sum.confirm.stored >= 1);
+	assert_contains(log, "\"unconfirmed\":0");
+	ks_record_init(&rec);
+	n1024_best(f, "grace", &us, &rec);
+	assert_non_null(rec.confirmation);
+	ks_record_release(&rec);
+	free(out);
+	free(log);
+	confirmed_share = 0;
+	confirmed_guess_s = 0.0001;
+	confirmed_grace_s = 0;
+	profiled_share = 0.5;
 }
 
 /* No sanitizer that can run here: said once, with why, and the search goes on without checks. */
@@ -2490,6 +2548,7 @@ int main(void)
 		cmocka_unit_test(test_new_bests_are_sanitizer_checked_within_the_share),
 		cmocka_unit_test(test_a_failed_check_demotes_the_best_and_the_search_goes_on),
 		cmocka_unit_test(test_lucky_bests_are_confirmed_and_lose_their_place),
+		cmocka_unit_test(test_last_confirmations_end_with_the_time_s_grace),
 		cmocka_unit_test(test_an_unavailable_sanitizer_is_said_once_and_the_search_goes_on),
 		cmocka_unit_test(test_a_resumed_search_checks_the_unchecked_best),
 

@@ -135,7 +135,20 @@ struct ks_search_config {
 	 */
 	double confirm_share;
 	double confirm_guess_s;
+	/*
+	 * A run with a time limit starts its last confirmations (those of the
+	 * bests it leaves) no later than this long after the limit; the rest
+	 * wait for the next run on the archive.  0:
+	 * ks_search_confirm_grace_s(time_limit_s).
+	 */
+	double confirm_grace_s;
 };
+
+/*
+ * The default time a run's last confirmations may take past its time limit:
+ * 5% of the limit, at least 10 s and at most a minute.
+ */
+double ks_search_confirm_grace_s(double time_limit_s);
 
 /* What one kind of hardware evidence did in a run. */
 #define KS_SEARCH_EVIDENCE_IDS 16
@@ -168,6 +181,7 @@ struct ks_search_summary {
 	struct ks_search_evidence profiles;  /* of new elites */
 	struct ks_search_evidence sanitizer; /* checks of new bests */
 	struct ks_search_evidence confirm;   /* new workloads' bests timed again; changed: bests replaced */
+	uint64_t unconfirmed; /* workloads' bests the run left unconfirmed: its time and grace were up */
 };
 
 /*
