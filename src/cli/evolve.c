@@ -315,14 +315,17 @@ static void print_confirm_summary(const struct ks_search_summary *sum, const str
 
 	if (c->off[0])
 		printf("confirmation: %s\n", c->off);
-	if (sum->unconfirmed)
-		printf("confirmation: %llu workload best%s left unconfirmed, the time being up (--time and "
-		       "%.0f s "
-		       "for the last confirmations): %s on one draw's time until a run resumes the archive\n",
-		       (unsigned long long)sum->unconfirmed, sum->unconfirmed == 1 ? "" : "s",
-		       cfg->confirm_grace_s > 0 ? cfg->confirm_grace_s
-						: ks_search_confirm_grace_s(cfg->time_limit_s),
+	if (sum->unconfirmed) {
+		const char *why = cfg->time_limit_s > 0
+					  ? "5% of --time more, 10 s to a minute, and eight rounds"
+					  : "eight rounds";
+
+		printf("confirmation: %llu workload best%s left unconfirmed when the run ended (its last "
+		       "confirmations get %s a workload): %s on one draw's time until a run resumes the "
+		       "archive\n",
+		       (unsigned long long)sum->unconfirmed, sum->unconfirmed == 1 ? "" : "s", why,
 		       sum->unconfirmed == 1 ? "it ranks" : "they rank");
+	}
 	if (!c->stored && !c->failed)
 		return;
 	printf("confirmation: %llu new per-workload best%s timed again on fresh length splits, %llu "

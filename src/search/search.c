@@ -1026,12 +1026,29 @@ static int best_of_a_split_workload(const json_t *bests, uint64_t id, const stru
 	return 0;
 }
 
+/* Is id the best of a workload before this one in bests' order (so counted already)? */
+static int counted_before(const json_t *bests, const char *workload, uint64_t id)
+{
+	const char *w;
+	const json_t *entry;
+
+	json_object_foreach((json_t *)bests, w, entry)
+	{
+		if (!strcmp(w, workload))
+			return 0;
+		if ((uint64_t)json_integer_value(json_object_get(entry, "id")) == id)
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * The workloads' bests that were never confirmed (timed again on fresh
  * splits: search_confirm.c), because an earlier run stopped with them
- * waiting or a confirmation just made them the bests, wait for one.
+ * waiting or a confirmation just made them the bests, wait for one; or,
+ * with count, are counted (records, not workloads) and not queued.
  */
-static int queue_unconfirmed(struct search *s, struct ks_error *err)
+static int unconfirmed_bests(struct search *s, uint64_t *count, struct ks_error *err)
 {
 	json_t *bests = NULL, *entry;
 	struct ks_record rec;
@@ -1049,8 +1066,12 @@ static int queue_unconfirmed(struct search *s, struct ks_error *err)
 
 		if (ks_archive_get_record(s->ar, id, &rec, NULL, err) < 0)
 			goto cleanup;
-		if (best_of_a_split_workload(bests, id, &rec.result))
+		if (!best_of_a_split_workload(bests, id, &rec.result))
+			continue;
+		if (!count)
 			queue_unless(s, CONFIRM, &rec);
+		else if (ks_record_ok(&rec) && !rec.confirmation && !counted_before(bests, workload, id))
+			(*count)++;
 	}
 	ret = 0;
 cleanup:
@@ -1817,7 +1838,7 @@ static int apply_evidence(struct search *s, struct ks_error *err)
 		if (ks_evidence_queue_apply(&s->evidence[i], err) < 0)
 			return -1;
 	if (s->summary->sanitizer.changed != demoted || s->summary->confirm.changed != replaced)
-		return queue_unsanitized(s, err) < 0 ? -1 : queue_unconfirmed(s, err);
+		return queue_unsanitized(s, err) < 0 ? -1 : unconfirmed_bests(s, NULL, err);
 	return 0;
 }
 
@@ -1844,21 +1865,17 @@ static int confirm_last_bests(struct search *s, size_t workloads, struct ks_erro
 	for (size_t round = 0; round < 8 * workloads; round++) {
 		struct ks_evidence_job *job;
 
-		if (queue_unconfirmed(s, err) < 0)
+		if (cfg->time_limit_s > 0 && ks_now_s() - s->t_start >= cfg->time_limit_s + grace)
+			return unconfirmed_bests(s, &s->summary->unconfirmed, err);
+		if (unconfirmed_bests(s, NULL, err) < 0)
 			return -1;
-		if (cfg->time_limit_s > 0 && ks_now_s() - s->t_start >= cfg->time_limit_s + grace) {
-			pthread_mutex_lock(&s->lock);
-			s->summary->unconfirmed = q->n_wait;
-			pthread_mutex_unlock(&s->lock);
-			return 0;
-		}
 		if (!(job = ks_evidence_queue_take_now(q)))
 			return 0;
 		ks_evidence_queue_run(q, 0, job);
 		if (apply_evidence(s, err) < 0)
 			return -1;
 	}
-	return 0;
+	return unconfirmed_bests(s, &s->summary->unconfirmed, err);
 }
 
 double ks_search_confirm_grace_s(double time_limit_s)
@@ -1968,7 +1985,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	}
 	summary->resumed_from = m0.candidates;
 	if (evaluator_check(&s, m0.candidates, err) < 0 || queue_unprofiled(&s, err) < 0 ||
-	    queue_unsanitized(&s, err) < 0 || queue_unconfirmed(&s, err) < 0)
+	    queue_unsanitized(&s, err) < 0 || unconfirmed_bests(&s, NULL, err) < 0)
 		goto cleanup;
 
 	s.next_insert = s.next_seq = s.dispatch_end = inserted;

@@ -1255,9 +1255,9 @@ static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 	run_profiled(f, "grace", &t, 100000, &sum, &out, &log);
 	assert_string_equal(sum.stop_reason, "time");
 	assert_int_equal(sum.confirm.stored, 0);
-	assert_true(sum.unconfirmed >= 1);
-	assert_contains(log, "\"unconfirmed\":");
-	assert_null(strstr(log, "\"unconfirmed\":0"));
+	/* n1024's best, one record, however many bests came and went in the queue */
+	assert_int_equal(sum.unconfirmed, 1);
+	assert_contains(log, "\"unconfirmed\":1");
 	ks_record_init(&rec);
 	n1024_best(f, "grace", &us, &rec);
 	assert_null(rec.confirmation);
