@@ -9,16 +9,16 @@
 # Each RUN is `ksearch evolve --op OP --seed SEED --time T --archive DIR/LABEL` with default
 # settings, pinned to its GPU by CUDA_VISIBLE_DEVICES; it resumes DIR/LABEL when a leg before
 # left it there. --from TGZ unpacks an earlier leg's archives.tgz into DIR first (a fresh
-# machine: carry the file). After the leg: `ksearch archive stats` of each RUN, and in OUTDIR
+# machine: carry the file), or its parts TGZ.part-aa, TGZ.part-ab ... when TGZ is not there. After the leg: `ksearch archive stats` of each RUN, and in OUTDIR
 # ($OUT, else /tmp/search-legs) archives.tgz (every RUN's archive, for the next leg or
-# export-best) and logs-legN.tgz (LABEL-events-legN.jsonl, LABEL-evolve-legN.txt,
+# export-best; over 15 MiB, parts archives.tgz.part-aa ... of 12 MiB) and logs-legN.tgz (LABEL-events-legN.jsonl, LABEL-evolve-legN.txt,
 # LABEL-stats-legN.txt). The legs of a 15-minute search: 8m50s and 6m10s. A leg runs past its
 # --time by the candidates in flight and its last confirmations, none started after 5% of --time
 # more (26.5 s at 8m50s), so an 8m50s leg ends within about 9m20s of a 10-minute device call. (A
 # 9m10s mla_decode leg overran its call by more than 50 s before that bound: twenty-fourth session.)
 # --dry-run prints the commands and runs nothing. KSEARCH: default build/ksearch.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 time_arg=8m50s
 leg=1
 dir=/tmp/search-legs
@@ -55,7 +55,11 @@ for r in "$@"; do # every RUN is checked before any starts: a typo must not cost
 	labels+=("$label") ops+=("$op") seeds+=("$seed") gpus+=("$gpu")
 done
 if [ $dry = 1 ]; then
-	[ -z "$from" ] || echo "tar xzf $from -C $dir"
+	if [ -n "$from" ] && [ ! -f "$from" ] && [ -f "$from.part-aa" ]; then
+		echo "cat $from.part-* | tar xzf - -C $dir"
+	elif [ -n "$from" ]; then
+		echo "tar xzf $from -C $dir"
+	fi
 	for i in "${!labels[@]}"; do
 		echo "CUDA_VISIBLE_DEVICES=${gpus[$i]} $KSEARCH evolve --op ${ops[$i]} --seed ${seeds[$i]} --time $time_arg" \
 			"--archive $dir/${labels[$i]} --log $OUTDIR/${labels[$i]}-events-leg$leg.jsonl"
@@ -63,7 +67,9 @@ if [ $dry = 1 ]; then
 	exit 0
 fi
 mkdir -p "$dir" "$OUTDIR/logs-leg$leg" || exit 1
-if [ -n "$from" ]; then
+if [ -n "$from" ] && [ ! -f "$from" ] && [ -f "$from.part-aa" ]; then
+	cat "$from".part-* | tar xzf - -C "$dir" || { echo "search-legs: cannot unpack $from.part-* into $dir" >&2; exit 1; }
+elif [ -n "$from" ]; then
 	tar xzf "$from" -C "$dir" || { echo "search-legs: cannot unpack $from into $dir" >&2; exit 1; }
 fi
 logs=$OUTDIR/logs-leg$leg
@@ -83,4 +89,8 @@ for i in "${!labels[@]}"; do
 	sed -n '/best per workload/,/dispatch/p' "$logs/$l-stats-leg$leg.txt"
 done
 tar czf "$OUTDIR/archives.tgz" -C "$dir" "${labels[@]}" || exit 1
+# a file over 16 MiB does not come back from a device call: parts of 12 MiB do (--from joins them)
+if [ "$(stat -c %s "$OUTDIR/archives.tgz")" -gt $((15 * 1024 * 1024)) ]; then
+	split -b 12m "$OUTDIR/archives.tgz" "$OUTDIR/archives.tgz.part-" && rm "$OUTDIR/archives.tgz" || exit 1
+fi
 tar czf "$OUTDIR/logs-leg$leg.tgz" -C "$OUTDIR" "logs-leg$leg" && rm -rf "$logs"
