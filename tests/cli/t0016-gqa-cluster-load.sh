@@ -9,10 +9,11 @@
 . "$(dirname "$0")/lib.sh"
 
 seed=operators/gqa/seeds/gqa_space_cluster.cu
-# params ...: compile at these params (others first), check the report of a LOAD 2 kernel
+# params ...: compile at these params (others at the family's start, L2PF 0 as LOAD 2 needs),
+# check the report of a LOAD 2 kernel
 load2_ok() {
 	local args=() kv
-	for kv in "$@"; do args+=(--param "$kv"); done
+	for kv in L2PF=0 "$@"; do args+=(--param "$kv"); done
 	run 0 "$KSEARCH" compile "$seed" --op gqa --arch sm_90a --json "${args[@]}"
 	checks=$((checks + 1))
 	python3 - "$TMP/out" <<'PY' || fail "LOAD 2 at $*: not ok, spills, or not one ring stage per warp"
@@ -34,7 +35,7 @@ load2_ok LOAD=2 SPLITS=8 MERGE=0 WARPS=8 STAGES=3 HINT=1 IDXPF=4
 load2_ok LOAD=2 SPLITS=32 CHUNK=256 MERGE=1 WARPS=8 STAGES=3 HINT=1 IDXPF=4
 load2_ok LOAD=2 SPLITS=4 MERGE=0 WARPS=1 STAGES=3 HINT=0 IDXPF=4
 
-run 2 "$KSEARCH" compile "$seed" --op gqa --param LOAD=2 --param STAGES=4
+run 2 "$KSEARCH" compile "$seed" --op gqa --param LOAD=2 --param L2PF=0 --param STAGES=4
 err_has 'LOAD != 2 || STAGES <= 3'
 run 2 "$KSEARCH" compile "$seed" --op gqa --param LOAD=2 --param L2PF=1
 err_has 'LOAD == 0 || L2PF == 0'

@@ -2,6 +2,7 @@
 { "params": {"SPLITS": [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32], "CHUNK": [16, 32, 64, 128, 256],
              "MERGE": [0, 1], "LOAD": [0, 1, 2], "HINT": [0, 1], "L2PF": [0, 1, 2], "WARPS": [1, 2, 3, 4, 6, 8],
              "STAGES": [2, 3, 4, 6], "IDXPF": [1, 2, 4]},
+  "start": {"SPLITS": 10, "HINT": 1, "L2PF": 1, "WARPS": 4, "IDXPF": 4},
   "constraints": ["MERGE == 1 || SPLITS <= 16", "LOAD == 0 || L2PF == 0",
                   "SPLITS > 1 || (MERGE == 0 && CHUNK == 16)",
                   "LOAD != 2 || STAGES <= 3",
@@ -28,6 +29,11 @@
  * A batch of one request (latency-bound: a chain of dependent round trips) loads its
  * first page indices on the guess [0, num_kv_indices), in the same round trip as
  * kv_indptr, which confirms the guess or has the indices loaded again from its values.
+ *
+ * Start: where b1_kv546 was measured best (SPLITS=10 WARPS=4 HINT=1 L2PF=1 IDXPF=4,
+ * 8.16-8.42 us under `ksearch check` on an H200, twentieth session), since this family
+ * is the one-request corner's: from the first values (one split, one warp), two
+ * 15-minute searches stopped at 9.3 us with SPLITS=6 (BENCHMARKS.md, twenty-fourth).
  *
  * Merge:
  *   MERGE 0 - the SPLITS CTAs of a (request, KV head) form a cluster (1, SPLITS, 1).
