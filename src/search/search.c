@@ -1026,19 +1026,17 @@ static int best_of_a_split_workload(const json_t *bests, uint64_t id, const stru
 	return 0;
 }
 
-/* Is id the best of a workload before this one in bests' order (so counted already)? */
-static int counted_before(const json_t *bests, const char *workload, uint64_t id)
-{
-	const char *w;
-	const json_t *entry;
+/* Record ids, each once. */
+struct id_set {
+	uint64_t *ids;
+	size_t n, alloc;
+};
 
-	json_object_foreach((json_t *)bests, w, entry)
-	{
-		if (!strcmp(w, workload))
-			return 0;
-		if ((uint64_t)json_integer_value(json_object_get(entry, "id")) == id)
+static int id_set_has(const struct id_set *set, uint64_t id)
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (set->ids[i] == id)
 			return 1;
-	}
 	return 0;
 }
 
@@ -1046,9 +1044,9 @@ static int counted_before(const json_t *bests, const char *workload, uint64_t id
  * The workloads' bests that were never confirmed (timed again on fresh
  * splits: search_confirm.c), because an earlier run stopped with them
  * waiting or a confirmation just made them the bests, wait for one; or,
- * with count, are counted (records, not workloads) and not queued.
+ * with set, are gathered there (each record once) and not queued.
  */
-static int unconfirmed_bests(struct search *s, uint64_t *count, struct ks_error *err)
+static int unconfirmed_bests(struct search *s, struct id_set *set, struct ks_error *err)
 {
 	json_t *bests = NULL, *entry;
 	struct ks_record rec;
@@ -1068,10 +1066,12 @@ static int unconfirmed_bests(struct search *s, uint64_t *count, struct ks_error 
 			goto cleanup;
 		if (!best_of_a_split_workload(bests, id, &rec.result))
 			continue;
-		if (!count)
+		if (!set) {
 			queue_unless(s, CONFIRM, &rec);
-		else if (ks_record_ok(&rec) && !rec.confirmation && !counted_before(bests, workload, id))
-			(*count)++;
+		} else if (ks_record_ok(&rec) && !rec.confirmation && !id_set_has(set, id)) {
+			KS_ALLOC_GROW(set->ids, set->n + 1, set->alloc);
+			set->ids[set->n++] = id;
+		}
 	}
 	ret = 0;
 cleanup:
@@ -1852,8 +1852,10 @@ static int apply_evidence(struct search *s, struct ks_error *err)
  * limit starts none past the limit and its grace (ks_search_confirm_grace_s():
  * a 9m10s mla_decode search ran 21 of them in 35 s past its limit, and a
  * user's --time is a promise); the bests left wait for the next run on the
- * archive, which confirms them, and the summary counts them.  Not after a
- * signal: that stop is at once.
+ * archive, which confirms them, and the summary counts them.  Only the bests
+ * are confirmed: a record queued while it was one and replaced since is
+ * dropped (an mla_decode run spent 1.8 s each on such records, past its
+ * time).  Not after a signal: that stop is at once.
  */
 static int confirm_last_bests(struct search *s, size_t workloads, struct ks_error *err)
 {
@@ -1861,21 +1863,36 @@ static int confirm_last_bests(struct search *s, size_t workloads, struct ks_erro
 	const struct ks_search_config *cfg = s->cfg;
 	double grace = cfg->confirm_grace_s > 0 ? cfg->confirm_grace_s
 						: ks_search_confirm_grace_s(cfg->time_limit_s);
+	struct id_set left = { 0 };
+	int ret = -1;
 
 	for (size_t round = 0; round < 8 * workloads; round++) {
 		struct ks_evidence_job *job;
 
-		if (cfg->time_limit_s > 0 && ks_now_s() - s->t_start >= cfg->time_limit_s + grace)
-			return unconfirmed_bests(s, &s->summary->unconfirmed, err);
+		left.n = 0;
+		if (unconfirmed_bests(s, &left, err) < 0)
+			goto done;
+		if (!left.n ||
+		    (cfg->time_limit_s > 0 && ks_now_s() - s->t_start >= cfg->time_limit_s + grace))
+			break;
+		/* the bests alone: a record queued while it was one and replaced since waits for nothing */
+		ks_evidence_queue_retain(q, left.ids, left.n);
 		if (unconfirmed_bests(s, NULL, err) < 0)
-			return -1;
+			goto done;
 		if (!(job = ks_evidence_queue_take_now(q)))
-			return 0;
+			break;
 		ks_evidence_queue_run(q, 0, job);
 		if (apply_evidence(s, err) < 0)
-			return -1;
+			goto done;
+		left.n = 0;
+		if (round + 1 == 8 * workloads && unconfirmed_bests(s, &left, err) < 0)
+			goto done;
 	}
-	return unconfirmed_bests(s, &s->summary->unconfirmed, err);
+	s->summary->unconfirmed = left.n;
+	ret = 0;
+done:
+	free(left.ids);
+	return ret;
 }
 
 double ks_search_confirm_grace_s(double time_limit_s)

@@ -147,6 +147,25 @@ struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q)
 	return job;
 }
 
+void ks_evidence_queue_retain(struct ks_evidence_queue *q, const uint64_t *ids, size_t n)
+{
+	size_t kept = 0;
+
+	pthread_mutex_lock(q->env.lock);
+	for (size_t i = 0; i < q->n_wait; i++) {
+		size_t j = 0;
+
+		while (j < n && ids[j] != q->wait[i]->id)
+			j++;
+		if (j < n)
+			q->wait[kept++] = q->wait[i];
+		else
+			job_free(q->wait[i]);
+	}
+	q->n_wait = kept;
+	pthread_mutex_unlock(q->env.lock);
+}
+
 void ks_evidence_queue_run(struct ks_evidence_queue *q, int lane, struct ks_evidence_job *job)
 {
 	const char *why;

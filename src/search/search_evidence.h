@@ -129,6 +129,8 @@ int ks_evidence_queue_ready(struct ks_evidence_queue *q, double gpu_s);
 struct ks_evidence_job *ks_evidence_queue_take(struct ks_evidence_queue *q, double gpu_s);
 /* The newest job waiting, whatever the budget (a run's last confirmations), or NULL; takes the lock. */
 struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q);
+/* Calling thread: drop the jobs waiting whose record is not one of ids[0..n). */
+void ks_evidence_queue_retain(struct ks_evidence_queue *q, const uint64_t *ids, size_t n);
 /* A lane, without the lock: run it, and leave the outcome for the calling thread. */
 void ks_evidence_queue_run(struct ks_evidence_queue *q, int lane, struct ks_evidence_job *job);
 /* Calling thread: store the outcomes that came back; -1 when the archive failed. */

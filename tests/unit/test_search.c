@@ -75,7 +75,7 @@ struct toy {
 	 * except the first evaluation of one (family, params) in three, which
 	 * drew lucky splits and took half that.
 	 */
-	int luck;
+	int luck; /* 2: workload n2048 too, lucky on (h % 3 == 1) */
 	uint64_t seen[1024];
 	int n_seen;
 };
@@ -191,6 +191,20 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 		}
 		w->ref_median_us = 100.0;
 		w->speedup = w->ref_median_us / w->median_us;
+		if (t->luck == 2) { /* a second such workload, lucky on other draws */
+			w = ks_result_add_workload(res, "n2048");
+			w->median_us = 100.0 / fitness * (first && h % 3 == 1 ? 0.5 : 1.0);
+			w->n_splits = 3;
+			for (int k = 0; k < 3; k++) {
+				snprintf(w->splits[k].kind, sizeof(w->splits[k].kind), "%s",
+					 k == 0	  ? "even"
+					 : k == 1 ? "skewed"
+						  : "uniform");
+				w->splits[k].median_us = w->median_us;
+			}
+			w->ref_median_us = 100.0;
+			w->speedup = w->ref_median_us / w->median_us;
+		}
 	}
 	return 0;
 }
@@ -1230,13 +1244,15 @@ static void test_lucky_bests_are_confirmed_and_lose_their_place(void **state)
 /*
  * A run with a time limit starts no last confirmation past the limit and
  * its grace: the bests it leaves are counted, said and logged, and the next
- * run on the archive confirms them.  The grace is 5% of the limit, from
+ * run on the archive confirms them.  With time enough, it confirms the bests
+ * and nothing else.  The grace is 5% of the limit, from
  * 10 s to a minute.
  */
 static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 {
 	struct fixture *f = *state;
 	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .luck = 1, .eval_us = 30000 };
+	struct toy t2 = { .lock = PTHREAD_MUTEX_INITIALIZER, .luck = 2, .eval_us = 30000 };
 	struct ks_search_summary sum;
 	struct ks_record rec;
 	char *out = NULL, *log = NULL;
@@ -1264,6 +1280,27 @@ static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 	ks_record_release(&rec);
 	free(out);
 	free(log);
+
+	/*
+	 * With time for them, the last confirmations are of the bests alone: none
+	 * is spent on a record that was queued as a best and replaced since
+	 * (such a one neither holds nor loses a workload)
+	 */
+	confirmed_grace_s = 30;
+	run_profiled(f, "grace-whole", &t2, 100000, &sum, &out, &log);
+	assert_string_equal(sum.stop_reason, "time");
+	assert_true(sum.confirm.stored >= 1);
+	/* eight rounds a workload of the op (one here), for two workloads' chains of lucky bests */
+	assert_true(sum.unconfirmed <= 1);
+	assert_null(strstr(log, "\"workloads_held\":0,\"workloads_lost\":0"));
+	assert_true(sum.wall_s < 0.3 + 30);
+	ks_record_init(&rec);
+	n1024_best(f, "grace-whole", &us, &rec);
+	assert_non_null(rec.confirmation);
+	ks_record_release(&rec);
+	free(out);
+	free(log);
+	confirmed_grace_s = 1e-9;
 
 	/* the next run, with no time limit, confirms what the first left */
 	profiled_time_s = 0;
