@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Positive cases: the reference and every shipped seed of every operator
 # verify ok on every check workload (and time on the benchmark workloads),
-# with the first value of each param.  With KS_SEEDS_ALL_PARAMS=1, every
-# param combination too, timed on the op's smallest benchmark workload only;
+# at each seed's start (the first value of every param its `start` leaves
+# out).  With KS_SEEDS_ALL_PARAMS=1, every param combination too, timed on
+# the op's smallest benchmark workload only;
 # a design-space family of more than 64 allowed combinations gets the
 # deterministic sample of tests/cli/seed_sample.py instead (KS_SEEDS_SAMPLE,
 # default 24: the default params, both extremes of every param, spread points).

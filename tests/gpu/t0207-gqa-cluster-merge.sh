@@ -5,7 +5,7 @@
 # of one token, uneven lengths) at points that cover its shapes: every cluster size from 2 to 8
 # (head ownership even and uneven: 8 % SPLITS), clusters of 10, 12 and 16 CTAs (not portable:
 # the evaluator allows them; splits 8 and up own no head), one to eight warps, all three loads,
-# and the counter merge (MERGE 1) beside it. t0201 checks the seed at its first params only (SPLITS 1).
+# and the counter merge (MERGE 1) beside it. t0201 checks the seed at its start only (SPLITS 10).
 #
 # Needs a GPU (exit 77 = skipped otherwise).  Env: KSEARCH, KS_SOURCE_ROOT, optional KS_GPU_LOG_DIR.
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -30,7 +30,10 @@ points=(
 for p in "${points[@]}"; do
 	args=()
 	for kv in $p; do args+=(--param "$kv"); done
-	case $p in *MERGE=*) ;; *) args+=(--param MERGE=0) ;; esac
+	# what a point leaves out takes the first value, not the start's (HINT=1 L2PF=1 IDXPF=4)
+	for d in MERGE=0 HINT=0 L2PF=0 IDXPF=1; do
+		case " $p" in *" ${d%=*}="*) ;; *) args+=(--param "$d") ;; esac
+	done
 	run 0 "$KSEARCH" check "$seed" --op gqa --json --time-cap 50 --workload b1_kv546 "${args[@]}"
 	[ -n "${KS_GPU_LOG_DIR:-}" ] && cp "$TMP/out" "$KS_GPU_LOG_DIR/t0207-$(echo "$p" | tr ' =' '_-').json"
 	checks=$((checks + 1))

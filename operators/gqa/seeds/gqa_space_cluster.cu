@@ -34,6 +34,9 @@
  * 8.16-8.42 us under `ksearch check` on an H200, twentieth session), since this family
  * is the one-request corner's: from the first values (one split, one warp), two
  * 15-minute searches stopped at 9.3 us with SPLITS=6 (BENCHMARKS.md, twenty-fourth).
+ * Today's evaluator (three length splits, fresh q, L2 flushed) times this start at
+ * 9.28-9.38 us, and a search from it stopped at 9.31 us (twenty-fifth session): the
+ * start saves the climb; it does not reach lower.
  *
  * Merge:
  *   MERGE 0 - the SPLITS CTAs of a (request, KV head) form a cluster (1, SPLITS, 1).
