@@ -87,5 +87,6 @@ err_has "tests/gpu/hostile/illegal_address.cu: "
 run 4 "$KSEARCH" profile --op rmsnorm tests/gpu/hostile/infinite_loop.cu --timeout 15s
 keep infinite-loop
 err_has "tests/gpu/hostile/infinite_loop.cu: the candidate did not finish within 14 s under the profiler"
-! pgrep -f "__profile_run" >/dev/null || fail "a profile runner outlived its deadline"
+# this candidate's runner only: searches beside the test (one GPU each) run runners of their own
+! pgrep -f "__profile_run .*infinite_loop[.]cu" >/dev/null || fail "a profile runner outlived its deadline"
 done_ok
