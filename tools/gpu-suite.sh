@@ -3,7 +3,9 @@
 # build made elsewhere (build/ carried over): the driver and toolkit come
 # from the machine, the libraries the build linked statically travel in the
 # binary, and test-only libraries in build/carry-libs.  Logs go to $LOG_DIR.
-#   tools/gpu-suite.sh [smoke|tests|all]
+#   tools/gpu-suite.sh [smoke|tests|all] [TEST...]
+# TEST names tests/gpu scripts to run alone (t0207 runs tests/gpu/t0207-*.sh), e.g. the ones
+# that failed in a run before: smoke's parts still run with smoke or all.
 # The hostile suite runs KS_HOSTILE_RUNS times (3), each with a fresh compile cache;
 # a GPU test that runs past KS_GPU_TEST_TIMEOUT seconds (900) is stopped and fails.
 # Every part runs even when one before it failed; the last line is
@@ -13,6 +15,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
+[ $# -gt 0 ] && shift
+only=("$@")
+# wanted FILE: whether tests/gpu FILE is to run (every one when no TEST was named)
+wanted() {
+	[ ${#only[@]} = 0 ] && return 0
+	local t
+	for t in "${only[@]}"; do
+		case $(basename "$1") in "$t"*) return 0 ;; esac
+	done
+	return 1
+}
 LOG_DIR=${LOG_DIR:-${OUT:-/tmp/ksearch-gpu-logs}}
 mkdir -p "$LOG_DIR"
 export LD_LIBRARY_PATH="$PWD/build/carry-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -71,6 +84,7 @@ fi
 if [ "$mode" = tests ] || [ "$mode" = all ]; then
 	step "GPU test suite"
 	for t in tests/gpu/t*.sh; do
+		wanted "$t" || continue
 		echo "--- $t"
 		# a test that hangs fails (124) instead of taking the machine's time with it
 		timeout -k 10 "${KS_GPU_TEST_TIMEOUT:-900}" bash "$t" 2>&1 | tee "$LOG_DIR/$(basename "$t" .sh).log" |
@@ -79,6 +93,7 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
 	done
 	# A hole can show one run in a few (the shared-memory one did: 2 of 5):
 	# the hostile suite again, each time with a compile cache of its own.
+	wanted tests/gpu/t0200-hostile.sh || KS_HOSTILE_RUNS=1
 	for i in $(seq 2 "${KS_HOSTILE_RUNS:-3}"); do
 		echo "--- tests/gpu/t0200-hostile.sh, run $i, fresh compile cache"
 		KSEARCH_CACHE=$(mktemp -d) bash tests/gpu/t0200-hostile.sh 2>&1 |

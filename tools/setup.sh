@@ -39,3 +39,10 @@ if [ ! -f build/build.ninja ]; then
 	meson setup build
 fi
 ninja -C build
+# the test-only library a GPU machine lacks (it has no -dev packages): carried beside the tests
+# as build/carry-libs, which tools/gpu-suite.sh puts on LD_LIBRARY_PATH
+cmocka=$(ldd build/tests/test_gpukit 2>/dev/null | awk '/libcmocka/ {print $3}')
+if [ -n "$cmocka" ]; then
+	mkdir -p build/carry-libs
+	cp -L "$cmocka" build/carry-libs/
+fi

@@ -40,6 +40,17 @@ suite 1 FAIL_TEST=1
 tail -1 "$TMP/out" | grep -qxF "gpu-suite: 1 of 12 parts failed: t0202-maybe (exit 1)" ||
 	fail "one failed test: $(tail -1 "$TMP/out")"
 
+# TEST arguments run those GPU tests alone: t0202 here, not t0201 nor t0200 and its reruns
+run 1 env PATH="$R/bin:$PATH" LOG_DIR="$TMP/logs" KSEARCH_CACHE="$TMP/cache" FAIL_TEST=1 \
+	bash "$R/tools/gpu-suite.sh" tests t0202
+tail -1 "$TMP/out" | grep -qxF "gpu-suite: 1 of 3 parts failed: t0202-maybe (exit 1)" ||
+	fail "tests t0202: $(tail -1 "$TMP/out")"
+out_lacks "t0200-hostile"
+out_lacks "t0201-skips"
+run 0 env PATH="$R/bin:$PATH" LOG_DIR="$TMP/logs" KSEARCH_CACHE="$TMP/cache" bash "$R/tools/gpu-suite.sh" tests t0200 t0201
+out_has "t0200-hostile.sh, run 3"
+out_has "gpu-suite: all 6 parts passed"
+
 # a library the binary lacks ends it at once, saying so
 fake "$R/bin/ldd" 'echo "	libcuda.so.1 => not found"'
 suite 1
