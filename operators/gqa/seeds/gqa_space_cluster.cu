@@ -34,9 +34,10 @@
  * 8.16-8.42 us under `ksearch check` on an H200, twentieth session), since this family
  * is the one-request corner's: from the first values (one split, one warp), two
  * 15-minute searches stopped at 9.3 us with SPLITS=6 (BENCHMARKS.md, twenty-fourth).
- * Today's evaluator (three length splits, fresh q, L2 flushed) times this start at
- * 9.28-9.38 us, and a search from it stopped at 9.31 us (twenty-fifth session): the
- * start saves the climb; it does not reach lower.
+ * The evaluator timed this start at 9.28-9.38 us on a 4-GPU host and a search from it
+ * stopped at 9.31 (twenty-fifth session); on single-GPU H200 hosts the same source takes
+ * 8.35-8.45 (twenty-sixth): the host, not the code. The start saves the climb; it does
+ * not reach lower.
  *
  * Merge:
  *   MERGE 0 - the SPLITS CTAs of a (request, KV head) form a cluster (1, SPLITS, 1).
