@@ -462,22 +462,54 @@ static struct job *eval_take(struct search *s)
 
 /* ---- threads ---- */
 
+/* Under lock: does a job of hardware evidence wait for a build (a confirmation's: search_evidence.h)? */
+static int evidence_unbuilt(const struct search *s)
+{
+	for (int i = 0; i < N_EVIDENCE; i++)
+		if (!s->evidence[i].off && s->evidence[i].n_unbuilt)
+			return 1;
+	return 0;
+}
+
+/* A build thread: evidence job ej of queue q built ahead, so that its lane does not compile. */
+static void build_evidence(struct search *s, struct ks_evidence_queue *q, struct ks_evidence_job *ej)
+{
+	struct ks_result res;
+	struct ks_error err;
+	void *built = NULL;
+
+	ks_result_init(&res);
+	if (s->backend->build(s->backend->ctx, ej->fam, ej->params, &built, &res, &err) < 0)
+		built = NULL; /* the lane builds it again and says what failed */
+	ks_result_release(&res);
+	ej->built = built;
+	ks_evidence_queue_built(q, ej);
+}
+
 static void *build_thread(void *arg)
 {
 	struct search *s = arg;
 
 	for (;;) {
 		struct job *job;
+		struct ks_evidence_job *ej = NULL;
+		struct ks_evidence_queue *eq = NULL;
 		void *duplicate = NULL;
 		double t0;
 		int rc;
 
 		pthread_mutex_lock(&s->lock);
-		while (!s->shutdown && !s->build_q.count)
-
+		while (!s->shutdown && !s->build_q.count && !evidence_unbuilt(s))
 			pthread_cond_wait(&s->cond, &s->lock);
-		job = queue_pop(&s->build_q);
+		/* a confirmation first: few, and a lane runs none before it is built */
+		for (int i = 0; !s->shutdown && !ej && i < N_EVIDENCE; i++)
+			ej = ks_evidence_queue_take_unbuilt(eq = &s->evidence[i]);
+		job = ej ? NULL : queue_pop(&s->build_q);
 		pthread_mutex_unlock(&s->lock);
+		if (ej) {
+			build_evidence(s, eq, ej);
+			continue;
+		}
 		if (!job)
 			return NULL;
 		t0 = ks_now_s();

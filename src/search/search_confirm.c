@@ -17,6 +17,11 @@
  *
  * A confirmation that fails (the candidate is wrong, crashes or hangs on
  * the second draw) is stored too: such a record is no workload's best.
+ *
+ * The candidate is built again (the archive keeps its source, not the
+ * whole build), by one of the search's build threads before a lane takes
+ * the job (search_evidence.h: a prebuild kind): built on the lane, the
+ * compile held the GPU idle for most of a confirmation.
  */
 #include "search_evidence.h"
 
@@ -55,12 +60,19 @@ static int confirm_run(const struct ks_backend *backend, int lane, struct ks_evi
 
 	(void)cancel; /* one evaluation: its deadlines bound it */
 	ks_result_init(&res);
-	rc = backend->build(backend->ctx, job->fam, job->params, &built, &res, err);
+	if (job->built) { /* made ahead by a build thread, while the GPU timed others */
+		built = job->built;
+		job->built = NULL;
+		rc = 0;
+	} else {
+		/* no build thread made it (it failed there, or the search has stopped) */
+		rc = backend->build(backend->ctx, job->fam, job->params, &built, &res, err);
+	}
 	if (rc == 0 && built)
 		rc = backend->evaluate(backend->ctx, lane, job->fam, job->params, built, &res, err);
 	if (rc == 0) {
 		o->verdict = res.verdict;
-		/* the build too: it runs on this lane, whose GPU waits for it */
+		/* a build made here too: it runs on this lane, whose GPU waits for it */
 		o->held_s = ks_now_s() - t0;
 		snprintf(o->why, sizeof(o->why), "%s", res.evidence);
 		for (size_t i = 0; i < res.n_workloads && o->n < MAX_WORKLOADS; i++) {
@@ -148,6 +160,7 @@ const struct ks_evidence_kind ks_evidence_confirm = {
 	.plural = "confirmations",
 	.outcome_size = sizeof(struct confirm_outcome),
 	.first_guess_s = GUESS_S,
+	.prebuild = 1,
 	.available = confirm_available,
 	.run = confirm_run,
 	.held_s = confirm_held_s,

@@ -79,12 +79,49 @@ void ks_evidence_log(struct ks_evidence_queue *q, json_t *event)
 	json_decref(event);
 }
 
-static void job_free(struct ks_evidence_job *job)
+static void job_free(struct ks_evidence_queue *q, struct ks_evidence_job *job)
 {
 	if (job) {
+		if (job->built && q->env.backend->discard)
+			q->env.backend->discard(q->env.backend->ctx, job->built);
 		free(job->outcome);
 		free(job);
 	}
+}
+
+/* Under lock: is record id waiting, or being built, already? */
+static int has_job(const struct ks_evidence_queue *q, uint64_t id)
+{
+	for (size_t i = 0; i < q->n_wait; i++)
+		if (q->wait[i]->id == id)
+			return 1;
+	for (size_t i = 0; i < q->n_unbuilt; i++)
+		if (q->unbuilt[i]->id == id)
+			return 1;
+	for (size_t i = 0; i < q->n_building; i++)
+		if (q->building[i]->id == id)
+			return 1;
+	return 0;
+}
+
+/* Under lock: job to the end of list (the newest), the oldest dropped beyond QUEUE_MAX. */
+static void push_newest(struct ks_evidence_queue *q, struct ks_evidence_job ***list, size_t *n, size_t *alloc,
+			struct ks_evidence_job *job)
+{
+	if (*n == QUEUE_MAX) {
+		job_free(q, (*list)[0]);
+		memmove(*list, *list + 1, (*n - 1) * sizeof(**list));
+		(*n)--;
+	}
+	KS_ALLOC_GROW(*list, *n + 1, *alloc);
+	(*list)[(*n)++] = job;
+}
+
+/* Under lock: free every job of list. */
+static void free_all(struct ks_evidence_queue *q, struct ks_evidence_job **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		job_free(q, list[i]);
 }
 
 void ks_evidence_queue_add(struct ks_evidence_queue *q, const struct ks_family *fam, const int64_t *params,
@@ -93,12 +130,7 @@ void ks_evidence_queue_add(struct ks_evidence_queue *q, const struct ks_family *
 	struct ks_evidence_job *job;
 
 	pthread_mutex_lock(q->env.lock);
-	for (size_t i = 0; i < q->n_wait; i++)
-		if (q->wait[i]->id == id) {
-			pthread_mutex_unlock(q->env.lock);
-			return;
-		}
-	if (q->off) {
+	if (q->off || has_job(q, id)) {
 		pthread_mutex_unlock(q->env.lock);
 		return;
 	}
@@ -107,13 +139,10 @@ void ks_evidence_queue_add(struct ks_evidence_queue *q, const struct ks_family *
 	job->fam = fam;
 	job->outcome = ks_calloc(1, q->kind->outcome_size);
 	memcpy(job->params, params, sizeof(job->params));
-	if (q->n_wait == QUEUE_MAX) {
-		job_free(q->wait[0]);
-		memmove(q->wait, q->wait + 1, (q->n_wait - 1) * sizeof(*q->wait));
-		q->n_wait--;
-	}
-	KS_ALLOC_GROW(q->wait, q->n_wait + 1, q->alloc_wait);
-	q->wait[q->n_wait++] = job;
+	if (q->kind->prebuild)
+		push_newest(q, &q->unbuilt, &q->n_unbuilt, &q->alloc_unbuilt, job);
+	else
+		push_newest(q, &q->wait, &q->n_wait, &q->alloc_wait, job);
 	pthread_cond_broadcast(q->env.cond);
 	pthread_mutex_unlock(q->env.lock);
 }
@@ -134,6 +163,34 @@ struct ks_evidence_job *ks_evidence_queue_take(struct ks_evidence_queue *q, doub
 	return q->wait[--q->n_wait];
 }
 
+struct ks_evidence_job *ks_evidence_queue_take_unbuilt(struct ks_evidence_queue *q)
+{
+	struct ks_evidence_job *job;
+
+	if (q->off || !q->n_unbuilt)
+		return NULL;
+	job = q->unbuilt[--q->n_unbuilt];
+	KS_ALLOC_GROW(q->building, q->n_building + 1, q->alloc_building);
+	q->building[q->n_building++] = job;
+	return job;
+}
+
+void ks_evidence_queue_built(struct ks_evidence_queue *q, struct ks_evidence_job *job)
+{
+	pthread_mutex_lock(q->env.lock);
+	for (size_t i = 0; i < q->n_building; i++)
+		if (q->building[i] == job) {
+			q->building[i] = q->building[--q->n_building];
+			break;
+		}
+	if (q->off)
+		job_free(q, job); /* the kind ended for the run while it was built */
+	else
+		push_newest(q, &q->wait, &q->n_wait, &q->alloc_wait, job);
+	pthread_cond_broadcast(q->env.cond);
+	pthread_mutex_unlock(q->env.lock);
+}
+
 struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q)
 {
 	struct ks_evidence_job *job = NULL;
@@ -142,27 +199,38 @@ struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q)
 	if (!q->off && q->n_wait) {
 		q->running++;
 		job = q->wait[--q->n_wait];
+	} else if (!q->off && q->n_unbuilt) {
+		q->running++;
+		job = q->unbuilt[--q->n_unbuilt]; /* built on the lane, as no build thread is left */
 	}
 	pthread_mutex_unlock(q->env.lock);
 	return job;
 }
 
-void ks_evidence_queue_retain(struct ks_evidence_queue *q, const uint64_t *ids, size_t n)
+/* Under lock: keep the jobs of list whose record is one of ids[0..n), in order; free the others. */
+static void retain_list(struct ks_evidence_queue *q, struct ks_evidence_job **list, size_t *n_list,
+			const uint64_t *ids, size_t n)
 {
 	size_t kept = 0;
 
-	pthread_mutex_lock(q->env.lock);
-	for (size_t i = 0; i < q->n_wait; i++) {
+	for (size_t i = 0; i < *n_list; i++) {
 		size_t j = 0;
 
-		while (j < n && ids[j] != q->wait[i]->id)
+		while (j < n && ids[j] != list[i]->id)
 			j++;
 		if (j < n)
-			q->wait[kept++] = q->wait[i];
+			list[kept++] = list[i];
 		else
-			job_free(q->wait[i]);
+			job_free(q, list[i]);
 	}
-	q->n_wait = kept;
+	*n_list = kept;
+}
+
+void ks_evidence_queue_retain(struct ks_evidence_queue *q, const uint64_t *ids, size_t n)
+{
+	pthread_mutex_lock(q->env.lock);
+	retain_list(q, q->wait, &q->n_wait, ids, n);
+	retain_list(q, q->unbuilt, &q->n_unbuilt, ids, n);
 	pthread_mutex_unlock(q->env.lock);
 }
 
@@ -199,9 +267,9 @@ static void stop_queue(struct ks_evidence_queue *q, const char *why)
 
 	pthread_mutex_lock(q->env.lock);
 	q->off = 1;
-	for (size_t i = 0; i < q->n_wait; i++)
-		job_free(q->wait[i]);
-	q->n_wait = 0;
+	free_all(q, q->wait, q->n_wait);
+	free_all(q, q->unbuilt, q->n_unbuilt);
+	q->n_wait = q->n_unbuilt = 0; /* a job a build thread holds is freed when it comes back */
 	pthread_mutex_unlock(q->env.lock);
 	if (off[0])
 		return;
@@ -267,7 +335,7 @@ int ks_evidence_queue_apply(struct ks_evidence_queue *q, struct ks_error *err)
 			/* (a job cut short by Ctrl-C is not the candidate's failure) */
 			failed(q, job, why);
 		}
-		job_free(job);
+		job_free(q, job);
 	}
 	free(done);
 	return ret;
@@ -279,13 +347,15 @@ void ks_evidence_queue_finish(struct ks_evidence_queue *q, double gpu_s)
 	q->budget.eval_s = gpu_s;
 	q->stats->seconds = q->budget.spent_s;
 	q->stats->share = ks_evidence_budget_used(&q->budget);
-	for (size_t i = 0; i < q->n_wait; i++)
-		job_free(q->wait[i]);
-	for (size_t i = 0; i < q->n_done; i++)
-		job_free(q->done[i]);
+	/* the build threads have stopped: no job is held by one */
+	free_all(q, q->wait, q->n_wait);
+	free_all(q, q->done, q->n_done);
+	free_all(q, q->unbuilt, q->n_unbuilt);
 	free(q->wait);
 	free(q->done);
-	q->wait = q->done = NULL;
-	q->n_wait = q->n_done = 0;
+	free(q->unbuilt);
+	free(q->building);
+	q->wait = q->done = q->unbuilt = q->building = NULL;
+	q->n_wait = q->n_done = q->n_unbuilt = q->n_building = 0;
 	pthread_mutex_unlock(q->env.lock);
 }

@@ -15,6 +15,14 @@
  * here, the queue says so once and ends for the run; so it does after
  * three jobs in a row failed for their candidates.
  *
+ * A kind whose job starts with a build of the candidate (a confirmation)
+ * has it made ahead by the search's build threads: its jobs wait unbuilt
+ * until a build thread takes one (ks_evidence_queue_take_unbuilt()) and
+ * gives it back built (ks_evidence_queue_built()), and only then may a
+ * lane run it.  On the lane the GPU would have waited through the
+ * compile: 0.4-1 s of a gqa confirmation's 0.6-1.3 s, with nvidia-smi at
+ * 0% (BENCHMARKS.md, twenty-sixth session).
+ *
  * Locking: the queue and its budget are guarded by the search's lock
  * (env.lock).  Functions say whether they are called with it held; the
  * others take it themselves.
@@ -44,6 +52,7 @@ struct ks_evidence_job {
 	const struct ks_family *fam;
 	int64_t params[KS_MAX_PARAMS];
 	void *outcome;	/* the kind's outcome struct (outcome_size bytes, zeroed); owned */
+	void *built;	/* the build made ahead (a prebuild kind), or NULL; owned until run takes it */
 	double seconds; /* the GPU's time on it: the kind's held_s, else the lane's wall time */
 	int failed;	/* ksearch's own failure, in err */
 	struct ks_error err;
@@ -64,6 +73,7 @@ struct ks_evidence_kind {
 	const char *plural;   /* "profiles": "3 profiles in a row failed" */
 	size_t outcome_size;  /* of its outcome struct */
 	double first_guess_s; /* what a job is expected to take before one was measured */
+	int prebuild;	      /* its jobs are built ahead by a build thread (job->built) */
 	/* Is there a backend function for it? */
 	int (*available)(const struct ks_backend *backend);
 	/* A lane: run the job, filling job->outcome; -1 when ksearch itself failed (in err). */
@@ -96,6 +106,9 @@ struct ks_evidence_queue {
 	/* under lock */
 	struct ks_evidence_job **wait, **done;
 	size_t n_wait, alloc_wait, n_done, alloc_done;
+	/* a prebuild kind's jobs not built yet, and those a build thread holds */
+	struct ks_evidence_job **unbuilt, **building;
+	size_t n_unbuilt, alloc_unbuilt, n_building, alloc_building;
 	int running;
 	int off; /* no more jobs this run */
 	struct ks_evidence_budget budget;
@@ -127,7 +140,22 @@ void ks_evidence_queue_add(struct ks_evidence_queue *q, const struct ks_family *
 int ks_evidence_queue_ready(struct ks_evidence_queue *q, double gpu_s);
 /* Under lock: the next job to run, counted as running (NULL: none ready). */
 struct ks_evidence_job *ks_evidence_queue_take(struct ks_evidence_queue *q, double gpu_s);
-/* The newest job waiting, whatever the budget (a run's last confirmations), or NULL; takes the lock. */
+/*
+ * Under lock: a prebuild kind's newest job waiting for its build, now the
+ * calling build thread's (NULL: none).  The thread builds it, without the
+ * lock, into job->built, and gives it back with ks_evidence_queue_built().
+ */
+struct ks_evidence_job *ks_evidence_queue_take_unbuilt(struct ks_evidence_queue *q);
+/*
+ * A build thread gives job back, built or not (job->built NULL: the
+ * build failed, and the lane builds it again, to say why); it waits for a
+ * lane from then on.  Takes the lock.
+ */
+void ks_evidence_queue_built(struct ks_evidence_queue *q, struct ks_evidence_job *job);
+/*
+ * The newest job waiting, whatever the budget (a run's last confirmations),
+ * built or not (the build threads have stopped), or NULL; takes the lock.
+ */
 struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q);
 /* Calling thread: drop the jobs waiting whose record is not one of ids[0..n). */
 void ks_evidence_queue_retain(struct ks_evidence_queue *q, const uint64_t *ids, size_t n);

@@ -78,7 +78,18 @@ struct toy {
 	int luck; /* 2: workload n2048 too, lucky on (h % 3 == 1) */
 	uint64_t seen[1024];
 	int n_seen;
+	/*
+	 * With main set (the thread that runs the search), builds made by a
+	 * lane thread: one that has evaluated and is not main, whose GPU would
+	 * wait for the compile.
+	 */
+	int has_main;
+	pthread_t main;
+	int lane_builds;
 };
+
+/* Has this thread evaluated (toy_evaluate())?  Lanes have; build threads never do. */
+static _Thread_local int toy_evaluated;
 
 /* With by_first_param, the toy's binary: family a's B (or nothing of b's C but C itself) changes none. */
 static void toy_binary(const struct ks_family *f, const int64_t *params, char *hex)
@@ -111,6 +122,8 @@ static int toy_build(void *ctx, const struct ks_family *f, const int64_t *params
 	(void)err;
 	pthread_mutex_lock(&t->lock);
 	t->builds++;
+	if (t->has_main && toy_evaluated && !pthread_equal(pthread_self(), t->main))
+		t->lane_builds++;
 	pthread_mutex_unlock(&t->lock);
 	if (h % 11 == 0) {
 		*built = NULL;
@@ -157,6 +170,7 @@ static int toy_evaluate(void *ctx, int lane, const struct ks_family *f, const in
 	int n;
 
 	(void)lane;
+	toy_evaluated = 1;
 	pthread_mutex_lock(&t->lock);
 	n = ++t->evaluations;
 	if (t->n_classes < (int)sizeof(t->classes))
@@ -1205,10 +1219,14 @@ static void test_lucky_bests_are_confirmed_and_lose_their_place(void **state)
 
 	profiled_share = 0;
 	confirmed_share = 0.5;
+	t.has_main = 1;
+	t.main = pthread_self();
 	run_profiled(f, "confirm", &t, 40, &sum, &out, &log);
 	confirmed_share = 0;
 	profiled_share = 0.5;
 	assert_true(sum.confirm.stored > 0);
+	/* a confirmation's build was made by a build thread, not on the lane that timed it */
+	assert_int_equal(t.lane_builds, 0);
 	assert_true(sum.confirm.changed > 0); /* some lucky best was found out */
 	assert_true(sum.confirm.seconds > 0 && sum.confirm.share <= 0.5 + 0.05);
 	assert_contains(log, "\"event\":\"confirmation\"");
