@@ -79,6 +79,10 @@ void ks_evidence_log(struct ks_evidence_queue *q, json_t *event)
 	json_decref(event);
 }
 
+/*
+ * Under lock (or once the threads have stopped).  A build made ahead is
+ * discarded here: the backends' discard takes only their own lock.
+ */
 static void job_free(struct ks_evidence_queue *q, struct ks_evidence_job *job)
 {
 	if (job) {
