@@ -32,7 +32,11 @@
 //      hold in flight an SM (resident CTAs x 8 warps x U x 2 KiB): how the read's time follows
 //      the bytes in flight, against what a kernel that also holds its math state in registers
 //      can keep in flight (gqa_reg, BENCHMARKS.md twenty-third session).
-//   ./gather-bench [quick | mla | hint | mlahint | inflight]
+//   8. (twenty-seventh session, `./gather-bench mlastage`) mla_decode's rows into a ring as
+//      mla_mma_ws lays it out, filled by producer warps through their registers (plain loads,
+//      then stores, then an arrival on the stage's barrier), at 1 and 2 CTAs an SM, beside
+//      plain loads with no ring and one producer warp's bulk copies at the same residency.
+//   ./gather-bench [quick | mla | hint | mlahint | inflight | mlastage]
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -308,6 +312,70 @@ __global__ void __launch_bounds__(256) mla_ld(const int *idx, const char *ckv, c
     if (acc == 0x12345u) out[blockIdx.x] = (float)acc;
 }
 
+
+// (twenty-seventh session) a warp-specialised ring filled through registers: PW producer warps
+// load U rows at a time by plain 16-byte loads (lane l: ckv pieces l and 32 + l, lanes 0-7 a kpe
+// piece; evict_first), store them into the stage (1168-byte rows, as mla_mma_ws lays them out)
+// and every producer lane arrives on the stage's "full" barrier; one consumer warp waits for each
+// stage and releases it at once (mla_mma_ws's copies alone, with another loader). The dynamic
+// shared memory the launch asks for sets the CTAs an SM.
+template <int PW, int U, int TILE, int STAGES>
+__global__ void __launch_bounds__(32 * (PW + 1)) mla_stage(const int *idx, const char *ckv, const char *kpe, int n, int chunk, float *out, bool) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    static_assert(TILE % (PW * U) == 0, "a tile is whole batches of the producer warps' rows");
+    const unsigned base = (unsigned)__cvta_generic_to_shared(sm);
+    const unsigned full = base + STAGES * TILE * 1168, empty = full + STAGES * 8;
+    const int r0 = blockIdx.x * chunk, r1 = min(r0 + chunk, n);
+    const int ntiles = r1 > r0 ? (r1 - r0 + TILE - 1) / TILE : 0;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) { mbar_init(full + 8 * s, 32 * PW); mbar_init(empty + 8 * s, 1); }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (warp < PW) {
+        const unsigned long long pol = evict_first_pol();
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % STAGES;
+            if (t >= STAGES) mbar_wait(empty + 8 * s, ((t / STAGES) - 1) & 1);
+#pragma unroll 1
+            for (int b = 0; b < TILE / (PW * U); b++) {
+                uint4 r[U][3];
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const int tok = r0 + t * TILE + (b * U + u) * PW + warp;
+                    r[u][0] = r[u][1] = r[u][2] = make_uint4(0, 0, 0, 0);
+                    if (tok < r1) {
+                        const long long pg = idx[tok];
+                        const uint4 *cp = reinterpret_cast<const uint4 *>(ckv + pg * 1024);
+                        r[u][0] = ld16(cp + lane, true, pol);
+                        r[u][1] = ld16(cp + 32 + lane, true, pol);
+                        if (lane < 8) r[u][2] = ld16(reinterpret_cast<const uint4 *>(kpe + pg * 128) + lane, true, pol);
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    unsigned char *row = sm + (s * TILE + (b * U + u) * PW + warp) * 1168;
+                    reinterpret_cast<uint4 *>(row)[lane] = r[u][0];
+                    reinterpret_cast<uint4 *>(row)[32 + lane] = r[u][1];
+                    if (lane < 8) reinterpret_cast<uint4 *>(row + 1024)[lane] = r[u][2];
+                }
+            }
+            mbar_arrive(full + 8 * s);
+        }
+    } else {
+        float acc = 0.f;
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % STAGES;
+            mbar_wait(full + 8 * s, (t / STAGES) & 1);
+            acc += reinterpret_cast<float *>(sm + s * TILE * 1168)[lane];
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty + 8 * s);
+        }
+        if (acc == 12345.f) out[blockIdx.x] = acc;
+    }
+}
+
 template <typename Timeit>
 static void run_mla(Timeit timeit, int sms, float empty_us, float *out) {
     for (int n : {64000, 256000}) {
@@ -418,6 +486,43 @@ int main(int argc, char **argv) {
                 }
                 CK(cudaFree(idx)); CK(cudaFree(ckv)); CK(cudaFree(kpe)); CK(cudaFree(s));
             }
+        }
+        return 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "mlastage") { /* mla_decode's rows into a ring through producers' registers */
+        const int per_sm_bytes = 227 * 1024;
+        for (int n : {64000, 256000}) {
+            const int pool = 2 * n + 1024;
+            const double bytes = 1152.0 * n;
+            char *ckv, *kpe; CK(cudaMalloc(&ckv, (size_t)pool * 1024)); CK(cudaMalloc(&kpe, (size_t)pool * 128));
+            int *idx; CK(cudaMalloc(&idx, n * 4));
+            std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
+            std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
+            CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+            /* one: a kernel at `res` CTAs an SM (its shared memory asks for 1/res of the SM's), grid res x SMs */
+            auto one = [&](auto kern, int threads, int res, const char *name) {
+                const int smem = per_sm_bytes / res - 1024;
+                CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+                const int ctas = res * sms, chunk = (n + ctas - 1) / ctas;
+                const float us = timeit([&] { kern<<<ctas, threads, smem>>>(idx, ckv, kpe, n, chunk, out, true); }, 20);
+                CK(cudaGetLastError());
+                printf("mlastage n=%d %-34s %d CTAs an SM: %7.2f us  %.2f TB/s\n", n, name, res, us, bytes / us / 1e6);
+            };
+            for (int res : {1, 2}) {
+                one(mla_ld<4>, 256, res, "plain loads U4, 8 warps (no ring)");
+                one(mla_ld<4>, 128, res, "plain loads U4, 4 warps (no ring)");
+                one(mla_ld<2>, 128, res, "plain loads U2, 4 warps (no ring)");
+                one(mla_bulk<32, 3>, 64, res, "bulk T32 S3, 1 producer warp");
+                one(mla_stage<2, 4, 32, 2>, 96, res, "stage PW2 U4 T32 S2");
+                one(mla_stage<4, 2, 32, 2>, 160, res, "stage PW4 U2 T32 S2");
+                one(mla_stage<4, 4, 32, 2>, 160, res, "stage PW4 U4 T32 S2");
+                one(mla_stage<4, 4, 32, 3>, 160, res, "stage PW4 U4 T32 S3");
+                one(mla_stage<4, 8, 32, 2>, 160, res, "stage PW4 U8 T32 S2");
+                one(mla_stage<8, 2, 32, 2>, 288, res, "stage PW8 U2 T32 S2");
+                one(mla_stage<8, 4, 32, 2>, 288, res, "stage PW8 U4 T32 S2");
+                one(mla_stage<4, 4, 16, 4>, 160, res, "stage PW4 U4 T16 S4");
+            }
+            CK(cudaFree(idx)); CK(cudaFree(ckv)); CK(cudaFree(kpe));
         }
         return 0;
     }
