@@ -192,6 +192,46 @@ const struct ks_cpu_plan *ks_cpu_plan_host(void)
 	return &host_plan;
 }
 
+void ks_cpu_host_kind_read(const char *cpuinfo, long online_cpus, const char *gpus_dir,
+			   struct ks_host_kind *out)
+{
+	char line[512];
+	FILE *f = fopen(cpuinfo, "r");
+
+	memset(out, 0, sizeof(*out));
+	while (f && fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':'), *v, *end;
+
+		if (strncmp(line, "model name", 10) || !colon)
+			continue;
+		for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
+			;
+		end = v + strlen(v);
+		while (end > v && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		snprintf(out->cpu_model, sizeof(out->cpu_model), "%s", v);
+		break;
+	}
+	if (f)
+		fclose(f);
+	out->cpus = online_cpus > 0 && online_cpus < 1 << 20 ? (int)online_cpus : 0;
+	out->gpus = ks_cpu_host_gpus(gpus_dir);
+}
+
+static struct ks_host_kind host_kind;
+static pthread_once_t host_kind_once = PTHREAD_ONCE_INIT;
+
+static void read_host_kind(void)
+{
+	ks_cpu_host_kind_read("/proc/cpuinfo", sysconf(_SC_NPROCESSORS_ONLN), KS_NVIDIA_GPUS_DIR, &host_kind);
+}
+
+const struct ks_host_kind *ks_cpu_host_kind(void)
+{
+	pthread_once(&host_kind_once, read_host_kind);
+	return &host_kind;
+}
+
 void ks_cpu_set_format(const cpu_set_t *set, char *out, size_t size)
 {
 	size_t len = 0;

@@ -690,6 +690,41 @@ static void show_text(const struct ks_record *rec, const char *source, int with_
 		       *source && source[strlen(source) - 1] != '\n' ? "\n" : "");
 }
 
+/*
+ * Where a result was timed, as "GPU 0 (GPU-df7a...) of host vm: 16 CPUs
+ * (AMD EPYC ...), 1 GPU"; what the record does not say is left out.
+ */
+static void format_where(const struct ks_result_place *w, struct ks_strbuf *sb)
+{
+	ks_strbuf_addf(sb, "GPU %d", w->gpu);
+	if (*w->gpu_uuid)
+		ks_strbuf_addf(sb, " (%s)", w->gpu_uuid);
+	ks_strbuf_addf(sb, " of host %s", *w->host ? w->host : "?");
+	if (w->rank >= 0)
+		ks_strbuf_addf(sb, " (MPI rank %d)", w->rank);
+	if (w->host_cpus || *w->cpu_model || w->host_gpus)
+		ks_strbuf_addf(sb, ":");
+	if (w->host_cpus)
+		ks_strbuf_addf(sb, " %d CPUs", w->host_cpus);
+	if (*w->cpu_model)
+		ks_strbuf_addf(sb, " (%s)", w->cpu_model);
+	if (w->host_gpus)
+		ks_strbuf_addf(sb, "%s %d GPU%s", w->host_cpus || *w->cpu_model ? "," : "", w->host_gpus,
+			       w->host_gpus == 1 ? "" : "s");
+}
+
+static void show_where(const struct ks_record *rec)
+{
+	struct ks_strbuf sb;
+
+	if (rec->result.where.gpu < 0)
+		return;
+	ks_strbuf_init(&sb);
+	format_where(&rec->result.where, &sb);
+	printf("%-12s%s\n", "timed on", sb.buf);
+	ks_strbuf_release(&sb);
+}
+
 static void show_record(struct ks_archive *ar, const struct ks_record *rec, const char *source,
 			int with_source)
 {
@@ -740,6 +775,7 @@ static void show_record(struct ks_archive *ar, const struct ks_record *rec, cons
 	    res->timing.eval_s)
 		printf("%-12scompile %.2f s, verify %.2f s, time %.2f s\n", "timing", res->timing.compile_s,
 		       res->timing.verify_s, res->timing.time_s);
+	show_where(rec);
 	printf("%-12s%s\n", "created", *rec->created ? rec->created : "-");
 	show_workloads(rec);
 	show_profile(rec);
@@ -864,11 +900,13 @@ static const struct ks_help stats_help = {
 	.usage = "ksearch archive stats [--json]",
 	.description = "Counts by verdict, distinct sources, the grid's coverage (filled cells /\n"
 		       "cells), the QD-score (the sum over elites of fitness minus the archive's\n"
-		       "offset), the best fitness, the fastest kernel of each benchmark workload,\n"
-		       "and how the best, coverage and QD-score grew with the number of\n"
-		       "evaluations; then the export-best commands that take the best home (and,\n"
-		       "when other kernels are faster on some workloads, all of them as one\n"
-		       "dispatch).  Reads only the kept metrics, so it answers at once on any\n"
+		       "offset), the best fitness, the fastest kernel of each benchmark workload\n"
+		       "and which GPU of what host timed it (a search resumed on another machine\n"
+		       "mixes hosts, whose times differ even for one GPU model), and how the best,\n"
+		       "coverage and QD-score grew with the number of evaluations; then the\n"
+		       "export-best commands that take the best home (and, when other kernels are\n"
+		       "faster on some workloads, all of them as one dispatch).  Reads only the\n"
+		       "kept metrics and the bests' records, so it answers at once on any\n"
 		       "archive.  --json adds the full history, for plots.",
 	.examples = "  ksearch archive stats\n"
 		    "  ksearch archive stats --json | jq '.history[] | [.evals, .best] | @tsv'\n",
@@ -916,6 +954,75 @@ static json_t *stats_json(struct ks_archive *ar, const struct ks_archive_metrics
 			 m->best_fitness, "best_id", (json_int_t)m->best_id, "history", history);
 }
 
+/*
+ * Where each workload's best was timed: {"GPU 0 (GPU-...) of host ...":
+ * [workload ids]} in *text, and a list of {"workload", "where"} in *json.
+ * The bests are a handful of records, so stats still answers at once.
+ */
+static int bests_timed_on(struct ks_archive *ar, const json_t *bests, json_t **text, json_t **json,
+			  struct ks_error *err)
+{
+	const char *wid;
+	const json_t *b;
+
+	*text = json_object();
+	*json = json_array();
+	json_object_foreach((json_t *)bests, wid, b)
+	{
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(b, "id"));
+		struct ks_record rec;
+		json_t *record = NULL, *ids;
+		struct ks_strbuf sb;
+
+		ks_record_init(&rec);
+		if (ks_archive_get_record(ar, id, &rec, NULL, err) < 0 ||
+		    ks_archive_get(ar, id, &record, NULL, err) < 0) {
+			ks_record_release(&rec);
+			return -1;
+		}
+		ks_strbuf_init(&sb);
+		if (rec.result.where.gpu >= 0)
+			format_where(&rec.result.where, &sb);
+		else
+			ks_strbuf_addf(&sb, "not recorded");
+		if (!(ids = json_object_get(*text, sb.buf))) {
+			ids = json_array();
+			json_object_set_new(*text, sb.buf, ids);
+		}
+		json_array_append_new(ids, json_string(wid));
+		json_array_append_new(*json,
+				      json_pack("{s:s, s:I, s:O?}", "workload", wid, "id", (json_int_t)id,
+						"where", json_object_get(record, "where")));
+		json_decref(record);
+		ks_strbuf_release(&sb);
+		ks_record_release(&rec);
+	}
+	return 0;
+}
+
+static void print_bests_timed_on(const json_t *text)
+{
+	const char *where;
+	const json_t *ids, *id;
+	size_t i;
+
+	if (!json_object_size(text) || (json_object_size(text) == 1 && json_object_get(text, "not recorded")))
+		return; /* an archive from before "where" was kept */
+	printf("%-12s", "timed on");
+	if (json_object_size(text) > 1)
+		printf("%zu GPUs or hosts: compare their times only roughly (hosts of one GPU model "
+		       "differ)\n",
+		       json_object_size(text));
+	json_object_foreach((json_t *)text, where, ids)
+	{
+		if (json_object_size(text) > 1)
+			printf("%-12s", "");
+		printf("%s:", where);
+		json_array_foreach(ids, i, id) printf(" %s", json_string_value(id));
+		printf("\n");
+	}
+}
+
 static const char *human_bytes(uint64_t bytes, char *buf, size_t size)
 {
 	if (bytes < 10000)
@@ -952,7 +1059,7 @@ static int archive_stats(int argc, char **argv)
 	const char *cmd = "archive stats";
 	struct ks_archive *ar = NULL;
 	struct ks_archive_metrics m;
-	json_t *usage = NULL, *bests = NULL;
+	json_t *usage = NULL, *bests = NULL, *timed_on = NULL, *timed_on_json = NULL;
 	struct ks_archive_qd_point *points = NULL;
 	size_t n_points = 0, n_axes;
 	const struct ks_grid_axis *axes;
@@ -976,7 +1083,8 @@ static int archive_stats(int argc, char **argv)
 		goto cleanup;
 	}
 	usage = llm_usage(ar);
-	if (ks_archive_workload_bests(ar, &bests, &err) < 0) {
+	if (ks_archive_workload_bests(ar, &bests, &err) < 0 ||
+	    bests_timed_on(ar, bests, &timed_on, &timed_on_json, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
@@ -986,6 +1094,7 @@ static int archive_stats(int argc, char **argv)
 		if (usage)
 			json_object_set(doc, "llm", usage);
 		json_object_set(doc, "workload_best", bests);
+		json_object_set(doc, "workload_best_timed_on", timed_on_json);
 		json_object_set_new(doc, "dispatch_fitness", json_real(ks_archive_dispatch_fitness(bests)));
 		ks_cli_json_print(doc, JSON_INDENT(2));
 		json_decref(doc);
@@ -1013,6 +1122,7 @@ static int archive_stats(int argc, char **argv)
 	else
 		printf("%-12snone yet (no candidate is ok)\n", "best");
 	print_workload_bests(bests);
+	print_bests_timed_on(timed_on);
 	if (usage)
 		printf("%-12s%lld requests (%lld failed), %lld prompt + %lld completion tokens, $%.4f  "
 		       "(over every run; `ksearch archive prompts` has the strategies)\n",
@@ -1040,6 +1150,8 @@ static int archive_stats(int argc, char **argv)
 cleanup:
 	json_decref(usage);
 	json_decref(bests);
+	json_decref(timed_on);
+	json_decref(timed_on_json);
 	free(points);
 	ks_archive_close(ar);
 	ks_opts_release(opts);

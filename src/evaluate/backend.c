@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ksearch/base/cpus.h"
 #include "ksearch/base/frame.h"
 #include "ksearch/compile/build.h"
 #include "ksearch/base/util.h"
@@ -43,6 +44,7 @@ int ks_gpu_evaluate(struct ks_evaluator *ev, const struct ks_op *op, const struc
 		    const int64_t *params, const struct ks_build *build, const struct ks_eval_options *opts,
 		    struct ks_result *res, struct ks_error *err)
 {
+	const struct ks_host_kind *kind;
 	struct ks_result eval;
 
 	ks_result_init(&eval);
@@ -55,6 +57,11 @@ int ks_gpu_evaluate(struct ks_evaluator *ev, const struct ks_op *op, const struc
 	if (gethostname(res->where.host, sizeof(res->where.host)) < 0)
 		res->where.host[0] = '\0';
 	res->where.host[sizeof(res->where.host) - 1] = '\0';
+	snprintf(res->where.gpu_uuid, sizeof(res->where.gpu_uuid), "%s", ev->uuid);
+	kind = ks_cpu_host_kind();
+	snprintf(res->where.cpu_model, sizeof(res->where.cpu_model), "%s", kind->cpu_model);
+	res->where.host_cpus = kind->cpus;
+	res->where.host_gpus = kind->gpus;
 	return 0;
 }
 

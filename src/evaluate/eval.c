@@ -86,6 +86,7 @@ static int start_worker(struct ks_evaluator *ev, int timeout_ms, struct ks_error
 		goto cleanup;
 	}
 	snprintf(ev->cpus, sizeof(ev->cpus), "%s", json_string_value(json_object_get(hello, "cpus")) ?: "");
+	snprintf(ev->uuid, sizeof(ev->uuid), "%s", json_string_value(json_object_get(hello, "uuid")) ?: "");
 	json_decref(ev->profile_json);
 	ev->profile_json = json_incref(json_object_get(hello, "profile"));
 	if (profile_from_json(ev->profile_json, &ev->profile) < 0) {

@@ -293,6 +293,15 @@ void ks_result_to_json_into(const struct ks_result *res, json_t *obj)
 
 		if (res->where.rank >= 0)
 			json_object_set_new(where, "rank", json_integer(res->where.rank));
+		/* what is known of which GPU and what host (result.h), and nothing that is not */
+		if (*res->where.gpu_uuid)
+			json_object_set_new(where, "gpu_uuid", json_string(res->where.gpu_uuid));
+		if (*res->where.cpu_model)
+			json_object_set_new(where, "cpu_model", json_string(res->where.cpu_model));
+		if (res->where.host_cpus > 0)
+			json_object_set_new(where, "host_cpus", json_integer(res->where.host_cpus));
+		if (res->where.host_gpus > 0)
+			json_object_set_new(where, "host_gpus", json_integer(res->where.host_gpus));
 		json_object_set_new(obj, "where", where);
 	}
 	if (res->printf_bytes)
@@ -635,12 +644,25 @@ int ks_result_from_json(const json_t *obj, struct ks_result *res, struct ks_erro
 	}
 	if ((v = field(&r, obj, "where", is_object, "an object"))) {
 		struct reader w = { "where", err, 0 };
-		int64_t gpu = -1, rank = -1;
+		int64_t gpu = -1, rank = -1, host_cpus = 0, host_gpus = 0;
 
 		read_name(&w, v, "host", res->where.host, sizeof(res->where.host));
 		read_int(&w, v, "gpu", &gpu);
 		if (json_object_get(v, "rank")) /* only over MPI */
 			read_int(&w, v, "rank", &rank);
+		/* which GPU and what host: absent in records from before they were kept */
+		read_name(&w, v, "gpu_uuid", res->where.gpu_uuid, sizeof(res->where.gpu_uuid));
+		read_name(&w, v, "cpu_model", res->where.cpu_model, sizeof(res->where.cpu_model));
+		read_int(&w, v, "host_cpus", &host_cpus);
+		read_int(&w, v, "host_gpus", &host_gpus);
+		if (!w.failed && (host_cpus < 0 || host_cpus > 1 << 20))
+			w.failed = ks_fail(err, "where.host_cpus: %lld is not a count of CPUs",
+					   (long long)host_cpus) < 0;
+		else if (!w.failed && (host_gpus < 0 || host_gpus > 65536))
+			w.failed = ks_fail(err, "where.host_gpus: %lld is not a count of GPUs",
+					   (long long)host_gpus) < 0;
+		res->where.host_cpus = w.failed ? 0 : (int)host_cpus;
+		res->where.host_gpus = w.failed ? 0 : (int)host_gpus;
 		if (!w.failed && !json_object_get(v, "gpu"))
 			w.failed = ks_fail(err, "where.gpu: missing (the GPU's index on its host)") < 0;
 		else if (!w.failed && (gpu < 0 || gpu > 65535))

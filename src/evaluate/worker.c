@@ -2014,6 +2014,7 @@ static void take_core(const struct worker *w, char *cpus, size_t size)
 
 int ks_worker_main(int in_fd, int out_fd, int gpu)
 {
+	struct ks_gpu_info info;
 	char cpus[64];
 	struct worker w = { .out_fd = out_fd };
 	struct ks_error err;
@@ -2045,8 +2046,12 @@ int ks_worker_main(int in_fd, int out_fd, int gpu)
 				       "cannot create CUDA events or the guard pattern's buffer"));
 		return 1;
 	}
-	send_msg(&w, json_pack("{s:s, s:b, s:o, s:b, s:s}", "type", "hello", "ok", 1, "profile",
-			       profile_json(&w.prof), "profile_cached", cached, "cpus", cpus));
+	/* which GPU this is, for the results' "where" (result.h); "" when the driver does not say */
+	if (ks_cuda_device_info(gpu, &info, &err) < 0)
+		info.uuid[0] = '\0';
+	send_msg(&w,
+		 json_pack("{s:s, s:b, s:o, s:b, s:s, s:s}", "type", "hello", "ok", 1, "profile",
+			   profile_json(&w.prof), "profile_cached", cached, "cpus", cpus, "uuid", info.uuid));
 	for (;;) {
 		json_t *msg = NULL, *result;
 		struct ks_blob *blobs = NULL;

@@ -122,6 +122,50 @@ h = s["history"]
 assert h[-1]["best"] == 2.6 and all(a["qd_score"] <= b["qd_score"] for a, b in zip(h, h[1:])), h
 PY
 
+# where each workload's best was timed: which GPU, on what kind of host (an archive from
+# before this was kept says nothing of it)
+out_lacks "timed on"
+python3 - "$FIXTURE" "$TMP/where.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["candidates"]:
+    if c["id"] == 8:
+        c["where"] = {"host": "vm", "gpu": 0, "gpu_uuid": "GPU-df7a642a-adef-00a6-9ffd-a2642a57e642",
+                      "cpu_model": "AMD EPYC 9654 96-Core Processor", "host_cpus": 16, "host_gpus": 1}
+    if c["id"] == 6:  # faster than #8 at b16, on a 4-GPU host
+        c["workloads"][1]["median_us"] = 90.0
+        c["where"] = {"host": "vm", "gpu": 2, "gpu_uuid": "GPU-11112222-3333-4444-5555-666677778888",
+                      "cpu_model": "Intel(R) Xeon(R) Platinum 8480C", "host_cpus": 64, "host_gpus": 4, "rank": 1}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+run 0 ka import "$TMP/where.json" --archive "$TMP/where"
+run 0 ka show 8 --archive "$TMP/where" --no-source
+out_has "timed on    GPU 0 (GPU-df7a642a-adef-00a6-9ffd-a2642a57e642) of host vm: 16 CPUs (AMD EPYC 9654 96-Core Processor), 1 GPU"
+run 0 ka show 6 --archive "$TMP/where" --no-source
+out_has "timed on    GPU 2 (GPU-11112222-3333-4444-5555-666677778888) of host vm (MPI rank 1): 64 CPUs (Intel(R) Xeon(R) Platinum 8480C), 4 GPUs"
+run 0 ka show 7 --archive "$TMP/where" --no-source
+out_lacks "timed on"
+run 0 ka stats --archive "$TMP/where"
+out_has "timed on    2 GPUs or hosts: compare their times only roughly"
+out_has "GPU 0 (GPU-df7a642a-adef-00a6-9ffd-a2642a57e642) of host vm: 16 CPUs (AMD EPYC 9654 96-Core Processor), 1 GPU: b1_kv546"
+out_has "(MPI rank 1): 64 CPUs (Intel(R) Xeon(R) Platinum 8480C), 4 GPUs: b16_kv8636"
+run 0 ka stats --archive "$TMP/where" --json
+python3 - "$TMP/out" <<'PY' || fail "stats --json: where the bests were timed"
+import json, sys
+t = {e["workload"]: e for e in json.load(open(sys.argv[1]))["workload_best_timed_on"]}
+assert t["b1_kv546"]["id"] == 8 and t["b1_kv546"]["where"]["host_gpus"] == 1, t
+assert t["b16_kv8636"]["id"] == 6 and t["b16_kv8636"]["where"]["gpu_uuid"].startswith("GPU-1111"), t
+PY
+# a record whose "where" is not what it should be is refused, naming the field
+python3 - "$TMP/where.json" "$TMP/badwhere.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["candidates"][7]["where"]["host_gpus"] = -2
+json.dump(d, open(sys.argv[2], "w"))
+PY
+run 1 ka import "$TMP/badwhere.json" --archive "$TMP/badwhere"
+err_has "where.host_gpus: -2 is not a count of GPUs"
+
 # --json prints JSON on every outcome, errors included (issue 14)
 json_error() { # json_error CODE ARGS...: exit CODE with {"command", "exit_code": CODE, "error"} on stdout
 	local code=$1

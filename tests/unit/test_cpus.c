@@ -175,6 +175,45 @@ static void test_host_gpus_in_pci_order(void **state)
 	test_rmtree(dir);
 }
 
+/* What a result's "where" says of the host: the CPU's model, its CPUs, its GPUs. */
+static void test_host_kind(void **state)
+{
+	char *dir = test_tmpdir(), *gpus = test_tmpdir(), *cpuinfo = ks_strdup(path_in(dir, "cpuinfo"));
+	struct ks_host_kind kind;
+	FILE *f;
+
+	(void)state;
+	mkdir(path_in(gpus, "0000:18:00.0"), 0777);
+	mkdir(path_in(gpus, "0000:3a:00.0"), 0777);
+	f = fopen(cpuinfo, "w");
+	assert_non_null(f);
+	fputs("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel\t\t: 17\n"
+	      "model name\t: AMD EPYC 9654 96-Core Processor  \nflags\t\t: fpu\n\n"
+	      "processor\t: 1\nmodel name\t: something else\n",
+	      f);
+	fclose(f);
+	ks_cpu_host_kind_read(cpuinfo, 16, gpus, &kind);
+	assert_string_equal(kind.cpu_model, "AMD EPYC 9654 96-Core Processor"); /* the first, trimmed */
+	assert_int_equal(kind.cpus, 16);
+	assert_int_equal(kind.gpus, 2);
+	/* an Arm host's cpuinfo names no model; nothing readable says nothing */
+	f = fopen(cpuinfo, "w");
+	assert_non_null(f);
+	fputs("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n", f);
+	fclose(f);
+	ks_cpu_host_kind_read(cpuinfo, -1, "/nonexistent/ksearch", &kind);
+	assert_string_equal(kind.cpu_model, "");
+	assert_true(kind.cpus == 0 && kind.gpus == 0);
+	ks_cpu_host_kind_read("/nonexistent/ksearch/cpuinfo", 4, gpus, &kind);
+	assert_true(!*kind.cpu_model && kind.cpus == 4 && kind.gpus == 2);
+	/* this host's, once: whatever it is, the same each time */
+	assert_ptr_equal(ks_cpu_host_kind(), ks_cpu_host_kind());
+	assert_true(ks_cpu_host_kind()->cpus >= 1);
+	free(cpuinfo);
+	test_rmtree(gpus);
+	test_rmtree(dir);
+}
+
 static void test_share_of_the_cpus(void **state)
 {
 	(void)state;
@@ -244,6 +283,7 @@ int main(void)
 		cmocka_unit_test(test_only_allowed_cpus_and_none_when_too_few_cores),
 		cmocka_unit_test(test_missing_or_bad_topology_is_a_core_a_cpu),
 		cmocka_unit_test(test_host_gpus_in_pci_order),
+		cmocka_unit_test(test_host_kind),
 		cmocka_unit_test(test_share_of_the_cpus),
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_pin_this_process),

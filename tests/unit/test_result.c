@@ -135,7 +135,13 @@ static void full_result(struct ks_result *r)
 	r->printf_bytes = 9000;
 	r->printf_head = ks_strdup("hello\n");
 	r->timing = (struct ks_result_timing){ 0.5, 0.25, 1.0, 1.5, 1.75 };
-	r->where = (struct ks_result_place){ .host = "node7", .gpu = 2, .rank = 3 };
+	r->where = (struct ks_result_place){ .host = "node7",
+					     .gpu = 2,
+					     .rank = 3,
+					     .gpu_uuid = "GPU-df7a642a-adef-00a6-9ffd-a2642a57e642",
+					     .cpu_model = "AMD EPYC 9654 96-Core Processor",
+					     .host_cpus = 16,
+					     .host_gpus = 1 };
 }
 
 static void test_json_form_reads_back_as_written(void **state)
@@ -190,6 +196,10 @@ static void test_json_form_reads_back_as_written(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "where"), "rank")), 3);
 	assert_string_equal(back.where.host, "node7");
 	assert_true(back.where.gpu == 2 && back.where.rank == 3);
+	/* and which GPU, on what kind of host */
+	assert_string_equal(back.where.gpu_uuid, "GPU-df7a642a-adef-00a6-9ffd-a2642a57e642");
+	assert_string_equal(back.where.cpu_model, "AMD EPYC 9654 96-Core Processor");
+	assert_true(back.where.host_cpus == 16 && back.where.host_gpus == 1);
 	j2 = ks_result_to_json(&back);
 	assert_json_equal(j, j2);
 	json_decref(j2);
@@ -201,13 +211,22 @@ static void test_json_form_reads_back_as_written(void **state)
 	json_object_del(json_object_get(j, "overhead"), "announcements");
 	json_object_del(json_object_get(j, "overhead"), "allocations");
 	json_object_del(json_object_get(j, "where"), "rank"); /* timed on one host: no rank */
+	/* a record from before the GPU and the host's kind were kept */
+	json_object_del(json_object_get(j, "where"), "gpu_uuid");
+	json_object_del(json_object_get(j, "where"), "cpu_model");
+	json_object_del(json_object_get(j, "where"), "host_cpus");
+	json_object_del(json_object_get(j, "where"), "host_gpus");
 	ks_result_release(&back);
 	ks_result_init(&back);
 	if (ks_result_from_json(j, &back, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_true(back.where.gpu == 2 && back.where.rank == -1);
+	assert_true(!*back.where.gpu_uuid && !*back.where.cpu_model);
+	assert_true(back.where.host_cpus == 0 && back.where.host_gpus == 0);
 	j2 = ks_result_to_json(&back);
 	assert_null(json_object_get(json_object_get(j2, "where"), "rank"));
+	/* nothing unknown is written */
+	assert_int_equal(json_object_size(json_object_get(j2, "where")), 2);
 	json_decref(j2);
 	assert_true(back.overhead.wait_s == 0 && back.overhead.warmup_s == 0 && back.overhead.runs == 40);
 	assert_true(back.overhead.prechecks_s == 0 && back.overhead.announce_s == 0);
@@ -260,6 +279,14 @@ static void test_a_malformed_frame_is_refused_naming_the_field(void **state)
 		  "where.rank: expected an integer, got a string" },
 		{ "{\"verdict\": \"ok\", \"where\": {\"gpu\": 0, \"host\": 5}}",
 		  "where.host: expected a string, got an integer" },
+		{ "{\"verdict\": \"ok\", \"where\": {\"gpu\": 0, \"gpu_uuid\": 5}}",
+		  "where.gpu_uuid: expected a string, got an integer" },
+		{ "{\"verdict\": \"ok\", \"where\": {\"gpu\": 0, \"host_cpus\": -4}}",
+		  "where.host_cpus: -4 is not a count of CPUs" },
+		{ "{\"verdict\": \"ok\", \"where\": {\"gpu\": 0, \"host_gpus\": 100000}}",
+		  "where.host_gpus: 100000 is not a count of GPUs" },
+		{ "{\"verdict\": \"ok\", \"where\": {\"gpu\": 0, \"cpu_model\": []}}",
+		  "where.cpu_model: expected a string, got a list" },
 	};
 
 	(void)state;

@@ -74,6 +74,26 @@ int ks_cpu_host_gpu_index(const char *gpus_dir, int domain, int bus, int device)
  */
 int ks_cpu_pin_process(const struct ks_cpu_plan *plan, int g, char *cpus, size_t size);
 
+/*
+ * The kind of host a measurement was made on, as a result's "where" names
+ * it (evaluate/result.h): GPU latencies differ between hosts of one GPU
+ * model (a cluster kernel ran 7-12% slower on a 2-GPU host than on
+ * single-GPU ones; BENCHMARKS.md, "Issue 24 on one H200"), and host names
+ * ("vm") often say nothing.
+ */
+struct ks_host_kind {
+	char cpu_model[64]; /* "AMD EPYC 9654 96-Core Processor"; "" unknown */
+	int cpus;	    /* online CPUs; 0 unknown */
+	int gpus;	    /* the GPUs the driver lists on the host, whatever this process sees */
+};
+
+/* From cpuinfo (normally /proc/cpuinfo: its first "model name"), online_cpus and gpus_dir. */
+void ks_cpu_host_kind_read(const char *cpuinfo, long online_cpus, const char *gpus_dir,
+			   struct ks_host_kind *out);
+
+/* This host's kind, read once. */
+const struct ks_host_kind *ks_cpu_host_kind(void);
+
 /* A set as a CPU list ("0-3,8"), in at most size bytes. */
 void ks_cpu_set_format(const cpu_set_t *set, char *out, size_t size);
 

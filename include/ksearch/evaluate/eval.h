@@ -33,6 +33,7 @@ struct ks_evaluator {
 	uint64_t jobs;
 	int restarts;  /* workers started after the first */
 	char cpus[64]; /* the worker's own core's CPUs ("62-63"), "" if it has none (base/cpus.h) */
+	char uuid[48]; /* the GPU's, as nvidia-smi prints it; "" unknown */
 };
 
 struct ks_eval_options {

@@ -149,6 +149,14 @@ struct ks_result_place {
 	char host[64]; /* the host's name ("" unknown) */
 	int gpu;       /* the GPU's index on that host, as --gpus counts them; -1: unknown */
 	int rank;      /* the MPI rank that timed it; -1: not over MPI */
+	/*
+	 * which GPU and what kind of host (base/cpus.h: struct ks_host_kind says
+	 * why): "" or 0 unknown, as in records from before they were kept
+	 */
+	char gpu_uuid[48];  /* "GPU-df7a642a-..." */
+	char cpu_model[64]; /* the host's CPU */
+	int host_cpus;	    /* its online CPUs */
+	int host_gpus;	    /* its GPUs */
 };
 
 struct ks_result {
