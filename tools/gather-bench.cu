@@ -36,7 +36,10 @@
 //      mla_mma_ws lays it out, filled by producer warps through their registers (plain loads,
 //      then stores, then an arrival on the stage's barrier), at 1 and 2 CTAs an SM, beside
 //      plain loads with no ring and one producer warp's bulk copies at the same residency.
-//   ./gather-bench [quick | mla | hint | mlahint | inflight | mlastage]
+//   9. (twenty-seventh session, `./gather-bench reads`) each gqa workload's token count of pages
+//      (546 to 46287) by plain evict_first loads after the memset, the best of grids and pages a
+//      warp: the bare read a workload's kernel is measured against.
+//   ./gather-bench [quick | mla | hint | mlahint | inflight | mlastage | reads]
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -523,6 +526,33 @@ int main(int argc, char **argv) {
                 one(mla_stage<4, 4, 16, 4>, 160, res, "stage PW4 U4 T16 S4");
             }
             CK(cudaFree(idx)); CK(cudaFree(ckv)); CK(cudaFree(kpe));
+        }
+        return 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "reads") { /* each gqa workload's pages, read bare */
+        for (int n : {546, 8636, 23079, 28815, 46287}) {
+            const int pool = 2 * n + 1024;
+            const double bytes = 2.0 * n * 1024;
+            char *k, *v; CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMalloc(&v, (size_t)pool * 1024));
+            int *idx; CK(cudaMalloc(&idx, n * 4));
+            std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
+            std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
+            CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+            float best = 1e9f; int best_ctas = 0;
+            for (int ctas : {sms / 4, sms / 2, sms, 2 * sms, 4 * sms, 8 * sms}) {
+                const int chunk = (n + ctas - 1) / ctas;
+                if (chunk < 1) continue;
+                for (int u = 0; u < 3; u++) {
+                    const float us = u == 0 ? timeit([&] { gather_ld<2><<<ctas, 256>>>(idx, k, v, n, chunk, out, true); }, 20)
+                                   : u == 1 ? timeit([&] { gather_ld<4><<<ctas, 256>>>(idx, k, v, n, chunk, out, true); }, 20)
+                                            : timeit([&] { gather_ld<8><<<ctas, 256>>>(idx, k, v, n, chunk, out, true); }, 20);
+                    CK(cudaGetLastError());
+                    if (us < best) { best = us; best_ctas = ctas; }
+                }
+            }
+            printf("reads n=%d (%.1f MB): random pages by plain evict_first loads, best grid %d CTAs: %.2f us (%.2f TB/s)\n", n, bytes / 1e6,
+                   best_ctas, best, bytes / best / 1e6);
+            CK(cudaFree(idx)); CK(cudaFree(k)); CK(cudaFree(v));
         }
         return 0;
     }
