@@ -93,6 +93,11 @@ struct search {
 	struct queue build_q, eval_q;
 	struct job **ring; /* depth slots, by seq % depth */
 	int shutdown;
+	/*
+	 * the build threads' end: after shutdown they still build the run's last
+	 * confirmations (confirm_last_bests()), until this is set
+	 */
+	int builders_done;
 	int winding_down; /* out of time, or stopped by a signal or the target: no new profile or check */
 	double gpu_busy_s;
 	/* proposals */
@@ -499,19 +504,24 @@ static void *build_thread(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&s->lock);
-		while (!s->shutdown && !s->build_q.count && !evidence_unbuilt(s))
+		/* once the search shuts down, only a confirmation is built (the run's last ones) */
+		while (!s->builders_done && !evidence_unbuilt(s) && (s->shutdown || !s->build_q.count))
 			pthread_cond_wait(&s->cond, &s->lock);
+		if (s->builders_done) {
+			pthread_mutex_unlock(&s->lock);
+			return NULL;
+		}
 		/* a confirmation first: few, and a lane runs none before it is built */
-		for (int i = 0; !s->shutdown && !ej && i < N_EVIDENCE; i++)
+		for (int i = 0; !ej && i < N_EVIDENCE; i++)
 			ej = ks_evidence_queue_take_unbuilt(eq = &s->evidence[i]);
-		job = ej ? NULL : queue_pop(&s->build_q);
+		job = ej || s->shutdown ? NULL : queue_pop(&s->build_q);
 		pthread_mutex_unlock(&s->lock);
 		if (ej) {
 			build_evidence(s, eq, ej);
 			continue;
 		}
 		if (!job)
-			return NULL;
+			continue; /* another thread took the confirmation */
 		t0 = ks_now_s();
 		if (job->fam->broken) {
 			/* an LLM's source whose ksearch block cannot be used: nothing to build */
@@ -1878,7 +1888,9 @@ static int apply_evidence(struct search *s, struct ks_error *err)
  * When a run stops, its workloads' bests are confirmed before it returns:
  * the per-workload bests it leaves (what export-best --dispatch takes) are
  * then times that held on two draws.  One evaluation each, on lane 0 (the
- * lanes have stopped); a best that loses its place makes another the best,
+ * lanes have stopped), of a build the build threads made (they stop after
+ * this: on the lane the GPU waited through each compile, 0.55-1.05 s of a
+ * gqa confirmation against 0.14-0.19 s for the timing); a best that loses its place makes another the best,
  * which is confirmed in turn, at most eight rounds a workload (a 2m20s gqa
  * search on an H200, capped at four, ran 19 in 19 s).  A run with a time
  * limit starts none past the limit and its grace (ks_search_confirm_grace_s():
@@ -1913,6 +1925,11 @@ static int confirm_last_bests(struct search *s, size_t workloads, struct ks_erro
 			goto done;
 		if (!(job = ks_evidence_queue_take_now(q)))
 			break;
+		if (!id_set_has(&left, job->id)) {
+			/* its build was under way when it stopped being a best */
+			ks_evidence_queue_drop(q, job);
+			continue;
+		}
 		ks_evidence_queue_run(q, 0, job);
 		if (apply_evidence(s, err) < 0)
 			goto done;
@@ -1986,7 +2003,7 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	struct search s = { .ar = ar, .op = op, .backend = backend, .cfg = cfg, .summary = summary };
 	pthread_t *builders = NULL;
 	struct lane *lanes = NULL;
-	int jobs = cfg->jobs > 0 ? cfg->jobs : 1, ret = -1, stopping = 0, threads = 0;
+	int jobs = cfg->jobs > 0 ? cfg->jobs : 1, ret = -1, stopping = 0, threads = 0, last_confirmations;
 	const char *reason = NULL;
 	struct ks_archive_metrics m0;
 	uint64_t inserted = 0;
@@ -2137,19 +2154,26 @@ int ks_search_run(struct ks_archive *ar, const struct ks_op *op, const struct ks
 	summary->stop_reason = reason;
 	ret = 0;
 shutdown:
+	/* the lanes stop; the build threads stay for the last confirmations, if the run ended well */
+	last_confirmations = ret == 0 && !(cfg->stop && *cfg->stop);
 	pthread_mutex_lock(&s.lock);
 	s.shutdown = 1;
+	s.builders_done = !last_confirmations;
 	pthread_cond_broadcast(&s.cond);
 	pthread_mutex_unlock(&s.lock);
-	for (int i = 0; threads && i < jobs; i++)
-		pthread_join(builders[i], NULL);
 	for (int i = 0; threads && i < backend->lanes; i++)
 		pthread_join(lanes[i].thread, NULL);
 	/* profiles that finished while the search wound down are stored too */
 	if (ret == 0 && apply_evidence(&s, err) < 0)
 		ret = -1;
-	if (ret == 0 && !(cfg->stop && *cfg->stop) && confirm_last_bests(&s, op->n_workloads, err) < 0)
+	if (ret == 0 && last_confirmations && confirm_last_bests(&s, op->n_workloads, err) < 0)
 		ret = -1;
+	pthread_mutex_lock(&s.lock);
+	s.builders_done = 1;
+	pthread_cond_broadcast(&s.cond);
+	pthread_mutex_unlock(&s.lock);
+	for (int i = 0; threads && i < jobs; i++)
+		pthread_join(builders[i], NULL);
 	for (int i = 0; i < N_EVIDENCE; i++)
 		ks_evidence_queue_finish(&s.evidence[i], gpu_besides(&s, &s.evidence[i]));
 	/* anything still queued after a failure: release it */

@@ -200,15 +200,22 @@ struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q)
 	struct ks_evidence_job *job = NULL;
 
 	pthread_mutex_lock(q->env.lock);
+	while (!q->off && !q->n_wait && (q->n_unbuilt || q->n_building))
+		pthread_cond_wait(q->env.cond, q->env.lock); /* a build thread gives it back */
 	if (!q->off && q->n_wait) {
 		q->running++;
 		job = q->wait[--q->n_wait];
-	} else if (!q->off && q->n_unbuilt) {
-		q->running++;
-		job = q->unbuilt[--q->n_unbuilt]; /* built on the lane, as no build thread is left */
 	}
 	pthread_mutex_unlock(q->env.lock);
 	return job;
+}
+
+void ks_evidence_queue_drop(struct ks_evidence_queue *q, struct ks_evidence_job *job)
+{
+	pthread_mutex_lock(q->env.lock);
+	q->running--;
+	job_free(q, job);
+	pthread_mutex_unlock(q->env.lock);
 }
 
 /* Under lock: keep the jobs of list whose record is one of ids[0..n), in order; free the others. */
@@ -351,7 +358,7 @@ void ks_evidence_queue_finish(struct ks_evidence_queue *q, double gpu_s)
 	q->budget.eval_s = gpu_s;
 	q->stats->seconds = q->budget.spent_s;
 	q->stats->share = ks_evidence_budget_used(&q->budget);
-	/* the build threads have stopped: no job is held by one */
+	/* the build threads have stopped (after the run's last confirmations): no job is held by one */
 	free_all(q, q->wait, q->n_wait);
 	free_all(q, q->done, q->n_done);
 	free_all(q, q->unbuilt, q->n_unbuilt);

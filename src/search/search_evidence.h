@@ -21,7 +21,9 @@
  * gives it back built (ks_evidence_queue_built()), and only then may a
  * lane run it.  On the lane the GPU would have waited through the
  * compile: 0.4-1 s of a gqa confirmation's 0.6-1.3 s, with nvidia-smi at
- * 0% (BENCHMARKS.md, twenty-sixth session).
+ * 0% (BENCHMARKS.md, twenty-sixth session); built ahead, one took 0.14-0.19
+ * s on its lane (twenty-seventh).  The run's last confirmations too: the
+ * build threads stop after them.
  *
  * Locking: the queue and its budget are guarded by the search's lock
  * (env.lock).  Functions say whether they are called with it held; the
@@ -154,9 +156,13 @@ struct ks_evidence_job *ks_evidence_queue_take_unbuilt(struct ks_evidence_queue 
 void ks_evidence_queue_built(struct ks_evidence_queue *q, struct ks_evidence_job *job);
 /*
  * The newest job waiting, whatever the budget (a run's last confirmations),
- * built or not (the build threads have stopped), or NULL; takes the lock.
+ * or NULL when none is left; takes the lock.  A prebuild kind's job not yet
+ * built is waited for: the build threads outlive the lanes for these, so
+ * that the lane that times one does not also compile it.
  */
 struct ks_evidence_job *ks_evidence_queue_take_now(struct ks_evidence_queue *q);
+/* A job taken with ks_evidence_queue_take_now() and not run after all: freed. */
+void ks_evidence_queue_drop(struct ks_evidence_queue *q, struct ks_evidence_job *job);
 /* Calling thread: drop the jobs waiting whose record is not one of ids[0..n). */
 void ks_evidence_queue_retain(struct ks_evidence_queue *q, const uint64_t *ids, size_t n);
 /* A lane, without the lock: run it, and leave the outcome for the calling thread. */

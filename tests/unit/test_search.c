@@ -86,6 +86,7 @@ struct toy {
 	int has_main;
 	pthread_t main;
 	int lane_builds;
+	int main_builds; /* and builds made by main itself: the run's last confirmations run there */
 };
 
 /* Has this thread evaluated (toy_evaluate())?  Lanes have; build threads never do. */
@@ -124,6 +125,8 @@ static int toy_build(void *ctx, const struct ks_family *f, const int64_t *params
 	t->builds++;
 	if (t->has_main && toy_evaluated && !pthread_equal(pthread_self(), t->main))
 		t->lane_builds++;
+	if (t->has_main && pthread_equal(pthread_self(), t->main))
+		t->main_builds++;
 	pthread_mutex_unlock(&t->lock);
 	if (h % 11 == 0) {
 		*built = NULL;
@@ -1227,6 +1230,7 @@ static void test_lucky_bests_are_confirmed_and_lose_their_place(void **state)
 	assert_true(sum.confirm.stored > 0);
 	/* a confirmation's build was made by a build thread, not on the lane that timed it */
 	assert_int_equal(t.lane_builds, 0);
+	assert_int_equal(t.main_builds, 0);
 	assert_true(sum.confirm.changed > 0); /* some lucky best was found out */
 	assert_true(sum.confirm.seconds > 0 && sum.confirm.share <= 0.5 + 0.05);
 	assert_contains(log, "\"event\":\"confirmation\"");
@@ -1308,9 +1312,14 @@ static void test_last_confirmations_end_with_the_time_s_grace(void **state)
 	 * (such a one neither holds nor loses a workload)
 	 */
 	confirmed_grace_s = 30;
+	t2.has_main = 1;
+	t2.main = pthread_self();
 	run_profiled(f, "grace-whole", &t2, 100000, &sum, &out, &log);
 	assert_string_equal(sum.stop_reason, "time");
 	assert_true(sum.confirm.stored >= 1);
+	/* their builds were made by the build threads, which outlive the lanes for them */
+	assert_int_equal(t2.main_builds, 0);
+	assert_int_equal(t2.lane_builds, 0);
 	/* eight rounds a workload of the op (one here), for two workloads' chains of lucky bests */
 	assert_true(sum.unconfirmed <= 1);
 	assert_null(strstr(log, "\"workloads_held\":0,\"workloads_lost\":0"));
