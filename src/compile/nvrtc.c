@@ -271,9 +271,9 @@ static int add_option(char **opts, int *n, const char *fmt, ...)
 static int build_options(const struct ks_compile_request *req, const char *include_dir, char ***options,
 			 int *n_options, struct ks_error *err)
 {
-	char **opts = calloc(6 + req->n_defines, sizeof(*opts));
+	char **opts = calloc(7 + req->n_defines, sizeof(*opts));
 	char *cccl = NULL;
-	int ret = -1;
+	int ret = -1, major = 0, minor = 0;
 
 	*options = opts;
 	*n_options = 0;
@@ -281,6 +281,12 @@ static int build_options(const struct ks_compile_request *req, const char *inclu
 	    add_option(opts, n_options, "-std=c++17") || add_option(opts, n_options, "--ptxas-options=-v") ||
 	    add_option(opts, n_options, "-I%s", include_dir) || asprintf(&cccl, "%s/cccl", include_dir) < 0) {
 		cccl = NULL;
+		ks_fail(err, "out of memory building NVRTC options");
+		goto cleanup;
+	}
+	/* a cached compile comes back without ptxas's report (nvrtc.h) */
+	if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 9)) &&
+	    add_option(opts, n_options, "--no-cache")) {
 		ks_fail(err, "out of memory building NVRTC options");
 		goto cleanup;
 	}

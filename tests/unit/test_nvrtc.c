@@ -82,6 +82,19 @@ static void test_compiles_sm80_and_sm90a_with_defines(void **state)
 	check_tile_copy("sm_90a", 64, 256);
 }
 
+/*
+ * NVRTC 12.9 and later cache compiles where a CUDA driver loads, and a
+ * cached answer comes without ptxas's report: the second of two equal
+ * compiles must report its resources too.  Without a driver (CI) there is
+ * no cache; tests/gpu/t0212-nvrtc-cache.sh runs this where there is one.
+ */
+static void test_the_same_compile_twice_reports_resources(void **state)
+{
+	(void)state;
+	check_tile_copy("sm_90a", 128, 512);
+	check_tile_copy("sm_90a", 128, 512);
+}
+
 static void test_error_points_at_users_line(void **state)
 {
 	static const char source[] = "/* ksearch\n"
@@ -372,6 +385,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_compiles_sm80_and_sm90a_with_defines),
+		cmocka_unit_test(test_the_same_compile_twice_reports_resources),
 		cmocka_unit_test(test_error_points_at_users_line),
 		cmocka_unit_test(test_text_of_a_foreign_file_is_withheld),
 		cmocka_unit_test(test_huge_log_is_trimmed_from_first_error),

@@ -12,7 +12,12 @@
  *
  * Options always given: --gpu-architecture=<arch>, -std=c++17,
  * --ptxas-options=-v, -I<CUDA include dir> (so that
- * <cuda_bf16.h> and friends resolve), plus -D<NAME>=<value> per define.
+ * <cuda_bf16.h> and friends resolve), plus -D<NAME>=<value> per define,
+ * and --no-cache from NVRTC 12.9 on: its cache (kept in the driver's
+ * compute cache, so only where a driver loads) answers a compile it has
+ * seen with the cubin and an empty log, without ptxas's report, so the
+ * second `ksearch doctor` on a GPU machine took NVRTC for broken
+ * (twenty-seventh session).
  * The CUDA include dir is $CUDA_PATH/include, else /usr/local/cuda/include;
  * NVRTC 13 resolves none of <cuda_fp16.h>, <cuda_bf16.h>, <cuda/std/...>
  * without it.  Its cccl/ subdirectory (where CUDA 13 keeps <cuda/...> and
