@@ -286,6 +286,20 @@ __global__ void __launch_bounds__(64) mla_bulk(const int *idx, const char *ckv, 
     }
 }
 
+// a warp's share of token tok's row (zeros past r1): lane l holds ckv pieces l and 32 + l,
+// lanes 0-7 also a kpe piece
+__device__ __forceinline__ void mla_row_load(uint4 (&r)[3], const int *idx, const char *ckv, const char *kpe, int tok, int r1,
+                                             int lane, bool hint, unsigned long long pol) {
+    r[0] = r[1] = r[2] = make_uint4(0, 0, 0, 0);
+    if (tok < r1) {
+        const long long pg = idx[tok];
+        const uint4 *cp = reinterpret_cast<const uint4 *>(ckv + pg * 1024);
+        r[0] = ld16(cp + lane, hint, pol);
+        r[1] = ld16(cp + 32 + lane, hint, pol);
+        if (lane < 8) r[2] = ld16(reinterpret_cast<const uint4 *>(kpe + pg * 128) + lane, hint, pol);
+    }
+}
+
 // plain loads: a warp takes U tokens at a time; lane l holds ckv pieces l and 32+l of each,
 // lanes 0-7 also a kpe piece
 template <int U>
@@ -298,15 +312,7 @@ __global__ void __launch_bounds__(256) mla_ld(const int *idx, const char *ckv, c
         uint4 r[U][3];
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const int tok = t0 + u;
-            r[u][0] = r[u][1] = r[u][2] = make_uint4(0, 0, 0, 0);
-            if (tok < r1) {
-                const long long pg = idx[tok];
-                const uint4 *cp = reinterpret_cast<const uint4 *>(ckv + pg * 1024);
-                r[u][0] = ld16(cp + lane, hint, pol);
-                r[u][1] = ld16(cp + 32 + lane, hint, pol);
-                if (lane < 8) r[u][2] = ld16(reinterpret_cast<const uint4 *>(kpe + pg * 128) + lane, hint, pol);
-            }
+            mla_row_load(r[u], idx, ckv, kpe, t0 + u, r1, lane, hint, pol);
         }
 #pragma unroll
         for (int u = 0; u < U; u++)
@@ -346,15 +352,7 @@ __global__ void __launch_bounds__(32 * (PW + 1)) mla_stage(const int *idx, const
                 uint4 r[U][3];
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    const int tok = r0 + t * TILE + (b * U + u) * PW + warp;
-                    r[u][0] = r[u][1] = r[u][2] = make_uint4(0, 0, 0, 0);
-                    if (tok < r1) {
-                        const long long pg = idx[tok];
-                        const uint4 *cp = reinterpret_cast<const uint4 *>(ckv + pg * 1024);
-                        r[u][0] = ld16(cp + lane, true, pol);
-                        r[u][1] = ld16(cp + 32 + lane, true, pol);
-                        if (lane < 8) r[u][2] = ld16(reinterpret_cast<const uint4 *>(kpe + pg * 128) + lane, true, pol);
-                    }
+                    mla_row_load(r[u], idx, ckv, kpe, r0 + t * TILE + (b * U + u) * PW + warp, r1, lane, true, pol);
                 }
 #pragma unroll
                 for (int u = 0; u < U; u++) {
@@ -379,17 +377,24 @@ __global__ void __launch_bounds__(32 * (PW + 1)) mla_stage(const int *idx, const
     }
 }
 
+// n distinct pages of a pool, in random order (as op.json's generator draws them), on the device
+static int *random_pages(int n, int pool) {
+    std::vector<int> perm(pool);
+    for (int i = 0; i < pool; i++) perm[i] = i;
+    std::mt19937 g(1);
+    std::shuffle(perm.begin(), perm.end(), g);
+    int *idx; CK(cudaMalloc(&idx, n * 4));
+    CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+    return idx;
+}
+
 template <typename Timeit>
 static void run_mla(Timeit timeit, int sms, float empty_us, float *out) {
     for (int n : {64000, 256000}) {
         const int pool = 2 * n + 1024;
         const double bytes = 1152.0 * n;
         char *ckv, *kpe; CK(cudaMalloc(&ckv, (size_t)pool * 1024)); CK(cudaMalloc(&kpe, (size_t)pool * 128));
-        int *idx; CK(cudaMalloc(&idx, n * 4));
-        std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-        { std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); }
-        perm.resize(n);
-        CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+        int *idx = random_pages(n, pool);
         {
             char *s; CK(cudaMalloc(&s, (size_t)bytes));
             float best = 1e9f;
@@ -465,10 +470,7 @@ int main(int argc, char **argv) {
                 const int pool = 2 * n + 1024;
                 const double bytes = 1152.0 * n;
                 char *ckv, *kpe, *s; CK(cudaMalloc(&ckv, (size_t)pool * 1024)); CK(cudaMalloc(&kpe, (size_t)pool * 128)); CK(cudaMalloc(&s, (size_t)bytes));
-                int *idx; CK(cudaMalloc(&idx, n * 4));
-                std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-                std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
-                CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+                int *idx = random_pages(n, pool);
                 CK(cudaFuncSetAttribute(mla_bulk<16, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize, 6 * 16 * 1152 + 256));
                 CK(cudaFuncSetAttribute(mla_bulk<32, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, 3 * 32 * 1152 + 256));
                 for (int h = 0; h < 2; h++) {
@@ -498,10 +500,7 @@ int main(int argc, char **argv) {
             const int pool = 2 * n + 1024;
             const double bytes = 1152.0 * n;
             char *ckv, *kpe; CK(cudaMalloc(&ckv, (size_t)pool * 1024)); CK(cudaMalloc(&kpe, (size_t)pool * 128));
-            int *idx; CK(cudaMalloc(&idx, n * 4));
-            std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-            std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
-            CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+            int *idx = random_pages(n, pool);
             /* one: a kernel at `res` CTAs an SM (its shared memory asks for 1/res of the SM's), grid res x SMs */
             auto one = [&](auto kern, int threads, int res, const char *name) {
                 const int smem = per_sm_bytes / res - 1024;
@@ -534,10 +533,7 @@ int main(int argc, char **argv) {
             const int pool = 2 * n + 1024;
             const double bytes = 2.0 * n * 1024;
             char *k, *v; CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMalloc(&v, (size_t)pool * 1024));
-            int *idx; CK(cudaMalloc(&idx, n * 4));
-            std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-            std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
-            CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+            int *idx = random_pages(n, pool);
             float best = 1e9f; int best_ctas = 0;
             for (int ctas : {sms / 4, sms / 2, sms, 2 * sms, 4 * sms, 8 * sms}) {
                 const int chunk = (n + ctas - 1) / ctas;
@@ -560,10 +556,7 @@ int main(int argc, char **argv) {
         const int n = 46287, pool = 2 * n + 1024;
         const double bytes = 2.0 * n * 1024;
         char *k, *v; CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMalloc(&v, (size_t)pool * 1024));
-        int *idx; CK(cudaMalloc(&idx, n * 4));
-        std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-        std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
-        CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+        int *idx = random_pages(n, pool);
         auto one = [&](auto kern, int u, int ctas) {
             int per_sm = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 256, 0));
             const int resident = std::min(per_sm, (ctas + sms - 1) / sms);
@@ -588,10 +581,7 @@ int main(int argc, char **argv) {
                 const int pool = 2 * n + 1024;
                 const double bytes = 2.0 * n * 1024;
                 char *k, *v, *s; CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMalloc(&v, (size_t)pool * 1024)); CK(cudaMalloc(&s, (size_t)bytes));
-                int *idx; CK(cudaMalloc(&idx, n * 4));
-                std::vector<int> perm(pool); for (int i = 0; i < pool; i++) perm[i] = i;
-                std::mt19937 g(1); std::shuffle(perm.begin(), perm.end(), g); perm.resize(n);
-                CK(cudaMemcpy(idx, perm.data(), n * 4, cudaMemcpyHostToDevice));
+                int *idx = random_pages(n, pool);
                 for (int h = 0; h < 2; h++) {
                     float best_s = 1e9f, best_g = 1e9f;
                     for (int ctas : {2 * sms, 4 * sms, 8 * sms}) {
