@@ -521,7 +521,7 @@ static void *build_thread(void *arg)
 			continue;
 		}
 		if (!job)
-			continue; /* another thread took the confirmation */
+			continue; /* not reached: the wait ends with a job to take, or with builders_done */
 		t0 = ks_now_s();
 		if (job->fam->broken) {
 			/* an LLM's source whose ksearch block cannot be used: nothing to build */
