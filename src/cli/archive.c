@@ -690,29 +690,6 @@ static void show_text(const struct ks_record *rec, const char *source, int with_
 		       *source && source[strlen(source) - 1] != '\n' ? "\n" : "");
 }
 
-/*
- * Where a result was timed, as "GPU 0 (GPU-df7a...) of host vm: 16 CPUs
- * (AMD EPYC ...), 1 GPU"; what the record does not say is left out.
- */
-static void format_where(const struct ks_result_place *w, struct ks_strbuf *sb)
-{
-	ks_strbuf_addf(sb, "GPU %d", w->gpu);
-	if (*w->gpu_uuid)
-		ks_strbuf_addf(sb, " (%s)", w->gpu_uuid);
-	ks_strbuf_addf(sb, " of host %s", *w->host ? w->host : "?");
-	if (w->rank >= 0)
-		ks_strbuf_addf(sb, " (MPI rank %d)", w->rank);
-	if (w->host_cpus || *w->cpu_model || w->host_gpus)
-		ks_strbuf_addf(sb, ":");
-	if (w->host_cpus)
-		ks_strbuf_addf(sb, " %d CPUs", w->host_cpus);
-	if (*w->cpu_model)
-		ks_strbuf_addf(sb, " (%s)", w->cpu_model);
-	if (w->host_gpus)
-		ks_strbuf_addf(sb, "%s %d GPU%s", w->host_cpus || *w->cpu_model ? "," : "", w->host_gpus,
-			       w->host_gpus == 1 ? "" : "s");
-}
-
 static void show_where(const struct ks_record *rec)
 {
 	struct ks_strbuf sb;
@@ -720,7 +697,7 @@ static void show_where(const struct ks_record *rec)
 	if (rec->result.where.gpu < 0)
 		return;
 	ks_strbuf_init(&sb);
-	format_where(&rec->result.where, &sb);
+	ks_archive_cli_format_where(&rec->result.where, &sb);
 	printf("%-12s%s\n", "timed on", sb.buf);
 	ks_strbuf_release(&sb);
 }
@@ -982,7 +959,7 @@ static int bests_timed_on(struct ks_archive *ar, const json_t *bests, json_t **t
 		}
 		ks_strbuf_init(&sb);
 		if (rec.result.where.gpu >= 0)
-			format_where(&rec.result.where, &sb);
+			ks_archive_cli_format_where(&rec.result.where, &sb);
 		else
 			ks_strbuf_addf(&sb, "not recorded");
 		if (!(ids = json_object_get(*text, sb.buf))) {

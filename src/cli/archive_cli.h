@@ -162,6 +162,13 @@ int ks_archive_cli_lineage_build(struct ks_archive *ar, const struct ks_record *
 void ks_archive_cli_lineage_release(struct ks_archive_cli_lineage *lin);
 
 /*
+ * Where a result was timed, as "GPU 0 (GPU-df7a...) of host vm: 16 CPUs
+ * (AMD EPYC ...), 1 GPU", appended to sb; what the record does not say is
+ * left out.
+ */
+void ks_archive_cli_format_where(const struct ks_result_place *w, struct ks_strbuf *sb);
+
+/*
  * "take it home:" and the export-best command of best_id (the best by
  * fitness); when other kernels are the fastest on some benchmark
  * workloads, the export of all of them as one per-shape dispatch too, and

@@ -266,3 +266,22 @@ int ks_archive_cli_lineage_build(struct ks_archive *ar, const struct ks_record *
 	lin->chain.n_steps = lin->n_ancestors + 1;
 	return 0;
 }
+
+void ks_archive_cli_format_where(const struct ks_result_place *w, struct ks_strbuf *sb)
+{
+	ks_strbuf_addf(sb, "GPU %d", w->gpu);
+	if (*w->gpu_uuid)
+		ks_strbuf_addf(sb, " (%s)", w->gpu_uuid);
+	ks_strbuf_addf(sb, " of host %s", *w->host ? w->host : "?");
+	if (w->rank >= 0)
+		ks_strbuf_addf(sb, " (MPI rank %d)", w->rank);
+	if (w->host_cpus || *w->cpu_model || w->host_gpus)
+		ks_strbuf_addf(sb, ":");
+	if (w->host_cpus)
+		ks_strbuf_addf(sb, " %d CPUs", w->host_cpus);
+	if (*w->cpu_model)
+		ks_strbuf_addf(sb, " (%s)", w->cpu_model);
+	if (w->host_gpus)
+		ks_strbuf_addf(sb, "%s %d GPU%s", w->host_cpus || *w->cpu_model ? "," : "", w->host_gpus,
+			       w->host_gpus == 1 ? "" : "s");
+}
