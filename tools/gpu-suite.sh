@@ -5,7 +5,8 @@
 # binary, and test-only libraries in build/carry-libs.  Logs go to $LOG_DIR.
 #   tools/gpu-suite.sh [smoke|tests|all] [TEST...]
 # TEST names tests/gpu scripts to run alone (t0207 runs tests/gpu/t0207-*.sh), e.g. the ones
-# that failed in a run before: smoke's parts still run with smoke or all.
+# that failed in a run before: with tests only those, with all smoke's parts and those.
+# smoke runs no tests/gpu script, so naming one with it is refused (exit 2).
 # The hostile suite runs KS_HOSTILE_RUNS times (3), each with a fresh compile cache;
 # a GPU test that runs past KS_GPU_TEST_TIMEOUT seconds (900) is stopped and fails.
 # Every part runs even when one before it failed; the last line is
@@ -17,6 +18,11 @@ cd "$(dirname "$0")/.."
 mode=${1:-all}
 [ $# -gt 0 ] && shift
 only=("$@")
+if [ "$mode" = smoke ] && [ ${#only[@]} -gt 0 ]; then
+	echo "gpu-suite: smoke runs no tests/gpu script, so ${only[*]} would not run;" \
+		"use 'tests ${only[*]}' (those alone) or 'all ${only[*]}' (smoke's parts and those)" >&2
+	exit 2
+fi
 # wanted FILE: whether tests/gpu FILE is to run (every one when no TEST was named)
 wanted() {
 	[ ${#only[@]} = 0 ] && return 0

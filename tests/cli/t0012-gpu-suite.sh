@@ -51,6 +51,11 @@ run 0 env PATH="$R/bin:$PATH" LOG_DIR="$TMP/logs" KSEARCH_CACHE="$TMP/cache" bas
 out_has "t0200-hostile.sh, run 3"
 out_has "gpu-suite: all 6 parts passed"
 
+# smoke runs no tests/gpu script: naming one with it is refused, not silently skipped
+run 2 env PATH="$R/bin:$PATH" LOG_DIR="$TMP/logs" KSEARCH_CACHE="$TMP/cache" bash "$R/tools/gpu-suite.sh" smoke t0202
+err_has "gpu-suite: smoke runs no tests/gpu script, so t0202 would not run; use 'tests t0202' (those alone) or 'all t0202' (smoke's parts and those)"
+out_lacks "gpukit"
+
 # a library the binary lacks ends it at once, saying so
 fake "$R/bin/ldd" 'echo "	libcuda.so.1 => not found"'
 suite 1
