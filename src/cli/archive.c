@@ -933,12 +933,13 @@ static json_t *stats_json(struct ks_archive *ar, const struct ks_archive_metrics
 
 /*
  * Where each workload's best was timed: {"GPU 0 (GPU-...) of host ...":
- * [workload ids]} in *text, and a list of {"workload", "where"} in *json.
- * The bests are a handful of records, so stats still answers at once.
+ * [workload ids]} in *text, and a list of {"workload", "id", "where"} in
+ * *json.  The bests are a handful of records, so stats still answers at
+ * once; one that does not read is named, and stats goes on.
  */
-static int bests_timed_on(struct ks_archive *ar, const json_t *bests, json_t **text, json_t **json,
-			  struct ks_error *err)
+static void bests_timed_on(struct ks_archive *ar, const json_t *bests, json_t **text, json_t **json)
 {
+	struct ks_error err;
 	const char *wid;
 	const json_t *b;
 
@@ -952,13 +953,13 @@ static int bests_timed_on(struct ks_archive *ar, const json_t *bests, json_t **t
 		struct ks_strbuf sb;
 
 		ks_record_init(&rec);
-		if (ks_archive_get_record(ar, id, &rec, NULL, err) < 0 ||
-		    ks_archive_get(ar, id, &record, NULL, err) < 0) {
-			ks_record_release(&rec);
-			return -1;
-		}
 		ks_strbuf_init(&sb);
-		if (rec.result.where.gpu >= 0)
+		/* a record that does not read says so here; the rest of stats does not need it */
+		if (ks_archive_get_record(ar, id, &rec, NULL, &err) < 0 ||
+		    ks_archive_get(ar, id, &record, NULL, &err) < 0)
+			ks_strbuf_addf(&sb, "unknown (#%llu does not read: `ksearch archive verify`)",
+				       (unsigned long long)id);
+		else if (rec.result.where.gpu >= 0)
 			ks_archive_cli_format_where(&rec.result.where, &sb);
 		else
 			ks_strbuf_addf(&sb, "not recorded");
@@ -974,7 +975,6 @@ static int bests_timed_on(struct ks_archive *ar, const json_t *bests, json_t **t
 		ks_strbuf_release(&sb);
 		ks_record_release(&rec);
 	}
-	return 0;
 }
 
 static void print_bests_timed_on(const json_t *text)
@@ -1060,11 +1060,11 @@ static int archive_stats(int argc, char **argv)
 		goto cleanup;
 	}
 	usage = llm_usage(ar);
-	if (ks_archive_workload_bests(ar, &bests, &err) < 0 ||
-	    bests_timed_on(ar, bests, &timed_on, &timed_on_json, &err) < 0) {
+	if (ks_archive_workload_bests(ar, &bests, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
+	bests_timed_on(ar, bests, &timed_on, &timed_on_json);
 	if (json) {
 		json_t *doc = stats_json(ar, &m, points, n_points);
 
