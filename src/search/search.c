@@ -1890,15 +1890,17 @@ static int apply_evidence(struct search *s, struct ks_error *err)
  * then times that held on two draws.  One evaluation each, on lane 0 (the
  * lanes have stopped), of a build the build threads made (they stop after
  * this: on the lane the GPU waited through each compile, 0.55-1.05 s of a
- * gqa confirmation against 0.14-0.19 s for the timing); a best that loses its place makes another the best,
- * which is confirmed in turn, at most eight rounds a workload (a 2m20s gqa
- * search on an H200, capped at four, ran 19 in 19 s).  A run with a time
- * limit starts none past the limit and its grace (ks_search_confirm_grace_s():
- * a 9m10s mla_decode search ran 21 of them in 35 s past its limit, and a
- * user's --time is a promise); the bests left wait for the next run on the
- * archive, which confirms them, and the summary counts them.  Only the bests
- * are confirmed: a record queued while it was one and replaced since is
- * dropped (an mla_decode run spent 1.8 s each on such records, past its
+ * gqa confirmation against 0.14-0.19 s for the timing); a best that loses
+ * its place makes another the best, which is confirmed in turn, at most
+ * eight rounds for each workload the archive holds a best of (an archive of
+ * an older grid holds more than the op has; a 2m20s gqa search on an H200,
+ * capped at four, ran 19 in 19 s).  A run with a time limit starts none
+ * past the limit and its grace (ks_search_confirm_grace_s(): a 9m10s
+ * mla_decode search ran 21 of them in 35 s past its limit, and a user's
+ * --time is a promise); the bests left wait for the next run on the
+ * archive, which confirms them, and the summary counts them.  Only the
+ * bests are confirmed: a record queued while it was one and replaced since
+ * is dropped (an mla_decode run spent 1.8 s each on such records, past its
  * time).  Not after a signal: that stop is at once.
  */
 static int confirm_last_bests(struct search *s, size_t workloads, struct ks_error *err)
@@ -1908,9 +1910,17 @@ static int confirm_last_bests(struct search *s, size_t workloads, struct ks_erro
 	double grace = cfg->confirm_grace_s > 0 ? cfg->confirm_grace_s
 						: ks_search_confirm_grace_s(cfg->time_limit_s);
 	struct id_set left = { 0 };
+	json_t *bests = NULL;
+	size_t rounds;
 	int ret = -1;
 
-	for (size_t round = 0; round < 8 * workloads; round++) {
+	if (ks_archive_workload_bests(s->ar, &bests, err) < 0)
+		return -1;
+	if (json_object_size(bests) > workloads)
+		workloads = json_object_size(bests);
+	json_decref(bests);
+	rounds = 8 * workloads;
+	for (size_t round = 0; round < rounds; round++) {
 		struct ks_evidence_job *job;
 
 		left.n = 0;
@@ -1934,7 +1944,7 @@ static int confirm_last_bests(struct search *s, size_t workloads, struct ks_erro
 		if (apply_evidence(s, err) < 0)
 			goto done;
 		left.n = 0;
-		if (round + 1 == 8 * workloads && unconfirmed_bests(s, &left, err) < 0)
+		if (round + 1 == rounds && unconfirmed_bests(s, &left, err) < 0)
 			goto done;
 	}
 	s->summary->unconfirmed = left.n;
