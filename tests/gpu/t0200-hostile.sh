@@ -3,6 +3,8 @@
 # "// expect:" line names, with evidence that names the problem ("// evidence:"),
 # all in ONE `ksearch check` process, so crashes and hangs must cost only their
 # own worker; zz_good.cu, checked last, must still come out ok with a fitness.
+# A case with "// time-at-least-us: T" takes T us a run by construction: every
+# workload's fastest sample must be T or more, or the timer was gamed.
 #
 # Needs a GPU (exit 77 = skipped otherwise).  Env: KSEARCH (the binary),
 # KS_SOURCE_ROOT (the source tree), optional KS_GPU_LOG_DIR (where the JSON
@@ -67,6 +69,7 @@ for path in files:
     expect = m.group(1)
     needles = re.findall(r"^// evidence: *(.+?) *$", text, re.M)
     wants_printf = re.search(r"^// printf: captured", text, re.M) is not None
+    at_least = re.search(r"^// time-at-least-us: *([0-9.]+)", text, re.M)
     worst = max(worst, EXIT.get(expect, 0))
     got = by_file.get(path, [])
     if len(got) != 1:
@@ -92,6 +95,10 @@ for path in files:
             problems.append(f"{name}: ok but fitness {fitness} (expected > 0)")
         if not r.get("workloads"):
             problems.append(f"{name}: ok but no timed workloads")
+        for w in r.get("workloads") or []:
+            if at_least and not w.get("min_us", 0) >= float(at_least.group(1)):
+                problems.append(f"{name}: {w.get('id')} timed at {w.get('min_us')} us at least, "
+                                f"under the {at_least.group(1)} us it takes: the timer was gamed")
         continue
     if not evidence.strip():
         problems.append(f"{name}: {verdict} without evidence")
