@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ksearch/base/fs.h"
 #include "ksearch/base/util.h"
 
 /*

@@ -248,63 +248,6 @@ char *ks_exe_dir(void)
 	return ks_strdup(buf);
 }
 
-/* "1 MiB", "64 KiB", "1000 bytes" */
-static void format_size(size_t bytes, char *buf, size_t size)
-{
-	if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
-		snprintf(buf, size, "%zu MiB", bytes >> 20);
-	else if (bytes >= 1024 && bytes % 1024 == 0)
-		snprintf(buf, size, "%zu KiB", bytes >> 10);
-	else
-		snprintf(buf, size, "%zu bytes", bytes);
-}
-
-int ks_read_file_max(const char *path, size_t max, char **data, size_t *size, struct ks_error *err)
-{
-	FILE *f;
-	struct ks_strbuf sb;
-	struct stat st;
-	char chunk[65536];
-	size_t n;
-
-	*data = NULL;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return ks_fail(err, "%s: is a folder, not a file", path);
-	f = fopen(path, "rb");
-	if (!f)
-		return ks_fail(err, "%s: %s", path, strerror(errno));
-	ks_strbuf_init(&sb);
-	/* one byte past the limit says it is over, without reading on (/dev/zero never ends) */
-	while (sb.len <= max &&
-	       (n = fread(chunk, 1, sizeof(chunk) < max + 1 - sb.len ? sizeof(chunk) : max + 1 - sb.len, f)) >
-		       0)
-		ks_strbuf_add(&sb, chunk, n);
-	if (ferror(f)) {
-		int e = errno;
-
-		fclose(f);
-		ks_strbuf_release(&sb);
-		return ks_fail(err, "%s: read error: %s", path, strerror(e));
-	}
-	fclose(f);
-	if (sb.len > max) {
-		char limit[32];
-
-		ks_strbuf_release(&sb);
-		format_size(max, limit, sizeof(limit));
-		return ks_fail(err, "%s: larger than the limit of %s", path, limit);
-	}
-	if (size)
-		*size = sb.len;
-	*data = ks_strbuf_detach(&sb);
-	return 0;
-}
-
-int ks_read_file(const char *path, char **data, size_t *size, struct ks_error *err)
-{
-	return ks_read_file_max(path, SIZE_MAX - 1, data, size, err);
-}
-
 int ks_is_identifier(const char *s)
 {
 	if (!s || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))

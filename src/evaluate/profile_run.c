@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "ksearch/base/fs.h"
 #include "ksearch/base/hash.h"
 #include "ksearch/base/random.h"
 #include "ksearch/base/util.h"

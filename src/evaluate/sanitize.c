@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ksearch/base/fs.h"
 #include "ksearch/base/json.h"
 #include "ksearch/base/proc.h"
 #include "ksearch/base/util.h"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/base/fs.h"
 #include "ksearch/base/util.h"
 
 /* How much of a bad placeholder or name an error message quotes. */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fakellm.h"
+#include "ksearch/base/fs.h"
 #include "ksearch/base/util.h"
 #include "testlib.h"
 

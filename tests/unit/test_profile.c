@@ -12,6 +12,7 @@
 #include <math.h>
 #include <signal.h>
 
+#include "ksearch/base/fs.h"
 #include "ksearch/base/util.h"
 #include "ksearch/evaluate/profile.h"
 #include "ksearch/search/search.h"

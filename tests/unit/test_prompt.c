@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ksearch/base/fs.h"
 #include "ksearch/llm/prompt.h"
 #include "ksearch/base/util.h"
 #include "testlib.h"

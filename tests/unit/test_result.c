@@ -13,6 +13,7 @@
 
 #include "ksearch/archive/archive.h"
 #include "ksearch/archive/record.h"
+#include "ksearch/base/fs.h"
 #include "ksearch/base/util.h"
 #include "ksearch/evaluate/backend.h"
 #include "ksearch/evaluate/result.h"

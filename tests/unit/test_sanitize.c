@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "ksearch/base/fs.h"
 #include "ksearch/base/proc.h"
 #include "ksearch/base/util.h"
 #include "ksearch/evaluate/sanitize.h"

@@ -1,6 +1,6 @@
 /*
- * fs.h - folders and whole files: the two things three writers (the
- * archive, the export, the device profile cache) each did by hand.
+ * fs.h - folders and whole files: reading one whole (bounded), writing one
+ * whole (atomically), and making folders.
  */
 #ifndef KSEARCH_FS_H
 #define KSEARCH_FS_H
@@ -8,6 +8,15 @@
 #include <stddef.h>
 
 #include "ksearch/base/error.h"
+
+/* Read a whole file, NUL-terminated; *size excludes the NUL.  A folder fails as such. */
+int ks_read_file(const char *path, char **data, size_t *size, struct ks_error *err);
+/*
+ * The same, refusing a file of more than max bytes after reading max + 1
+ * of them (so /dev/zero or /dev/urandom fail at once), with the limit
+ * named in the message.
+ */
+int ks_read_file_max(const char *path, size_t max, char **data, size_t *size, struct ks_error *err);
 
 /*
  * mkdir -p: dir and every missing folder above it (mode 0777, less the

@@ -1,15 +1,13 @@
 /*
  * util.h - small helpers every module uses: allocation that cannot return
  * NULL (running out of memory aborts with a message, as git's xmalloc
- * does: no caller could do better), strings, paths and files.
+ * does: no caller could do better), strings and paths (whole files: fs.h).
  */
 #ifndef KSEARCH_UTIL_H
 #define KSEARCH_UTIL_H
 
 #include <stdarg.h>
 #include <stddef.h>
-
-#include "ksearch/base/error.h"
 
 void *ks_malloc(size_t size);
 void *ks_calloc(size_t count, size_t size);
@@ -69,15 +67,6 @@ char *ks_path_join(const char *dir, const char *name);
 const char *ks_basename(const char *path);
 /* The folder holding the running executable, or NULL. Caller frees. */
 char *ks_exe_dir(void);
-
-/* Read a whole file, NUL-terminated; *size excludes the NUL.  A folder fails as such. */
-int ks_read_file(const char *path, char **data, size_t *size, struct ks_error *err);
-/*
- * The same, refusing a file of more than max bytes after reading max + 1
- * of them (so /dev/zero or /dev/urandom fail at once), with the limit
- * named in the message.
- */
-int ks_read_file_max(const char *path, size_t max, char **data, size_t *size, struct ks_error *err);
 
 /* [A-Za-z_][A-Za-z0-9_]* */
 int ks_is_identifier(const char *s);
