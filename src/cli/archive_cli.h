@@ -4,7 +4,9 @@
  * record fields.  The subcommands live in archive.c (ls, show, stats,
  * export, import, verify), archive_grid.c (grid), archive_diff.c
  * (lineage, diff), archive_prompts.c (prompts) and archive_salvage.c
- * (salvage); archive.c holds their table.
+ * (salvage); archive.c holds their table.  Opening, reading records and
+ * formatting live in archive_open.c; picking a candidate to run again, its
+ * lineage and the take-home line in archive_pick.c.
  */
 #ifndef KSEARCH_CLI_ARCHIVE_H
 #define KSEARCH_CLI_ARCHIVE_H

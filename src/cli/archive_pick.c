@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "archive_cli.h"
+#include "ksearch/base/fs.h"
 #include "ksearch/op/candidate.h"
 
 /* A lineage longer than this is a cycle in damaged data, not a search. */
