@@ -165,6 +165,23 @@ json.dump(d, open(sys.argv[2], "w"))
 PY
 run 1 ka import "$TMP/badwhere.json" --archive "$TMP/badwhere"
 err_has "where.host_gpus: -2 is not a count of GPUs"
+# a workload best whose record does not read (a disk error, a hand edit) is named, and
+# stats goes on; verify names the record
+cp -r "$TMP/where" "$TMP/unread"
+db=$(dirname "$(find "$TMP/unread" -name data.mdb)")
+"$KS_ARCHIVE_TAMPER" "$db" 8 '{"id": 8, "verdict": "ok"' || fail "archive_tamper could not replace record #8"
+run 0 ka stats --archive "$TMP/unread"
+out_has "unknown (#8 does not read: \`ksearch archive verify\`): b1_kv546"
+out_has "(MPI rank 1): 64 CPUs (Intel(R) Xeon(R) Platinum 8480C), 4 GPUs: b16_kv8636"
+run 0 ka stats --archive "$TMP/unread" --json
+python3 - "$TMP/out" <<'PY' || fail "stats --json with a best that does not read"
+import json, sys
+t = {e["workload"]: e for e in json.load(open(sys.argv[1]))["workload_best_timed_on"]}
+assert t["b1_kv546"]["id"] == 8 and t["b1_kv546"]["where"] is None, t
+assert t["b16_kv8636"]["where"]["gpu_uuid"].startswith("GPU-1111"), t
+PY
+run 3 ka verify --archive "$TMP/unread"
+out_has "record #8 is not a JSON object"
 
 # --json prints JSON on every outcome, errors included (issue 14)
 json_error() { # json_error CODE ARGS...: exit CODE with {"command", "exit_code": CODE, "error"} on stdout
