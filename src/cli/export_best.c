@@ -64,7 +64,13 @@ static const struct ks_help help = {
 		       "reads outside its buffers, or races in shared memory) is refused, naming the\n"
 		       "first error, unless --ignore-sanitizer; one that was never checked is\n"
 		       "exported with a warning, since the evaluator cannot see a write outside a\n"
-		       "buffer that the kernel undoes before it ends.",
+		       "buffer that the kernel undoes before it ends.\n"
+		       "\n"
+		       "A candidate whose source an LLM wrote (or that descends from one) is refused\n"
+		       "unless --trust-source: the search compiled its text for the GPU alone, but\n"
+		       "building the export compiles it with your host compiler too, where host code\n"
+		       "hidden from NVRTC behind a preprocessor condition would run in your program.\n"
+		       "Read it first (`ksearch archive show ID`).",
 	.examples =
 		"  ksearch export-best --op gqa\n"
 		"  ksearch export-best --op gqa --cell 1,2,0 -o kernels/gqa --name gqa_decode\n"
@@ -74,11 +80,39 @@ static const struct ks_help help = {
 		"  ksearch export-best --op rmsnorm --format torch -o rmsnorm_pkg && pip install "
 		"--no-build-isolation rmsnorm_pkg\n",
 
-	.exit_codes = "  3  the candidate (or a kernel of the dispatch) failed its sanitizer check",
+	.exit_codes = "  3  the candidate (or a kernel of the dispatch) failed its sanitizer check\n"
+		      "  4  its source was written by an LLM, and --trust-source was not given",
 };
 
 /* Exit codes of this command (also in the help). */
-enum { EXIT_SANITIZER_FAILED = 3 };
+enum { EXIT_SANITIZER_FAILED = 3, EXIT_LLM_SOURCE = 4 };
+
+/*
+ * A source an LLM wrote is exported only with --trust-source.  Building
+ * the export compiles its text with the user's host compiler, while the
+ * search compiled it with NVRTC alone: NVRTC refuses host functions and
+ * variables, but host code a preprocessor condition hides from it (#ifndef
+ * __CUDA_ARCH__, say), assembly at namespace scope, or a macro that reaches
+ * the launcher would run in the user's program as it loads.  A seed's text,
+ * and what ksearch's own mutators make of it, is ksearch's.  Returns 0, or
+ * EXIT_LLM_SOURCE after the error.
+ */
+static int source_gate(const struct ks_record *rec, const struct ks_export_lineage *lin, const char *label,
+		       int trust)
+{
+	const struct ks_record *author = ks_archive_cli_llm_author(rec, lin);
+
+	if (!author || trust)
+		return 0;
+	ks_cli_error(cmd,
+		     "%s: its source was written by an LLM (%s#%llu, family %s).  Building an export "
+		     "compiles that text with your host compiler, where host code hidden from NVRTC (behind "
+		     "#ifndef __CUDA_ARCH__, say) would run in your program as it loads: read the source "
+		     "(`ksearch archive show %llu`), then export again with --trust-source",
+		     label, author == rec ? "" : "its ancestor ", (unsigned long long)author->id,
+		     author->family, (unsigned long long)rec->id);
+	return EXIT_LLM_SOURCE;
+}
 
 /*
  * The record's sanitizer check: a failed one refuses the export (0 with
@@ -431,7 +465,7 @@ struct dispatch_part {
  * exported as one launcher that picks per call.  Returns an exit code.
  */
 static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct format_args *fa,
-			   int ignore_sanitizer)
+			   int ignore_sanitizer, int trust_source)
 {
 	const char *out_dir = fa->out_dir, *name = fa->name;
 	const struct ks_record **records = ks_calloc(op->n_workloads + 1, sizeof(*records));
@@ -486,6 +520,10 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 		p->have_cand = 1;
 		if (ks_archive_cli_lineage_build(ar, &p->rec, &p->lineage, &err) < 0) {
 			ks_cli_error(cmd, "%s: its lineage: %s", label, err.msg);
+			goto cleanup;
+		}
+		if ((rc = source_gate(&p->rec, &p->lineage.chain, label, trust_source))) {
+			ret = rc;
 			goto cleanup;
 		}
 		p->params = ks_calloc(p->cand.n_params + 1, sizeof(*p->params));
@@ -560,7 +598,7 @@ int cmd_export_best(int argc, char **argv)
 	const char *cell_text = NULL, *output = NULL, *name_given = NULL, *solution_given = NULL,
 		   *origin = NULL;
 	uint64_t given_id = 0;
-	int dispatch = 0, ignore_sanitizer = 0, format = FORMAT_CUDA;
+	int dispatch = 0, ignore_sanitizer = 0, trust_source = 0, format = FORMAT_CUDA;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "archive", &pick.root, "DIR",
 			      "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")"),
@@ -588,6 +626,8 @@ int cmd_export_best(int argc, char **argv)
 		KS_OPT_BOOL(
 			0, "ignore-sanitizer", &ignore_sanitizer,
 			"export even a candidate whose sanitizer check failed (a report you judged false)"),
+		KS_OPT_BOOL(0, "trust-source", &trust_source,
+			    "export a source an LLM wrote (after reading it: see above)"),
 		KS_OPT_END,
 	};
 	struct ks_candidate cand;
@@ -676,7 +716,7 @@ int cmd_export_best(int argc, char **argv)
 		fa.out_dir = out_dir;
 		fa.solution = solution;
 		fa.description = description;
-		ret = export_dispatch(ar, &op, &fa, ignore_sanitizer);
+		ret = export_dispatch(ar, &op, &fa, ignore_sanitizer, trust_source);
 		goto cleanup;
 	}
 	rc = pick_record(ar, given_id, cell_text, &record, &source);
@@ -722,6 +762,10 @@ int cmd_export_best(int argc, char **argv)
 	}
 	if (ks_archive_cli_lineage_build(ar, &rec, &lineage, &err) < 0) {
 		ks_cli_error(cmd, "%s: following its parents: %s", label, err.msg);
+		goto cleanup;
+	}
+	if ((rc = source_gate(&rec, &lineage.chain, label, trust_source))) {
+		ret = rc;
 		goto cleanup;
 	}
 	out_dir = output ? ks_strdup(output)

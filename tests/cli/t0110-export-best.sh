@@ -453,6 +453,42 @@ grep -qF 'ksx_pdl1.id = cudaLaunchAttributeProgrammaticStreamSerialization;' "$T
 grep -qF '::gqa_split_partial<<<' "$TMP/pdl/ksearch_gqa.cu" || fail "the first launch should stay a plain launch"
 compile "$TMP/pdl" ksearch_gqa
 
+# A source an LLM wrote is exported only with --trust-source: building the export compiles its
+# text with the host compiler, where host code hidden from NVRTC would run in the caller's
+# program.  #1 is an LLM's text here, #3 (the best) a knob child of it; #4 a seed's param child.
+# (archive-small.json, below, has records whose params an LLM chose in a seed's text: exported.)
+python3 - "$TMP" <<'PY' || fatal "test setup: cannot write the llm fixture"
+import json, sys
+doc = json.load(open("tests/fixtures/export-rmsnorm.json"))
+by_id = {c["id"]: c for c in doc["candidates"]}
+by_id[1].update(family="llm-1", mutation="llm", path=None,
+                llm={"model": "m", "prompt_tokens": 10, "completion_tokens": 20, "seconds": 1.5})
+by_id[3].update(family="knob-2", mutation="knob", path=None)
+json.dump(doc, open(f"{sys.argv[1]}/llm.json", "w"))
+PY
+run 0 "$KSEARCH" archive import "$TMP/llm.json" --archive "$TMP/llmar"
+# the take-home line (archive stats, the end of evolve) says so before the export refuses
+run 0 "$KSEARCH" archive stats --archive "$TMP/llmar" --op rmsnorm
+out_has "take it home:  ksearch export-best --op rmsnorm --archive $TMP/llmar --id 3"
+out_has "an LLM wrote the source of #3: read it (\`ksearch archive show ID\`), then export with --trust-source"
+run 0 "$KSEARCH" archive stats --archive "$A" --op rmsnorm
+out_lacks "an LLM wrote"
+run 4 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" -o "$TMP/llm-best"
+err_has "candidate #3 (no path recorded): its source was written by an LLM (its ancestor #1, family llm-1)"
+err_has "export again with --trust-source"
+[ -e "$TMP/llm-best" ] && fail "a refused export wrote $TMP/llm-best"
+run 4 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" --id 1 -o "$TMP/llm-1"
+err_has "candidate #1 (no path recorded): its source was written by an LLM (#1, family llm-1)"
+run 4 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" --dispatch -o "$TMP/llm-d"
+err_has "its source was written by an LLM"
+run 0 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" --id 4 -o "$TMP/llm-4"
+run 0 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" --trust-source -o "$TMP/llm-best"
+out_has "exported candidate #3"
+compile "$TMP/llm-best" ksearch_rmsnorm
+run 0 "$KSEARCH" export-best --help
+out_has "--trust-source"
+out_has "4  its source was written by an LLM"
+
 # the archive the README shows without a GPU exports, every ok candidate of it (issue 14: its
 # sources used names gqa does not have, so export-best refused them)
 run 0 "$KSEARCH" archive import tests/fixtures/archive-small.json --archive "$TMP/small"
