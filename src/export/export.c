@@ -641,12 +641,30 @@ static int source_defines(const char *source, const char *name)
 /* Text helpers */
 
 /*
+ * Append len bytes of text that will stand inside a C comment: a star
+ * followed by a slash in it (a record's path or family, as an imported
+ * file gives them) would end the comment and put the rest in the code, so
+ * a blank goes between them.
+ */
+static void add_comment_text(struct ks_strbuf *sb, const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		ks_strbuf_add(sb, &text[i], 1);
+		if (text[i] == '*' && i + 1 < len && text[i + 1] == '/')
+			ks_strbuf_adds(sb, " ");
+	}
+}
+
+/*
  * Append text word-wrapped to width columns: the first line starts with
  * first, the others with prefix; a newline in text starts a new line.
+ * Text under a comment's prefix (" * ") cannot end the comment.
  */
 static void add_wrapped2(struct ks_strbuf *sb, const char *text, const char *first, const char *prefix,
 			 size_t width)
 {
+	const int in_comment = strchr(prefix, '*') || strchr(first, '*');
+
 	size_t col = 0;
 	const char *p = text;
 	int line = 0;
@@ -689,7 +707,10 @@ static void add_wrapped2(struct ks_strbuf *sb, const char *text, const char *fir
 				ks_strbuf_adds(sb, " ");
 				col++;
 			}
-			ks_strbuf_add(sb, word, len);
+			if (in_comment)
+				add_comment_text(sb, word, len);
+			else
+				ks_strbuf_add(sb, word, len);
 			col += len;
 		}
 		while (*p == ' ' || *p == '\t' || *p == '\r')
@@ -1626,8 +1647,10 @@ static int add_source(struct gen *g, struct ks_strbuf *sb)
 			ks_strbuf_addf(sb, "#define %s %s_%s\n", cand->launches[l].kernel, g->name,
 				       cand->launches[l].kernel);
 	}
-	ks_strbuf_addf(sb, "\n/* ---- the candidate's source%s%s%s ---- */\n\n", path ? " (" : "",
-		       path ? path : "", path ? ")" : "");
+	ks_strbuf_addf(sb, "\n/* ---- the candidate's source%s", path ? " (" : "");
+	if (path)
+		add_comment_text(sb, path, strlen(path));
+	ks_strbuf_addf(sb, "%s ---- */\n\n", path ? ")" : "");
 	ks_strbuf_adds(sb, cand->source);
 	if (src_len && cand->source[src_len - 1] != '\n')
 		ks_strbuf_adds(sb, "\n");

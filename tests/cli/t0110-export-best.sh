@@ -489,6 +489,23 @@ run 0 "$KSEARCH" export-best --help
 out_has "--trust-source"
 out_has "4  its source was written by an LLM"
 
+# A record's path and family stand in the export's comments: a star and a slash in them (an
+# imported file's) cannot end a comment and put the rest in the code.
+python3 - "$TMP" <<'PY' || fatal "test setup: cannot write the comment fixture"
+import json, sys
+doc = json.load(open("tests/fixtures/export-rmsnorm.json"))
+for c in doc["candidates"]:
+    if c["id"] == 3:
+        c["path"] = 'seeds/a*/ static_assert(false, "the path ended a comment"); /*b.cu'
+json.dump(doc, open(f"{sys.argv[1]}/comment.json", "w"))
+PY
+run 0 "$KSEARCH" archive import "$TMP/comment.json" --archive "$TMP/commentar"
+run 0 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/commentar" -o "$TMP/comment"
+grep -qF 'seeds/a* / static_assert' "$TMP/comment/ksearch_rmsnorm.cu" ||
+	fail "the record's path is not in the export's comment, made harmless"
+grep -qF 'a*/ static_assert' "$TMP/comment/ksearch_rmsnorm.cu" && fail "the record's path ends a comment in the export"
+compile "$TMP/comment" ksearch_rmsnorm
+
 # the archive the README shows without a GPU exports, every ok candidate of it (issue 14: its
 # sources used names gqa does not have, so export-best refused them)
 run 0 "$KSEARCH" archive import tests/fixtures/archive-small.json --archive "$TMP/small"
