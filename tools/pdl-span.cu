@@ -77,7 +77,8 @@ int main()
 						hi = ms * 1e3f > hi ? ms * 1e3f : hi;
 					}
 				}
-				printf("trigger %d  wait %d  pdl %d: %.1f-%.1f\n", trigger, wait, pdl, lo, hi);
+				printf("trigger %d  wait %d  pdl %d: %.1f-%.1f\n", trigger, wait, pdl, lo,
+				       hi);
 			}
 	return 0;
 }
