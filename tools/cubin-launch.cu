@@ -1,5 +1,5 @@
 // cubin-launch.cu - the launcher an export would have if it carried NVRTC's cubin instead of
-// the candidate's text (docs/design.md, "What is not defended"): the kernels of a cubin
+// the candidate's text (docs/design.md, "Threat model"; export.c): the kernels of a cubin
 // (tools/cubin-launch-kernels.cu, built with nvcc -cubin) loaded with the driver's library
 // API, reached through cudaGetDriverEntryPointByVersion (so nothing links libcuda), launched
 // with cuLaunchKernelEx on the runtime's stream, with the attributes ksearch's launches need:

@@ -164,16 +164,6 @@ int ks_archive_cli_lineage_build(struct ks_archive *ar, const struct ks_record *
 void ks_archive_cli_lineage_release(struct ks_archive_cli_lineage *lin);
 
 /*
- * The record whose LLM-written text rec's source is, or carries: rec, or
- * an ancestor along lin (a param or knob child keeps its parent's text);
- * NULL when none is.  A source the LLM writes is a family of its own,
- * "llm-N"; an LLM that only chose params kept a seed's text.  export-best
- * exports such a source only with --trust-source (export_best.c says why).
- */
-const struct ks_record *ks_archive_cli_llm_author(const struct ks_record *rec,
-						  const struct ks_export_lineage *lin);
-
-/*
  * Where a result was timed, as "GPU 0 (GPU-df7a...) of host vm: 16 CPUs
  * (AMD EPYC ...), 1 GPU", appended to sb; what the record does not say is
  * left out.
@@ -184,9 +174,7 @@ void ks_archive_cli_format_where(const struct ks_result_place *w, struct ks_strb
  * "take it home:" and the export-best command of best_id (the best by
  * fitness); when other kernels are the fastest on some benchmark
  * workloads, the export of all of them as one per-shape dispatch too, and
- * its fitness; and which of them an LLM wrote (to read before
- * --trust-source).  gpu (may be NULL) is the --gpu the archive was picked
- * by.
+ * its fitness.  gpu (may be NULL) is the --gpu the archive was picked by.
  */
 void ks_archive_cli_take_home(struct ks_archive *ar, const char *op, const char *root, const char *gpu,
 			      uint64_t best_id);

@@ -176,34 +176,6 @@ void ks_archive_cli_target_release(struct ks_archive_target *t)
 	ks_record_init(&t->record);
 }
 
-const struct ks_record *ks_archive_cli_llm_author(const struct ks_record *rec,
-						  const struct ks_export_lineage *lin)
-{
-	if (rec->family && !strncmp(rec->family, "llm-", 4))
-		return rec;
-	for (size_t i = 0; lin && i < lin->n_steps; i++)
-		if (lin->steps[i]->family && !strncmp(lin->steps[i]->family, "llm-", 4))
-			return lin->steps[i];
-	return NULL;
-}
-
-/* Is id's source an LLM's (its own or an ancestor's)?  A record that does not read is not said to be. */
-static int llm_written(struct ks_archive *ar, uint64_t id)
-{
-	struct ks_archive_cli_lineage lin = { 0 };
-	struct ks_record rec;
-	struct ks_error err;
-	int written = 0;
-
-	ks_record_init(&rec);
-	if (ks_archive_get_record(ar, id, &rec, NULL, &err) == 0 &&
-	    ks_archive_cli_lineage_build(ar, &rec, &lin, &err) == 0)
-		written = ks_archive_cli_llm_author(&rec, &lin.chain) != NULL;
-	ks_archive_cli_lineage_release(&lin);
-	ks_record_release(&rec);
-	return written;
-}
-
 void ks_archive_cli_take_home(struct ks_archive *ar, const char *op, const char *root, const char *gpu,
 			      uint64_t best_id)
 {
@@ -235,21 +207,6 @@ void ks_archive_cli_take_home(struct ks_archive *ar, const char *op, const char 
 		       "launcher: fitness %.3f)\n",
 		       op, root, gpu ? " --gpu " : "", gpu ? gpu : "", n_ids,
 		       ks_archive_dispatch_fitness(bests));
-	{
-		struct ks_strbuf llm;
-
-		ks_strbuf_init(&llm);
-		if (llm_written(ar, best_id))
-			ks_strbuf_addf(&llm, " #%llu", (unsigned long long)best_id);
-		for (size_t k = 0; others && k < n_ids; k++)
-			if (ids[k] != best_id && llm_written(ar, ids[k]))
-				ks_strbuf_addf(&llm, " #%llu", (unsigned long long)ids[k]);
-		if (llm.len)
-			printf("               an LLM wrote the source of%s: read it (`ksearch archive show "
-			       "ID`), then export with --trust-source\n",
-			       llm.buf);
-		ks_strbuf_release(&llm);
-	}
 	json_decref(bests);
 }
 

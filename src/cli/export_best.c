@@ -13,6 +13,7 @@
 #include "archive_cli.h"
 #include "cli.h"
 #include "ksearch/archive/archive.h"
+#include "ksearch/compile/build.h"
 #include "ksearch/op/candidate.h"
 #include "ksearch/export/export.h"
 #include "ksearch/op/op.h"
@@ -29,13 +30,17 @@ static const struct ks_help help = {
 		 "                           [-o DIR] [--name NAME] [--format cuda|flashinfer-bench|torch]\n"
 		 "                           [--solution NAME]",
 	.description = "Write the best kernel of an operator's archive as plain CUDA that needs nothing\n"
-		       "from ksearch: NAME.cu (the source with its params fixed as #defines, then a\n"
-		       "host launcher NAME_launch() that takes device pointers, sizes, a workspace and\n"
-		       "a stream, and NAME_workspace_bytes()), NAME.h (the C interface, with the\n"
-		       "arguments, shapes, workspace and stream semantics), NAME.json (the GPU, arch,\n"
-		       "timings per workload, fitness, speed-of-light fraction, descriptors, params and\n"
-		       "lineage) and README.md.  NAME.cu compiles with `nvcc -c -std=c++17 -arch=ARCH`\n"
-		       "as it is; the launcher allocates nothing.\n"
+		       "from ksearch: NAME.cu (the kernels compiled by NVRTC for the GPU they were\n"
+		       "timed on, as the search built them, and a host launcher NAME_launch() that\n"
+		       "takes device pointers, sizes, a workspace and a stream, and\n"
+		       "NAME_workspace_bytes()), NAME.h (the C interface, with the arguments, shapes,\n"
+		       "workspace and stream semantics), NAME.json (the GPU, arch, timings per\n"
+		       "workload, fitness, speed-of-light fraction, descriptors, params and lineage),\n"
+		       "NAME_source.txt (the candidate's source, to read) and README.md.  NAME.cu\n"
+		       "compiles with `nvcc -c -std=c++17` as it is (CUDA 12 or newer) and loads its\n"
+		       "kernels through the CUDA driver; the launcher allocates nothing.  No compiler\n"
+		       "of your program sees the candidate's text: host code in it, hidden from NVRTC,\n"
+		       "never runs.\n"
 		       "\n"
 		       "The best is the ok candidate with the highest fitness.  --id exports another\n"
 		       "ok candidate, --cell the elite of a grid cell: one bin index per grid axis, in\n"
@@ -64,13 +69,7 @@ static const struct ks_help help = {
 		       "reads outside its buffers, or races in shared memory) is refused, naming the\n"
 		       "first error, unless --ignore-sanitizer; one that was never checked is\n"
 		       "exported with a warning, since the evaluator cannot see a write outside a\n"
-		       "buffer that the kernel undoes before it ends.\n"
-		       "\n"
-		       "A candidate whose source an LLM wrote (or that descends from one) is refused\n"
-		       "unless --trust-source: the search compiled its text for the GPU alone, but\n"
-		       "building the export compiles it with your host compiler too, where host code\n"
-		       "hidden from NVRTC behind a preprocessor condition would run in your program.\n"
-		       "Read it first (`ksearch archive show ID`).",
+		       "buffer that the kernel undoes before it ends.",
 	.examples =
 		"  ksearch export-best --op gqa\n"
 		"  ksearch export-best --op gqa --cell 1,2,0 -o kernels/gqa --name gqa_decode\n"
@@ -80,39 +79,11 @@ static const struct ks_help help = {
 		"  ksearch export-best --op rmsnorm --format torch -o rmsnorm_pkg && pip install "
 		"--no-build-isolation rmsnorm_pkg\n",
 
-	.exit_codes = "  3  the candidate (or a kernel of the dispatch) failed its sanitizer check\n"
-		      "  4  its source was written by an LLM, and --trust-source was not given",
+	.exit_codes = "  3  the candidate (or a kernel of the dispatch) failed its sanitizer check",
 };
 
 /* Exit codes of this command (also in the help). */
-enum { EXIT_SANITIZER_FAILED = 3, EXIT_LLM_SOURCE = 4 };
-
-/*
- * A source an LLM wrote is exported only with --trust-source.  Building
- * the export compiles its text with the user's host compiler, while the
- * search compiled it with NVRTC alone: NVRTC refuses host functions and
- * variables, but host code a preprocessor condition hides from it (#ifndef
- * __CUDA_ARCH__, say), assembly at namespace scope, or a macro that reaches
- * the launcher would run in the user's program as it loads.  A seed's text,
- * and what ksearch's own mutators make of it, is ksearch's.  Returns 0, or
- * EXIT_LLM_SOURCE after the error.
- */
-static int source_gate(const struct ks_record *rec, const struct ks_export_lineage *lin, const char *label,
-		       int trust)
-{
-	const struct ks_record *author = ks_archive_cli_llm_author(rec, lin);
-
-	if (!author || trust)
-		return 0;
-	ks_cli_error(cmd,
-		     "%s: its source was written by an LLM (%s#%llu, family %s).  Building an export "
-		     "compiles that text with your host compiler, where host code hidden from NVRTC (behind "
-		     "#ifndef __CUDA_ARCH__, say) would run in your program as it loads: read the source "
-		     "(`ksearch archive show %llu`), then export again with --trust-source",
-		     label, author == rec ? "" : "its ancestor ", (unsigned long long)author->id,
-		     author->family, (unsigned long long)rec->id);
-	return EXIT_LLM_SOURCE;
-}
+enum { EXIT_SANITIZER_FAILED = 3 };
 
 /*
  * The record's sanitizer check: a failed one refuses the export (0 with
@@ -152,6 +123,42 @@ static int sanitizer_gate(const struct ks_record *rec, const char *op, const cha
 		json_integer_value(json_object_get(check, "errors")) == 1 ? "" : "s",
 		ks_record_str(check, "first", "?"), op, id);
 	return EXIT_SANITIZER_FAILED;
+}
+
+/*
+ * The kernels the export carries: rec's candidate built again for rec's
+ * arch (NVRTC, in a child, as the search built it), and whether the build
+ * is the one the search timed (its fingerprint is the record's "binary").
+ * 0, or -1 after the error.
+ */
+static int build_image(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
+		       const struct ks_record *rec, const char *label, struct ks_build *build,
+		       struct ks_export_image *image)
+{
+	const char *arch = *rec->result.arch ? rec->result.arch : "sm_90a";
+	struct ks_error err;
+	char hex[65];
+
+	if (ks_build(cand, op, params, arch, KS_BUILD_ISOLATED, build, &err) < 0) {
+		ks_cli_error(cmd, "%s: building its kernels for %s: %s", label, arch, err.msg);
+		return -1;
+	}
+	if (build->verdict != KS_VERDICT_OK || !build->compiled.cubin || !build->compiled.cubin_size) {
+		ks_cli_error(cmd, "%s: NVRTC here does not build it for %s as the search did: %s", label,
+			     arch, build->verdict != KS_VERDICT_OK ? err.msg : "no cubin");
+		return -1;
+	}
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", build->binary[i]);
+	image->cubin = build->compiled.cubin;
+	image->size = build->compiled.cubin_size;
+	image->same_as_timed = !*rec->result.binary ? -1 : !strcmp(hex, rec->result.binary);
+	if (!image->same_as_timed)
+		fprintf(stderr,
+			"ksearch %s: warning: %s built here is not the binary the search timed (another "
+			"NVRTC%s%s?): its times are the other binary's\n",
+			cmd, label, rec->nvrtc && *rec->nvrtc ? " than " : "", rec->nvrtc ? rec->nvrtc : "");
+	return 0;
 }
 
 /* "ksearch_" + op key, with what is not an identifier character made '_'. */
@@ -458,6 +465,8 @@ struct dispatch_part {
 	struct ks_candidate cand;
 	int64_t *params;
 	int have_cand;
+	struct ks_build build; /* its kernels, compiled (the first part of a record builds them) */
+	struct ks_export_image image;
 };
 
 /*
@@ -465,7 +474,7 @@ struct dispatch_part {
  * exported as one launcher that picks per call.  Returns an exit code.
  */
 static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct format_args *fa,
-			   int ignore_sanitizer, int trust_source)
+			   int ignore_sanitizer)
 {
 	const char *out_dir = fa->out_dir, *name = fa->name;
 	const struct ks_record **records = ks_calloc(op->n_workloads + 1, sizeof(*records));
@@ -522,16 +531,24 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 			ks_cli_error(cmd, "%s: its lineage: %s", label, err.msg);
 			goto cleanup;
 		}
-		if ((rc = source_gate(&p->rec, &p->lineage.chain, label, trust_source))) {
-			ret = rc;
-			goto cleanup;
-		}
 		p->params = ks_calloc(p->cand.n_params + 1, sizeof(*p->params));
 		if (ks_candidate_bind(&p->cand, op, &err) < 0 ||
 		    ks_export_params(&p->cand, p->rec.params, p->params, &err) < 0) {
 			ks_cli_error(cmd, "%s: %s (does the archive belong to this version of op %s?)", label,
 				     err.msg, op->key);
 			goto cleanup;
+		}
+		{
+			size_t first = 0;
+
+			while (first < w && parts[first].rec.id != p->rec.id)
+				first++;
+			if (first < w)
+				p->image =
+					parts[first].image; /* the best of several workloads is built once */
+			else if (build_image(op, &p->cand, p->params, &p->rec, label, &p->build, &p->image) <
+				 0)
+				goto cleanup;
 		}
 		variants[w] = (struct ks_export_variant){
 			.workload = &op->workloads[w],
@@ -540,6 +557,7 @@ static int export_dispatch(struct ks_archive *ar, const struct ks_op *op, struct
 			.record = p->record,
 			.rec = &p->rec,
 			.lineage = &p->lineage.chain,
+			.image = &p->image,
 			.median_us = json_number_value(json_object_get(best, "median_us")),
 		};
 		records[w] = &p->rec;
@@ -581,6 +599,7 @@ cleanup:
 			ks_candidate_release(&parts[w].cand);
 		json_decref(parts[w].record);
 		ks_archive_cli_lineage_release(&parts[w].lineage);
+		ks_build_release(&parts[w].build);
 		if (parts[w].have_rec)
 			ks_record_release(&parts[w].rec);
 		free(parts[w].source);
@@ -598,7 +617,7 @@ int cmd_export_best(int argc, char **argv)
 	const char *cell_text = NULL, *output = NULL, *name_given = NULL, *solution_given = NULL,
 		   *origin = NULL;
 	uint64_t given_id = 0;
-	int dispatch = 0, ignore_sanitizer = 0, trust_source = 0, format = FORMAT_CUDA;
+	int dispatch = 0, ignore_sanitizer = 0, format = FORMAT_CUDA;
 	struct ks_option opts[] = {
 		KS_OPT_STRING(0, "archive", &pick.root, "DIR",
 			      "the archive folder (default: " KS_ARCHIVE_DEFAULT_ROOT ")"),
@@ -626,8 +645,6 @@ int cmd_export_best(int argc, char **argv)
 		KS_OPT_BOOL(
 			0, "ignore-sanitizer", &ignore_sanitizer,
 			"export even a candidate whose sanitizer check failed (a report you judged false)"),
-		KS_OPT_BOOL(0, "trust-source", &trust_source,
-			    "export a source an LLM wrote (after reading it: see above)"),
 		KS_OPT_END,
 	};
 	struct ks_candidate cand;
@@ -637,6 +654,8 @@ int cmd_export_best(int argc, char **argv)
 	json_t *record = NULL;
 	struct ks_record rec;
 	struct ks_archive_cli_lineage lineage;
+	struct ks_build build;
+	struct ks_export_image image = { 0 };
 	char *source = NULL, *name = NULL, *out_dir = NULL, *label = NULL, *solution = NULL,
 	     *description = NULL;
 	struct ks_export_files files;
@@ -650,6 +669,7 @@ int cmd_export_best(int argc, char **argv)
 	memset(&cand, 0, sizeof(cand));
 	ks_record_init(&rec);
 	memset(&lineage, 0, sizeof(lineage));
+	memset(&build, 0, sizeof(build));
 	ks_export_files_init(&files);
 	rc = ks_opts_parse(cmd, opts, &help, argc, argv, &pos, &n_pos);
 	if (rc)
@@ -716,7 +736,7 @@ int cmd_export_best(int argc, char **argv)
 		fa.out_dir = out_dir;
 		fa.solution = solution;
 		fa.description = description;
-		ret = export_dispatch(ar, &op, &fa, ignore_sanitizer, trust_source);
+		ret = export_dispatch(ar, &op, &fa, ignore_sanitizer);
 		goto cleanup;
 	}
 	rc = pick_record(ar, given_id, cell_text, &record, &source);
@@ -764,14 +784,12 @@ int cmd_export_best(int argc, char **argv)
 		ks_cli_error(cmd, "%s: following its parents: %s", label, err.msg);
 		goto cleanup;
 	}
-	if ((rc = source_gate(&rec, &lineage.chain, label, trust_source))) {
-		ret = rc;
-		goto cleanup;
-	}
 	out_dir = output ? ks_strdup(output)
 			 : ks_asprintf("export/%s-%llu%s%s", op.key, (unsigned long long)rec.id,
 				       format ? "-" : "", format ? formats[format] : "");
-	if (ks_export_render(&op, &cand, params, record, &lineage.chain, name, &files, &err) < 0) {
+	if (build_image(&op, &cand, params, &rec, label, &build, &image) < 0)
+		goto cleanup;
+	if (ks_export_render(&op, &cand, params, record, &lineage.chain, &image, name, &files, &err) < 0) {
 		ks_cli_error(cmd, "%s", err.msg);
 		goto cleanup;
 	}
@@ -807,6 +825,7 @@ cleanup:
 	ks_archive_close(ar);
 	json_decref(record);
 	ks_archive_cli_lineage_release(&lineage);
+	ks_build_release(&build);
 	ks_record_release(&rec);
 	free(source);
 	free(params);

@@ -1,7 +1,9 @@
 /*
- * export.c - writing a candidate as plain CUDA: the source with its params
- * fixed, a generated host launcher and header, a JSON record and a README
- * (the contract is in include/ksearch/export.h).
+ * export.c - writing a candidate as plain CUDA: its kernels as NVRTC
+ * compiled them (a cubin, loaded through the driver: add_driver() says
+ * why not the text), a generated host launcher and header, a JSON record,
+ * the source to read and a README (the contract is in
+ * include/ksearch/export.h).
  *
  * The launcher is generated from the candidate's ksearch block.  Its
  * expressions are translated to C here rather than evaluated, because the
@@ -36,9 +38,8 @@
 #define SMEM_DEFAULT_LIMIT (48 * 1024)
 
 /*
- * Names the launcher's code uses after the candidate's source (the helpers
- * come before it, out of reach of its macros; the launcher's own locals
- * start with ksx_): no param, tensor, axis or scratch buffer may have one.
+ * Names the launcher's code uses (its own locals start with ksx_): no
+ * param, tensor, axis or scratch buffer may have one.
  */
 static const char *const reserved_names[] = {
 	"workspace", "workspace_bytes", "stream", "grid", "block", "smem",
@@ -481,10 +482,11 @@ struct gen {
 	const struct ks_export_lineage *lineage; /* NULL: none */
 	const char *name;
 	const char *arch;
-	unsigned helpers;		 /* enum helper */
-	unsigned char *axis_in_launcher; /* per axis: the launcher's code names it */
-	unsigned char *axis_in_layout;	 /* per axis: the workspace layout names it */
-	int has_half;			 /* a bfloat16/float16 tensor or scalar */
+	const struct ks_export_image *image; /* the kernels as compiled */
+	unsigned helpers;		     /* enum helper */
+	unsigned char *axis_in_launcher;     /* per axis: the launcher's code names it */
+	unsigned char *axis_in_layout;	     /* per axis: the workspace layout names it */
+	int has_half;			     /* a bfloat16/float16 tensor or scalar */
 	int has_bf16, has_fp16;
 	struct ks_error *err;
 };
@@ -608,32 +610,6 @@ static int check_names(const struct gen *g)
 					"op %s has a tensor and an axis both called '%s'; the launcher "
 					"needs one argument per name",
 					op->key, name);
-	}
-	return 0;
-}
-
-/* Whether source has "#define NAME" (the directive may be indented or spaced). */
-static int source_defines(const char *source, const char *name)
-{
-	size_t len = strlen(name);
-
-	for (const char *line = source; line && *line;
-	     line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-		const char *p = line;
-
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p++ != '#')
-			continue;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (strncmp(p, "define", 6) || (p[6] != ' ' && p[6] != '\t'))
-			continue;
-		p += 6;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (!strncmp(p, name, len) && !(isalnum((unsigned char)p[len]) || p[len] == '_'))
-			return 1;
 	}
 	return 0;
 }
@@ -1218,18 +1194,6 @@ static void add_const_locals(const struct gen *g, struct ks_strbuf *sb, const un
 		ks_strbuf_adds(sb, "\n");
 }
 
-static const char helper_ptr[] =
-	"/*\n"
-	" * A device pointer given to a kernel parameter of whatever pointer type the\n"
-	" * kernel declares (ksearch passes kernels raw addresses, so a kernel may take\n"
-	" * a bfloat16 tensor as, say, const unsigned short *).\n"
-	" */\n"
-	"struct ksx_ptr {\n"
-	"\tconst void *address;\n"
-	"\texplicit ksx_ptr(const void *p) : address(p) {}\n"
-	"\ttemplate <typename T> operator T *() const { return (T *)address; }\n"
-	"};\n\n";
-
 static const char helper_config[] =
 	"/* One launch's configuration, in the int64_t arithmetic ksearch evaluates it in. */\n"
 	"struct ksx_config {\n"
@@ -1247,25 +1211,6 @@ static const char helper_config[] =
 	"\t\tif (c.grid[d] < 1 || c.grid[d] > grid_max[d] || c.block[d] < 1 || c.block[d] > block_max[d])\n"
 	"\t\t\treturn false;\n"
 	"\treturn c.block[0] * c.block[1] * c.block[2] <= 1024 && c.smem >= 0 && c.smem <= 2147483647;\n"
-	"}\n\n"
-	"inline dim3 ksx_dim3(const int64_t v[3])\n"
-	"{\n"
-	"\treturn dim3((unsigned)v[0], (unsigned)v[1], (unsigned)v[2]);\n"
-	"}\n\n"
-	"/*\n"
-	" * A kernel compiled with a cluster of more than 8 CTAs (__cluster_dims__; not\n"
-	" * portable, up to 16 on H100 and H200) is allowed it, as ksearch timed it;\n"
-	" * other kernels are left as they are.\n"
-	" */\n"
-	"inline cudaError_t ksx_allow_cluster(const void *fn)\n"
-	"{\n"
-	"\tcudaFuncAttributes a;\n"
-	"\tcudaError_t err = cudaFuncGetAttributes(&a, fn);\n\n"
-	"\tif (err != cudaSuccess)\n"
-	"\t\treturn err;\n"
-	"\tif ((int64_t)a.requiredClusterWidth * a.requiredClusterHeight * a.requiredClusterDepth <= 8)\n"
-	"\t\treturn cudaSuccess;\n"
-	"\treturn cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
 	"}\n\n";
 
 static const char helper_cdiv[] = "/* ceil(a / b) for b > 0, negative a included: ksearch's cdiv. */\n"
@@ -1298,12 +1243,176 @@ static const char helper_place[] =
 	"\treturn true;\n"
 	"}\n\n";
 
+/* The index of launch l's kernel among the candidate's distinct kernels, in order of first launch. */
+static size_t kernel_index(const struct ks_candidate *cand, size_t l)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < cand->n_launches; i++) {
+		int seen = 0;
+
+		for (size_t j = 0; j < i; j++)
+			seen |= !strcmp(cand->launches[j].kernel, cand->launches[i].kernel);
+		if (seen)
+			continue;
+		if (!strcmp(cand->launches[i].kernel, cand->launches[l].kernel))
+			return k;
+		k++;
+	}
+	return k;
+}
+
+static const char driver_head[] =
+	"#if CUDART_VERSION < 12000\n"
+	"#error \"the launcher loads its cubin with the library API of CUDA 12 or newer\"\n"
+	"#endif\n\n";
+
+static const char driver_loader[] =
+	"/*\n"
+	" * The driver's library API, reached through the runtime (nothing links\n"
+	" * libcuda): the cubin is loaded once a process, in every context at once,\n"
+	" * and its kernels found by name.\n"
+	" */\n"
+	"struct ksx_driver {\n"
+	"\tCUresult (*load)(CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption "
+	"*,\n"
+	"\t\t\t void **, unsigned);\n"
+	"\tCUresult (*get)(CUkernel *, CUlibrary, const char *);\n"
+	"\tCUresult (*set)(CUfunction_attribute, int, CUkernel, CUdevice);\n"
+	"\tCUresult (*attr)(int *, CUfunction_attribute, CUkernel, CUdevice);\n"
+	"\tCUresult (*current)(CUcontext *);\n"
+	"\tCUresult (*launch)(const CUlaunchConfig *, CUfunction, void **, void **);\n"
+	"\tCUlibrary lib;\n"
+	"\tCUkernel kernels[KSX_KERNELS];\n"
+	"\tcudaError_t err;\n"
+	"};\n\n"
+	"template <typename F> cudaError_t ksx_entry(const char *name, F *fn)\n"
+	"{\n"
+	"\tcudaDriverEntryPointQueryResult found;\n"
+	"\tvoid *p = nullptr;\n"
+	"#if CUDART_VERSION >= 12050\n"
+	"\tcudaError_t err = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found);\n"
+	"#else\n"
+	"\tcudaError_t err = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &found);\n"
+	"#endif\n\n"
+	"\tif (err != cudaSuccess)\n"
+	"\t\treturn err;\n"
+	"\tif (found != cudaDriverEntryPointSuccess || !p)\n"
+	"\t\treturn cudaErrorSymbolNotFound;\n"
+	"\t*fn = reinterpret_cast<F>(p);\n"
+	"\treturn cudaSuccess;\n"
+	"}\n\n"
+	"const ksx_driver &ksx_load()\n"
+	"{\n"
+	"\tstatic ksx_driver d;\n"
+	"\tstatic std::once_flag once;\n\n"
+	"\tstd::call_once(once, [] {\n"
+	"\t\tif ((d.err = ksx_entry(\"cuLibraryLoadData\", &d.load)) != cudaSuccess ||\n"
+	"\t\t    (d.err = ksx_entry(\"cuLibraryGetKernel\", &d.get)) != cudaSuccess ||\n"
+	"\t\t    (d.err = ksx_entry(\"cuKernelSetAttribute\", &d.set)) != cudaSuccess ||\n"
+	"\t\t    (d.err = ksx_entry(\"cuKernelGetAttribute\", &d.attr)) != cudaSuccess ||\n"
+	"\t\t    (d.err = ksx_entry(\"cuCtxGetCurrent\", &d.current)) != cudaSuccess ||\n"
+	"\t\t    (d.err = ksx_entry(\"cuLaunchKernelEx\", &d.launch)) != cudaSuccess)\n"
+	"\t\t\treturn;\n"
+	"\t\tif (d.load(&d.lib, ksx_cubin, nullptr, nullptr, 0, nullptr, nullptr, 0) != CUDA_SUCCESS) {\n"
+	"\t\t\td.err = cudaErrorInvalidKernelImage; /* another GPU architecture, or an older driver */\n"
+	"\t\t\treturn;\n"
+	"\t\t}\n"
+	"\t\tfor (int k = 0; k < KSX_KERNELS; k++)\n"
+	"\t\t\tif (d.get(&d.kernels[k], d.lib, ksx_kernel_names[k]) != CUDA_SUCCESS) {\n"
+	"\t\t\t\td.err = cudaErrorInvalidDeviceFunction;\n"
+	"\t\t\t\treturn;\n"
+	"\t\t\t}\n"
+	"\t});\n"
+	"\treturn d;\n"
+	"}\n\n"
+	"/*\n"
+	" * The current context (the runtime's primary one of the current device when\n"
+	" * this thread has none yet) and its device.\n"
+	" */\n"
+	"cudaError_t ksx_context(const ksx_driver &d, int *dev)\n"
+	"{\n"
+	"\tCUcontext ctx = nullptr;\n"
+	"\tcudaError_t err = cudaGetDevice(dev);\n\n"
+	"\tif (err != cudaSuccess)\n"
+	"\t\treturn err;\n"
+	"\tif (d.current(&ctx) != CUDA_SUCCESS || !ctx)\n"
+	"\t\treturn cudaSetDevice(*dev);\n"
+	"\treturn cudaSuccess;\n"
+	"}\n\n"
+	"/*\n"
+	" * Kernel k on device dev as ksearch timed it: the largest shared-memory\n"
+	" * carveout, the dynamic shared memory it asks for when over the 48 KiB\n"
+	" * allowed by default, and a cluster of more than 8 CTAs (__cluster_dims__;\n"
+	" * not portable, up to 16 on H100 and H200) when it was compiled with one.\n"
+	" */\n"
+	"cudaError_t ksx_prepare(const ksx_driver &d, int k, int dev, int64_t smem)\n"
+	"{\n"
+	"\tint w = 1, h = 1, z = 1;\n\n"
+	"\tif (d.set(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED,\n"
+	"\t\t  d.kernels[k], dev) != CUDA_SUCCESS)\n"
+	"\t\treturn cudaErrorInvalidValue;\n"
+	"\tif (smem > 48 * 1024 &&\n"
+	"\t    d.set(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem, d.kernels[k], dev) != "
+	"CUDA_SUCCESS)\n"
+	"\t\treturn cudaErrorInvalidValue;\n"
+	"\tif (d.attr(&w, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, d.kernels[k], dev) != CUDA_SUCCESS ||\n"
+	"\t    d.attr(&h, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, d.kernels[k], dev) != CUDA_SUCCESS ||\n"
+	"\t    d.attr(&z, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, d.kernels[k], dev) != CUDA_SUCCESS)\n"
+	"\t\treturn cudaErrorInvalidValue;\n"
+	"\tif ((int64_t)w * h * z > 8 &&\n"
+	"\t    d.set(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, d.kernels[k], dev) != "
+	"CUDA_SUCCESS)\n"
+	"\t\treturn cudaErrorInvalidValue;\n"
+	"\treturn cudaSuccess;\n"
+	"}\n\n";
+
+/*
+ * The kernels as the host program gets them: the cubin ksearch's build made
+ * for the record's arch (g->image, the bytes the search timed when its
+ * fingerprint matches), by name through the driver.  No compiler of the
+ * program that builds the export sees the candidate's text (NAME_source.txt
+ * holds it, for reading): NVRTC refuses host functions and variables, but a
+ * source can hide host code from it behind a condition only a host compiler
+ * meets (#ifndef __CUDA_ARCH__, __GNUC__, ...), put assembly at namespace
+ * scope (NVRTC drops it), or define a macro that reaches the code after it;
+ * and nvcc's device pass need not build what NVRTC did (__CUDACC_RTC__).
+ */
+static void add_driver(const struct gen *g, struct ks_strbuf *sb)
+{
+	const struct ks_candidate *cand = g->cand;
+	size_t n_kernels = 0;
+
+	for (size_t l = 0; l < cand->n_launches; l++)
+		if (kernel_index(cand, l) + 1 > n_kernels)
+			n_kernels = kernel_index(cand, l) + 1;
+	ks_strbuf_adds(sb, driver_head);
+	ks_strbuf_addf(sb,
+		       "namespace {\n\n"
+		       "/*\n * The kernels as NVRTC compiled them for %s: %zu bytes of cubin (%s).\n */\n"
+		       "alignas(64) const unsigned char ksx_cubin[] = {",
+		       g->arch, g->image->size,
+		       g->image->same_as_timed > 0    ? "the binary ksearch timed"
+		       : g->image->same_as_timed == 0 ? "rebuilt by another NVRTC than the one that timed it"
+						      : "the record names no binary to compare with");
+	for (size_t i = 0; i < g->image->size; i++)
+		ks_strbuf_addf(sb, "%s0x%02x,", i % 16 ? " " : "\n\t", g->image->cubin[i]);
+	ks_strbuf_addf(sb,
+		       "\n};\n\n#define KSX_KERNELS %zu\nconst char *const ksx_kernel_names[KSX_KERNELS] = {",
+		       n_kernels);
+	for (size_t l = 0, k = 0; l < cand->n_launches; l++)
+		if (kernel_index(cand, l) == k) {
+			ks_strbuf_addf(sb, "%s\"%s\"", k ? ", " : "", cand->launches[l].kernel);
+			k++;
+		}
+	ks_strbuf_adds(sb, "};\n\n");
+	ks_strbuf_adds(sb, driver_loader);
+	ks_strbuf_adds(sb, "} // namespace\n\n");
+}
+
 static void add_helpers(const struct gen *g, struct ks_strbuf *sb)
 {
-	ks_strbuf_adds(sb, "/* The launcher's helpers, ahead of the kernels so that none of their macros "
-			   "reach them. */\n"
-			   "namespace {\n\n");
-	ks_strbuf_adds(sb, helper_ptr);
+	ks_strbuf_adds(sb, "/* The launcher's helpers. */\nnamespace {\n\n");
 	ks_strbuf_adds(sb, helper_config);
 	if (g->helpers & HELPER_CDIV)
 		ks_strbuf_adds(sb, helper_cdiv);
@@ -1399,18 +1508,26 @@ static void add_scratch_zeroing(const struct gen *g, struct ks_strbuf *sb)
 }
 
 /* One kernel argument as the launcher passes it. */
-static void add_kernel_arg(const struct ks_arg *arg, struct ks_strbuf *sb)
+/* The C++ type a kernel parameter is passed in, of the size ksearch passes it (launch.c). */
+static const char *param_type(const struct ks_op *op, const struct ks_arg *arg)
 {
 	switch (arg->kind) {
 	case KS_ARG_INPUT:
 	case KS_ARG_OUTPUT:
 	case KS_ARG_SCRATCH:
-		ks_strbuf_addf(sb, "ksx_ptr(%s)", arg->name);
-		break;
-	case KS_ARG_SCALAR:
+		return "const void *";
 	case KS_ARG_AXIS:
-		ks_strbuf_adds(sb, arg->name);
+		return "int";
+	case KS_ARG_SCALAR:
 		break;
+	}
+	switch (op->inputs[arg->index].dtype) {
+	case KS_DTYPE_INT32:
+		return "int";
+	case KS_DTYPE_INT64:
+		return "long long";
+	default:
+		return c_type(op->inputs[arg->index].dtype, 0);
 	}
 }
 
@@ -1418,7 +1535,6 @@ static void add_launch(const struct gen *g, struct ks_strbuf *sb, size_t l, cons
 {
 	const struct ks_launch *launch = &g->cand->launches[l];
 	char cfg[32];
-	size_t col;
 
 	snprintf(cfg, sizeof(cfg), "ksx_launch%zu", l + 1);
 	ks_strbuf_addf(sb, "\t/* launch %zu of %zu: %s */\n", l + 1, g->cand->n_launches, launch->kernel);
@@ -1430,83 +1546,63 @@ static void add_launch(const struct gen *g, struct ks_strbuf *sb, size_t l, cons
 		       lc->dims[0].buf, lc->dims[1].buf, lc->dims[2].buf, lc->dims[3].buf, lc->dims[4].buf,
 		       lc->dims[5].buf, lc->dims[6].buf);
 	ks_strbuf_addf(sb, "\tif (!ksx_config_ok(%s))\n\t\treturn cudaErrorInvalidConfiguration;\n", cfg);
+	if (l == 0) /* the kernels, once the sizes are known good: a refused call touches no GPU */
+		ks_strbuf_adds(sb, "\tconst ksx_driver &ksx_drv = ksx_load();\n"
+				   "\tint ksx_dev = 0;\n"
+				   "\tksx_err = ksx_drv.err != cudaSuccess ? ksx_drv.err : "
+				   "ksx_context(ksx_drv, &ksx_dev);\n"
+				   "\tif (ksx_err != cudaSuccess)\n"
+				   "\t\treturn ksx_err;\n");
 	/* the shared-memory configuration ksearch timed it in (worker.c, program_set_smem()) */
-	ks_strbuf_addf(
-		sb,
-		"\tksx_err = cudaFuncSetAttribute(::%s, cudaFuncAttributePreferredSharedMemoryCarveout,\n"
-		"\t\t\t\t   cudaSharedmemCarveoutMaxShared);\n"
-		"\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n"
-		"\tksx_err = ksx_allow_cluster((const void *)::%s);\n"
-		"\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n",
-		launch->kernel, launch->kernel);
-	if (lc->smem_mode != SMEM_NEVER) {
-
-		const char *indent = lc->smem_mode == SMEM_CHECK ? "\t\t" : "\t";
-
-		if (lc->smem_mode == SMEM_CHECK)
-			ks_strbuf_addf(sb, "\tif (%s.smem > %d) {\n", cfg, SMEM_DEFAULT_LIMIT);
-		else
-			ks_strbuf_addf(sb,
-				       "\t/* more than the %d bytes of dynamic shared memory allowed by "
-				       "default */\n",
-				       SMEM_DEFAULT_LIMIT);
-		ks_strbuf_addf(
-			sb,
-			"%sksx_err = cudaFuncSetAttribute(::%s, "
-			"cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
-			"%s\t\t\t\t   (int)%s.smem);\n%sif (ksx_err != cudaSuccess)\n%s\treturn ksx_err;\n",
-			indent, launch->kernel, indent, cfg, indent, indent);
-		if (lc->smem_mode == SMEM_CHECK)
-			ks_strbuf_adds(sb, "\t}\n");
-	}
+	ks_strbuf_addf(sb,
+		       "\tksx_err = ksx_prepare(ksx_drv, %zu, ksx_dev, %s.smem);\n"
+		       "\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n",
+		       kernel_index(g->cand, l), cfg);
 	if (l == 0) /* after the first launch's checks, so that a refused call queues nothing */
 		add_scratch_zeroing(g, sb);
-	if (launch->pdl) {
+	/* the arguments, of the sizes ksearch passed them */
+	for (size_t a = 0; a < launch->n_args; a++) {
+		const struct ks_arg *arg = &launch->args[a];
+		const char *type = param_type(g->op, arg);
+
+		ks_strbuf_addf(sb, "\t%s%sksx_a%zu_%zu = (%s)%s;\n", type,
+			       type[strlen(type) - 1] == '*' ? "" : " ", l, a, type, arg->name);
+	}
+	if (launch->n_args) {
+		ks_strbuf_addf(sb, "\tvoid *ksx_args%zu[] = {", l);
+		for (size_t a = 0; a < launch->n_args; a++)
+			ks_strbuf_addf(sb, "%s(void *)&ksx_a%zu_%zu", a ? ", " : "", l, a);
+		ks_strbuf_adds(sb, "};\n");
+	} else {
+		ks_strbuf_addf(sb, "\tvoid **ksx_args%zu = nullptr;\n", l);
+	}
+	ks_strbuf_addf(sb,
+		       "\tCUlaunchConfig ksx_ex%zu = {};\n"
+		       "\tksx_ex%zu.gridDimX = (unsigned)%s.grid[0];\n"
+		       "\tksx_ex%zu.gridDimY = (unsigned)%s.grid[1];\n"
+		       "\tksx_ex%zu.gridDimZ = (unsigned)%s.grid[2];\n"
+		       "\tksx_ex%zu.blockDimX = (unsigned)%s.block[0];\n"
+		       "\tksx_ex%zu.blockDimY = (unsigned)%s.block[1];\n"
+		       "\tksx_ex%zu.blockDimZ = (unsigned)%s.block[2];\n"
+		       "\tksx_ex%zu.sharedMemBytes = (unsigned)%s.smem;\n"
+		       "\tksx_ex%zu.hStream = (CUstream)stream;\n",
+		       l, l, cfg, l, cfg, l, cfg, l, cfg, l, cfg, l, cfg, l, cfg, l);
+	if (launch->pdl)
 		/* programmatic dependent launch: it may start while the launch before it ends, as measured */
 		ks_strbuf_addf(sb,
-			       "\tcudaLaunchAttribute ksx_pdl%zu;\n"
-			       "\tksx_pdl%zu.id = cudaLaunchAttributeProgrammaticStreamSerialization;\n"
-			       "\tksx_pdl%zu.val.programmaticStreamSerializationAllowed = 1;\n"
-			       "\tcudaLaunchConfig_t ksx_ex%zu = {};\n"
-			       "\tksx_ex%zu.gridDim = ksx_dim3(%s.grid);\n"
-			       "\tksx_ex%zu.blockDim = ksx_dim3(%s.block);\n"
-			       "\tksx_ex%zu.dynamicSmemBytes = (size_t)%s.smem;\n"
-			       "\tksx_ex%zu.stream = stream;\n"
+			       "\tCUlaunchAttribute ksx_pdl%zu = {};\n"
+			       "\tksx_pdl%zu.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;\n"
+			       "\tksx_pdl%zu.value.programmaticStreamSerializationAllowed = 1;\n"
 			       "\tksx_ex%zu.attrs = &ksx_pdl%zu;\n"
-			       "\tksx_ex%zu.numAttrs = 1;\n"
-			       "\tksx_err = cudaLaunchKernelEx(&ksx_ex%zu, ::%s",
-			       l, l, l, l, l, cfg, l, cfg, l, cfg, l, l, l, l, l, launch->kernel);
-	} else {
-		ks_strbuf_addf(
-			sb,
-			"\t::%s<<<ksx_dim3(%s.grid), ksx_dim3(%s.block),\n\t\t(size_t)%s.smem, stream>>>(",
-			launch->kernel, cfg, cfg, cfg);
-	}
-	col = launch->pdl ? 0 : 100;
-	for (size_t a = 0; a < launch->n_args; a++) {
-		struct ks_strbuf arg;
-
-		ks_strbuf_init(&arg);
-		add_kernel_arg(&launch->args[a], &arg);
-		if (launch->pdl) {
-			ks_strbuf_adds(sb, ",\n\t\t"); /* after the kernel: one argument a line */
-		} else if (col + arg.len + 2 > 100) {
-			ks_strbuf_adds(sb, a ? ",\n\t\t" : "\n\t\t");
-			col = 16;
-		} else {
-			ks_strbuf_adds(sb, ", ");
-			col += 2;
-		}
-		ks_strbuf_adds(sb, arg.buf);
-		col += arg.len;
-		ks_strbuf_release(&arg);
-	}
-	if (launch->pdl)
-		ks_strbuf_adds(sb, ");\n\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n\n");
-	else
-		ks_strbuf_adds(
-			sb, ");\n\tksx_err = cudaGetLastError();\n\tif (ksx_err != cudaSuccess)\n\t\treturn "
-			    "ksx_err;\n\n");
+			       "\tksx_ex%zu.numAttrs = 1;\n",
+			       l, l, l, l, l, l);
+	/* the driver's error codes are the runtime's for everything a launch returns */
+	ks_strbuf_addf(
+		sb,
+		"\tksx_err = (cudaError_t)ksx_drv.launch(&ksx_ex%zu, (CUfunction)ksx_drv.kernels[%zu], "
+		"ksx_args%zu, nullptr);\n"
+		"\tif (ksx_err != cudaSuccess)\n\t\treturn ksx_err;\n\n",
+		l, kernel_index(g->cand, l), l);
 }
 
 static void add_launcher(const struct gen *g, struct ks_strbuf *sb, const struct launch_code *lc)
@@ -1553,38 +1649,6 @@ static void add_launcher(const struct gen *g, struct ks_strbuf *sb, const struct
 	ks_strbuf_release(&args);
 }
 
-/* Names the launcher uses that the candidate's source #defines: #undef'd after the kernels. */
-static void add_undefs(const struct gen *g, struct ks_strbuf *sb)
-{
-	const struct ks_op *op = g->op;
-	const char *source = g->cand->source;
-	struct ks_strbuf names;
-
-	ks_strbuf_init(&names);
-	for (size_t i = 0; i < op->n_inputs; i++)
-		if (source_defines(source, op->inputs[i].name))
-			ks_strbuf_addf(&names, "#undef %s\n", op->inputs[i].name);
-	for (size_t i = 0; i < op->n_outputs; i++)
-		if (source_defines(source, op->outputs[i].name))
-			ks_strbuf_addf(&names, "#undef %s\n", op->outputs[i].name);
-	for (size_t a = 0; a < op->n_axes; a++)
-		if ((g->axis_in_launcher[a] || g->axis_in_layout[a] || !op->axes[a].is_const) &&
-		    source_defines(source, op->axes[a].name))
-			ks_strbuf_addf(&names, "#undef %s\n", op->axes[a].name);
-	for (size_t i = 0; i < g->cand->n_scratch; i++)
-		if (source_defines(source, g->cand->scratch[i].name))
-			ks_strbuf_addf(&names, "#undef %s\n", g->cand->scratch[i].name);
-	for (size_t i = 0; i < sizeof(reserved_names) / sizeof(reserved_names[0]); i++)
-		if (source_defines(source, reserved_names[i]))
-			ks_strbuf_addf(&names, "#undef %s\n", reserved_names[i]);
-	if (names.len)
-		ks_strbuf_addf(sb,
-			       "/* The kernels' macros of these names would break the launcher's arguments. "
-			       "*/\n%s\n",
-			       names.buf);
-	ks_strbuf_release(&names);
-}
-
 static int add_source(struct gen *g, struct ks_strbuf *sb)
 {
 	const struct ks_candidate *cand = g->cand;
@@ -1592,7 +1656,6 @@ static int add_source(struct gen *g, struct ks_strbuf *sb)
 	struct scratch_code *sc = ks_calloc(cand->n_scratch + 1, sizeof(*sc));
 	struct ks_strbuf text;
 	const char *path = *g->rec.path ? g->rec.path : NULL;
-	size_t src_len = strlen(cand->source);
 	int ret = -1;
 
 	for (size_t l = 0; l < cand->n_launches; l++) {
@@ -1621,42 +1684,31 @@ static int add_source(struct gen *g, struct ks_strbuf *sb)
 		sb,
 		" *\n * Build:\n *     nvcc -c -std=c++17 -arch=%s %s.cu\n"
 		" * and call it through %s.h.  This file holds, in order: helpers of the launcher;\n"
-		" * the params the search chose, fixed; the candidate's source, unchanged (its\n"
-		" * ksearch block says how to launch its kernels); and the launcher that does so.\n */\n"
-		"#include \"%s.h\"\n\n",
-		g->arch, g->name, g->name, g->name);
+		" * the kernels as NVRTC compiled them for %s, the cubin, which the launcher loads\n"
+		" * through the CUDA driver (CUDA 12 or newer; the candidate's text, which no compiler\n"
+		" * of this program sees, is in %s_source.txt); the params the search chose, fixed;\n"
+		" * and the launcher, which launches the kernels as the candidate's ksearch block says.\n "
+		"*/\n"
+		"#include \"%s.h\"\n\n#include <cuda.h>\n#include <mutex>\n\n",
+		g->arch, g->name, g->name, g->arch, g->name, g->name);
 	add_helpers(g, sb);
+	add_driver(g, sb);
 	if (cand->n_params) {
-		ks_strbuf_adds(sb,
-			       "/* The params, as measured: another value gives an untested kernel. */\n");
+		ks_strbuf_adds(sb, "/* The params, as measured: the launch sizes are written in them. */\n");
 		for (size_t i = 0; i < cand->n_params; i++)
-			ks_strbuf_addf(sb, "#ifndef %s\n#define %s %s%lld%s\n#endif\n", cand->params[i].name,
-				       cand->params[i].name, g->params[i] < 0 ? "(" : "",
-				       (long long)g->params[i], g->params[i] < 0 ? ")" : "");
+			ks_strbuf_addf(sb, "#define %s %s%lld%s\n", cand->params[i].name,
+				       g->params[i] < 0 ? "(" : "", (long long)g->params[i],
+				       g->params[i] < 0 ? ")" : "");
 		ks_strbuf_adds(sb, "\n");
 	}
-	ks_strbuf_adds(sb,
-		       "/*\n * The kernels' symbols get the export's name in front, so that two exports of\n"
-		       " * kernels with the same names can be linked into one program.\n */\n");
-	for (size_t l = 0; l < cand->n_launches; l++) {
-		int seen = 0;
-
-		for (size_t k = 0; k < l; k++)
-			seen |= !strcmp(cand->launches[k].kernel, cand->launches[l].kernel);
-		if (!seen)
-			ks_strbuf_addf(sb, "#define %s %s_%s\n", cand->launches[l].kernel, g->name,
-				       cand->launches[l].kernel);
-	}
-	ks_strbuf_addf(sb, "\n/* ---- the candidate's source%s", path ? " (" : "");
+	ks_strbuf_addf(
+		sb,
+		"/* ---- the host launcher, generated by ksearch export-best from the ksearch block of "
+		"the candidate's source%s",
+		path ? " (" : "");
 	if (path)
 		add_comment_text(sb, path, strlen(path));
 	ks_strbuf_addf(sb, "%s ---- */\n\n", path ? ")" : "");
-	ks_strbuf_adds(sb, cand->source);
-	if (src_len && cand->source[src_len - 1] != '\n')
-		ks_strbuf_adds(sb, "\n");
-	ks_strbuf_adds(sb, "\n/* ---- the host launcher, generated by ksearch export-best from the ksearch "
-			   "block ---- */\n\n");
-	add_undefs(g, sb);
 	add_workspace(g, sb, sc);
 	add_launcher(g, sb, lc);
 	ret = 0;
@@ -1866,21 +1918,23 @@ static void add_readme(const struct gen *g, struct ks_strbuf *sb)
 		sb,
 		"\n## Files\n\n"
 		"| file | what |\n| --- | --- |\n"
-		"| `%s.cu` | the kernels with their params fixed, then the host launcher |\n"
+		"| `%s.cu` | the kernels as NVRTC compiled them for %s (a cubin), then the host launcher |\n"
 		"| `%s.h` | the C interface: arguments, shapes, workspace, stream, errors |\n"
-		"| `%s.json` | what was measured where: GPU, timings per workload, descriptors, lineage |\n",
-		g->name, g->name, g->name);
+		"| `%s.json` | what was measured where: GPU, timings per workload, descriptors, lineage |\n"
+		"| `%s_source.txt` | the kernels' source and params, to read (nothing compiles it) |\n",
+		g->name, g->arch, g->name, g->name, g->name);
 	ks_strbuf_addf(sb,
 		       "\n## Build\n\n"
 		       "    nvcc -c -std=c++17 -arch=%s %s.cu -o %s.o\n\n"
-		       "It needs nothing but the CUDA toolkit.  Link the object into your program with\n"
-		       "nvcc, or add `-lcudart` with another linker.  The header is C and C++: include\n"
-		       "`%s.h` with the CUDA include folder on the path (`-I/usr/local/cuda/include`).\n"
-		       "The kernels were verified and timed on %s; for another target change `-arch`\n"
-		       "and test them there.  Their symbols carry the prefix `%s_` (for example\n"
-		       "`%s_%s`), so several exports link into one program.\n",
-		       g->arch, g->name, g->name, g->name, g->arch, g->name, g->name,
-		       g->cand->launches[0].kernel);
+		       "It needs nothing but the CUDA toolkit, 12 or newer.  Link the object into your\n"
+		       "program with nvcc, or add `-lcudart` with another linker; the launcher reaches\n"
+		       "the CUDA driver through the runtime, so nothing links libcuda.  The header is C\n"
+		       "and C++: include `%s.h` with the CUDA include folder on the path\n"
+		       "(`-I/usr/local/cuda/include`).  The kernels are the binary the search built with\n"
+		       "NVRTC for %s, and run on GPUs of that architecture; no compiler of your program\n"
+		       "sees their source, so nothing in it runs on the host.  Several exports link into\n"
+		       "one program.\n",
+		       g->arch, g->name, g->name, g->name, g->arch);
 	add_var_axes(op, &args);
 	ks_strbuf_addf(sb, "\n## Call\n\n```c\n#include \"%s.h\"\n\n", g->name);
 	ks_strbuf_addf(sb,
@@ -2038,8 +2092,9 @@ static int is_arch_word(const char *s)
 }
 
 int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		     const json_t *record, const struct ks_export_lineage *lineage, const char *name,
-		     struct ks_export_files *out, struct ks_error *err)
+		     const json_t *record, const struct ks_export_lineage *lineage,
+		     const struct ks_export_image *image, const char *name, struct ks_export_files *out,
+		     struct ks_error *err)
 {
 	struct gen g = {
 		.op = op,
@@ -2047,6 +2102,7 @@ int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, co
 		.params = params,
 		.record = record,
 		.lineage = lineage,
+		.image = image,
 		.name = name,
 		.err = err,
 	};
@@ -2060,6 +2116,8 @@ int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, co
 	ks_strbuf_init(&readme);
 	if (!cand->bound)
 		return ks_fail(err, "internal error: the candidate is not bound to op %s", op->key);
+	if (!image || !image->cubin || !image->size)
+		return ks_fail(err, "internal error: no cubin for the export");
 	if (!name || !ks_is_identifier(name))
 		return ks_fail(err, "'%s' is not a C identifier; the export's name prefixes its functions",
 			       name ? name : "");
@@ -2106,6 +2164,19 @@ int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, co
 	ks_strbuf_adds(&cu, json_text);
 	ks_strbuf_adds(&cu, "\n");
 	add_file(out, file, &cu);
+	free(file);
+	/* the candidate's text, for reading: no build compiles a .txt (the torch and FIB formats take every
+	 * .cu) */
+	file = ks_asprintf("%s_source.txt", name);
+	ks_strbuf_addf(&cu,
+		       "The source of %s's kernels, as the search compiled it with NVRTC (for reading:\n"
+		       "%s.cu carries them compiled).  The params were:",
+		       name, name);
+	for (size_t i = 0; i < cand->n_params; i++)
+		ks_strbuf_addf(&cu, " %s=%lld", cand->params[i].name, (long long)params[i]);
+	ks_strbuf_adds(&cu, cand->n_params ? "\n\n" : " none\n\n");
+	ks_strbuf_adds(&cu, cand->source);
+	add_file(out, file, &cu);
 	add_file(out, "README.md", &readme);
 	ret = 0;
 cleanup:
@@ -2122,14 +2193,15 @@ cleanup:
 }
 
 int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		    const json_t *record, const struct ks_export_lineage *lineage, const char *out_dir,
-		    const char *name, struct ks_error *err)
+		    const json_t *record, const struct ks_export_lineage *lineage,
+		    const struct ks_export_image *image, const char *out_dir, const char *name,
+		    struct ks_error *err)
 {
 	struct ks_export_files files;
 	int ret;
 
 	ks_export_files_init(&files);
-	ret = ks_export_render(op, cand, params, record, lineage, name, &files, err);
+	ret = ks_export_render(op, cand, params, record, lineage, image, name, &files, err);
 	if (!ret)
 		ret = ks_export_files_write(&files, out_dir, err);
 	ks_export_files_release(&files);
@@ -2209,7 +2281,7 @@ int ks_export_render_dispatch(const struct ks_op *op, const struct ks_export_var
 		free(vname);
 		vname = ks_asprintf("%s_v%zu", name, kernel_of[k]);
 		if (ks_export_render(op, variants[k].cand, variants[k].params, variants[k].record,
-				     variants[k].lineage, vname, out, err) < 0)
+				     variants[k].lineage, variants[k].image, vname, out, err) < 0)
 			goto cleanup;
 	}
 	g.cand = variants[0].cand;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/cubin-launch.cu and tools/cubin-launch-kernels.cu (a cubin's kernels loaded and launched
-# through the driver's library API with no libcuda at link time: how an export would carry
-# NVRTC's cubin instead of the candidate's text; docs/design.md, "What is not defended") must
+# through the driver's library API with no libcuda at link time: how an export carries
+# NVRTC's cubin instead of the candidate's text; docs/design.md, "Threat model") must
 # build, with nvcc's warnings as errors, and the launcher must refuse to run without a cubin.
 # They run on a GPU only; without nvcc the test reports 77.
 . "$(dirname "$0")/lib.sh"

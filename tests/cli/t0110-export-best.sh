@@ -43,32 +43,39 @@ out_lacks "--archive $A --dispatch"
 run 0 "$KSEARCH" export-best --op gqa --archive "$A" -o "$TMP/best"
 out_has "exported candidate #6 (split_kv; SPLITS=16 WARPS=8 UNROLL=2 HSPLIT=1)"
 out_has "nvcc -c -std=c++17 -arch=sm_90a $TMP/best/ksearch_gqa.cu"
-for f in ksearch_gqa.cu ksearch_gqa.h ksearch_gqa.json README.md; do
+for f in ksearch_gqa.cu ksearch_gqa.h ksearch_gqa.json ksearch_gqa_source.txt README.md; do
 	[ -s "$TMP/best/$f" ] || fail "export-best did not write $f"
 done
 ls "$TMP/best" | grep -q tmp && fail "a temporary file was left in the export folder"
 cu="$TMP/best/ksearch_gqa.cu"
 for line in '#define SPLITS 16' '#define WARPS 8' '#define UNROLL 2' '#define HSPLIT 1' '#include "ksearch_gqa.h"' \
 	'extern "C" cudaError_t ksearch_gqa_launch(' 'extern "C" size_t ksearch_gqa_workspace_bytes(' \
-	'::gqa_split_partial<<<' '::gqa_split_merge<<<' 'cudaGetLastError()'; do
+	'const char *const ksx_kernel_names[KSX_KERNELS] = {"gqa_split_partial", "gqa_split_merge"};' \
+	'ksx_drv.launch(&ksx_ex0, (CUfunction)ksx_drv.kernels[0], ksx_args0, nullptr);' \
+	'ksx_drv.launch(&ksx_ex1, (CUfunction)ksx_drv.kernels[1], ksx_args1, nullptr);' \
+	'alignas(64) const unsigned char ksx_cubin[] = {' 'cuLibraryLoadData'; do
 	grep -qF -- "$line" "$cu" || fail "$cu lacks '$line'"
 done
-# the source itself is there, unchanged
-python3 - "$cu" operators/gqa/seeds/split_kv.cu <<'PY' || fail "the exported .cu does not hold the candidate's source"
-import sys
-exported, seed = open(sys.argv[1]).read(), open(sys.argv[2]).read()
-fixture_src = [s for s in __import__("json").load(open("tests/fixtures/export-gqa.json"))["sources"].values()
+# The kernels are the cubin NVRTC makes of the candidate; no compiler of the program that builds the
+# export sees the candidate's text (host code hidden from NVRTC would run there), which stands in
+# NAME_source.txt for reading, unchanged.
+python3 - "$cu" "$TMP/best/ksearch_gqa_source.txt" <<'PY' || fail "the candidate's text is not where it should be"
+import json, sys
+exported, text = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+fixture_src = [s for s in json.load(open("tests/fixtures/export-gqa.json"))["sources"].values()
                if "gqa_split_partial" in s][0]
-assert fixture_src in exported
+assert fixture_src in text, "not in the source file"
+assert "__global__" not in exported and "gqa_split_partial(" not in exported, "in the .cu"
+assert "SPLITS=16 WARPS=8 UNROLL=2 HSPLIT=1" in text
 PY
-grep -q "cudaFuncAttributeMaxDynamicSharedMemorySize" "$cu" &&
-	fail "$cu raises the shared-memory limit, but split_kv uses none dynamic"
-# every kernel runs in the shared-memory configuration it was timed in
-[ "$(grep -c "cudaFuncAttributePreferredSharedMemoryCarveout" "$cu")" -ge 2 ] ||
-	fail "$cu does not set the largest shared-memory carveout before each of its launches"
-# and, should its kernel have been compiled with a cluster of more than 8 CTAs, is allowed it
-[ "$(grep -c "ksx_allow_cluster((const void \*)::gqa_split_" "$cu")" -ge 2 ] ||
-	fail "$cu does not allow each kernel its cluster before its launch"
+# every kernel runs in the shared-memory configuration it was timed in, and is allowed a cluster of
+# more than 8 CTAs should it have been compiled with one (ksx_prepare(), before each launch)
+[ "$(grep -c "ksx_err = ksx_prepare(ksx_drv, [01], ksx_dev, ksx_launch[12].smem);" "$cu")" = 2 ] ||
+	fail "$cu does not prepare each kernel before its launch"
+for text in 'CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED' \
+	'CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED' 'smem > 48 * 1024 &&'; do
+	grep -qF -- "$text" "$cu" || fail "$cu lacks '$text'"
+done
 
 h="$TMP/best/ksearch_gqa.h"
 for text in 'size_t ksearch_gqa_workspace_bytes(int batch_size, int num_pages, int len_indptr, int num_kv_indices);' \
@@ -96,9 +103,8 @@ grep -qF "nvcc -c -std=c++17 -arch=sm_90a ksearch_gqa.cu" "$TMP/best/README.md" 
 grep -qF "ksearch_gqa_launch(q, k_cache" "$TMP/best/README.md" || fail "README.md lacks the call"
 compile "$TMP/best" ksearch_gqa
 
-# Two exports of the same kernels link into one program (the kernels' symbols carry the export's name).
+# Two exports of the same kernels link into one program (each cubin is its file's own).
 run 0 "$KSEARCH" export-best --op gqa --archive "$A" --id 5 -o "$TMP/k5" --name gqa_k5
-grep -qF '#define gqa_split_partial gqa_k5_gqa_split_partial' "$TMP/k5/gqa_k5.cu" || fail "the kernels are not renamed"
 if [ "$have_nvcc" = 1 ]; then
 	cat >"$TMP/both.cu" <<'CU'
 #include <stdio.h>
@@ -133,7 +139,7 @@ run 0 gcc -std=c11 -Wall -Wextra -Werror -c "$TMP/use.c" -I"$TMP/best" -I"$cuda/
 # Every elite cell of the grid, and an explicit id; default folder and name.
 run 0 "$KSEARCH" export-best --op gqa --archive "$A" --cell 1,4,1 -o "$TMP/c141" --name gqa_mma
 out_has "exported candidate #7 (mma_tiles; SPLITS=8 WARPS=4 STAGES=4)"
-grep -q "cudaFuncSetAttribute(::gqa_mma_partial, cudaFuncAttributeMaxDynamicSharedMemorySize" "$TMP/c141/gqa_mma.cu" \
+grep -qF "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem" "$TMP/c141/gqa_mma.cu" \
 	|| fail "the mma_tiles export (139264 bytes of dynamic shared memory) does not raise the limit"
 compile "$TMP/c141" gqa_mma
 run 0 "$KSEARCH" export-best --op gqa --archive "$A" --cell 24 -o "$TMP/c24" --name gqa_cell24
@@ -160,18 +166,19 @@ out_has "exported candidate #3"
 
 # The generated arithmetic: a synthetic candidate with odd expressions, scratch of every
 # width, kernel parameters typed unlike the op's dtypes, and a macro named like a launcher
-# argument.  Its workspace sizes must equal ksearch's, computed here the same way.
+# argument (which cannot reach it: the launcher never sees the candidate's text).  Its workspace
+# sizes must equal ksearch's, computed here the same way.
 python3 - "$TMP/syn.json" <<'PY' || fatal "test setup: cannot write the synthetic fixture"
 import json, sys
 doc = json.load(open("tests/fixtures/export-rmsnorm.json"))
 src = r'''/* ksearch
-{ "params": {"T": [32, 64], "NEG": [2, -3]},
-  "scratch": {"a": ["float32", "cdiv(num_rows, T) * hidden"],
-              "b": ["int32", "-(NEG) * min(num_rows, 7, T) + max(num_rows % 5, 2)", "zeroed"],
+{ "params": {"TB": [32, 64], "NEG": [2, -3]},
+  "scratch": {"a": ["float32", "cdiv(num_rows, TB) * hidden"],
+              "b": ["int32", "-(NEG) * min(num_rows, 7, TB) + max(num_rows % 5, 2)", "zeroed"],
               "c": ["bfloat16", "hidden / (num_rows + 0) + 5000000000 - 4999999999"],
               "d": ["int64", "cdiv(100, num_rows) - -1", "zeroed"]},
   "launch": [
-    {"kernel": "fill", "grid": ["cdiv(num_rows, T)"], "block": ["T"], "smem": "num_rows * 4",
+    {"kernel": "fill", "grid": ["cdiv(num_rows, TB)"], "block": ["TB"], "smem": "num_rows * 4",
      "args": ["x", "weight", "eps", "y", "num_rows", "hidden", "a", "b", "c", "d"]} ] }
 */
 #include <cuda_bf16.h>
@@ -189,7 +196,7 @@ extern "C" __global__ void fill(const unsigned short *x, const __nv_bfloat16 *w,
     }
 }
 '''
-rec = dict(doc["candidates"][0], id=1, family="synthetic", path="tests/synthetic.cu", params={"T": 64, "NEG": -3},
+rec = dict(doc["candidates"][0], id=1, family="synthetic", path="tests/synthetic.cu", params={"TB": 64, "NEG": -3},
            parents=[], kernels=[], source_hash=None)
 del rec["source_hash"]
 rec["source"] = src
@@ -200,9 +207,9 @@ PY
 run 0 "$KSEARCH" archive import "$TMP/syn.json" --archive "$TMP/syn"
 run 0 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/syn" -o "$TMP/synx" --name syn
 syn="$TMP/synx/syn.cu"
-for text in '#define NEG (-3)' '#undef stream' 'ksx_max(' 'ksx_min(num_rows, ksx_min(7, T))' 'INT64_C(5000000000)' \
+grep -q 'not_a_stream_here' "$syn" && fail "$syn holds the candidate's macros"
+for text in '#define NEG (-3)' 'ksx_max(' 'ksx_min(num_rows, ksx_min(7, TB))' 'INT64_C(5000000000)' \
 	'-(NEG) * ksx_min(' 'if (((int64_t)num_rows + 0) == 0)' 'if (num_rows <= 0)' \
-	'if (ksx_launch1.smem > 49152) {' \
 	'ksx_err = cudaMemsetAsync((char *)workspace + ksx_offset[1], 0,' 'ksx_offset[2] - ksx_offset[1], stream);' \
 	'ksx_err = cudaMemsetAsync((char *)workspace + ksx_offset[3], 0,' 'ksx_need - ksx_offset[3], stream);'; do
 	grep -qF -- "$text" "$syn" || fail "$syn lacks '$text'"
@@ -245,13 +252,13 @@ got = dict(l.split() for l in lines if l and l.split()[0].isdigit())
 res = dict(l.split(" ", 1) for l in lines if l and not l.split()[0].isdigit())
 cdiv = lambda a, b: -(-a // b)
 align = lambda n: (n + 255) // 256 * 256
-T, NEG, hidden = 64, -3, 4096
+TB, NEG, hidden = 64, -3, 4096
 for rows, bytes_ in got.items():
     rows = int(rows)
     if rows == 0:
         want = 2**64 - 1   # SIZE_MAX: hidden / (num_rows + 0) divides by zero
     else:
-        want = (align(cdiv(rows, T) * hidden * 4) + align((-NEG * min(rows, 7, T) + max(rows % 5, 2)) * 4)
+        want = (align(cdiv(rows, TB) * hidden * 4) + align((-NEG * min(rows, 7, TB) + max(rows % 5, 2)) * 4)
                 + align((hidden // rows + 5000000000 - 4999999999) * 2) + align((cdiv(100, rows) - -1) * 8))
     assert int(bytes_) == want, (rows, bytes_, want)
 inval, inconf = map(int, res["codes"].split())
@@ -432,7 +439,7 @@ err_has "--dispatch exports the best of each workload; --id chooses one candidat
 run 1 "$KSEARCH" export-best --op gqa --archive "$TMP/wrong" --dispatch
 err_has "workload b1_kv546 has no ok candidate yet"
 
-# A launch marked "pdl" is launched by the export as it was measured: cudaLaunchKernelEx with
+# A launch marked "pdl" is launched by the export as it was measured: cuLaunchKernelEx with
 # programmatic stream serialization.
 python3 - "$TMP" <<'PY' || fatal "test setup: cannot write the pdl fixture"
 import hashlib, json, sys
@@ -448,46 +455,40 @@ json.dump(doc, open(f"{sys.argv[1]}/pdl.json", "w"))
 PY
 run 0 "$KSEARCH" archive import "$TMP/pdl.json" --archive "$TMP/par"
 run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/par" -o "$TMP/pdl"
-grep -qF 'ksx_pdl1.id = cudaLaunchAttributeProgrammaticStreamSerialization;' "$TMP/pdl/ksearch_gqa.cu" ||
+grep -qF 'ksx_pdl1.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;' "$TMP/pdl/ksearch_gqa.cu" ||
 	fail "the pdl launch is not launched with programmatic stream serialization"
-grep -qF '::gqa_split_partial<<<' "$TMP/pdl/ksearch_gqa.cu" || fail "the first launch should stay a plain launch"
+grep -q 'ksx_pdl0' "$TMP/pdl/ksearch_gqa.cu" && fail "the first launch should stay a plain launch"
 compile "$TMP/pdl" ksearch_gqa
 
-# A source an LLM wrote is exported only with --trust-source: building the export compiles its
-# text with the host compiler, where host code hidden from NVRTC would run in the caller's
-# program.  #1 is an LLM's text here, #3 (the best) a knob child of it; #4 a seed's param child.
-# (archive-small.json, below, has records whose params an LLM chose in a seed's text: exported.)
-python3 - "$TMP" <<'PY' || fatal "test setup: cannot write the llm fixture"
-import json, sys
+# No compiler of the program that builds an export sees the candidate's text: a source whose
+# host code NVRTC never saw (a static initializer behind #ifndef __CUDA_ARCH__) is exported, built
+# into a shared library and loaded, and the code does not run.  (Until the export carried the
+# cubin, nvcc built the text and the initializer ran as the library loaded.)
+python3 - "$TMP" <<'PY' || fatal "test setup: cannot write the host payload fixture"
+import hashlib, json, sys
 doc = json.load(open("tests/fixtures/export-rmsnorm.json"))
-by_id = {c["id"]: c for c in doc["candidates"]}
-by_id[1].update(family="llm-1", mutation="llm", path=None,
-                llm={"model": "m", "prompt_tokens": 10, "completion_tokens": 20, "seconds": 1.5})
-by_id[3].update(family="knob-2", mutation="knob", path=None)
-json.dump(doc, open(f"{sys.argv[1]}/llm.json", "w"))
+old = [c for c in doc["candidates"] if c["id"] == 3][0]["source_hash"]
+payload = ('\n#ifndef __CUDA_ARCH__\nextern "C" int system(const char *);\n'
+           f'static int ksearch_host_payload = system("touch {sys.argv[1]}/pwned");\n#endif\n')
+src = doc["sources"].pop(old).replace("#include <cuda_bf16.h>\n", "#include <cuda_bf16.h>\n" + payload, 1)
+assert payload in src
+new = hashlib.sha256(src.encode()).hexdigest()
+doc["sources"][new] = src
+for c in doc["candidates"]:
+    if c["source_hash"] == old:
+        c["source_hash"] = new
+json.dump(doc, open(f"{sys.argv[1]}/payload.json", "w"))
 PY
-run 0 "$KSEARCH" archive import "$TMP/llm.json" --archive "$TMP/llmar"
-# the take-home line (archive stats, the end of evolve) says so before the export refuses
-run 0 "$KSEARCH" archive stats --archive "$TMP/llmar" --op rmsnorm
-out_has "take it home:  ksearch export-best --op rmsnorm --archive $TMP/llmar --id 3"
-out_has "an LLM wrote the source of #3: read it (\`ksearch archive show ID\`), then export with --trust-source"
-run 0 "$KSEARCH" archive stats --archive "$A" --op rmsnorm
-out_lacks "an LLM wrote"
-run 4 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" -o "$TMP/llm-best"
-err_has "candidate #3 (no path recorded): its source was written by an LLM (its ancestor #1, family llm-1)"
-err_has "export again with --trust-source"
-[ -e "$TMP/llm-best" ] && fail "a refused export wrote $TMP/llm-best"
-run 4 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" --id 1 -o "$TMP/llm-1"
-err_has "candidate #1 (no path recorded): its source was written by an LLM (#1, family llm-1)"
-run 4 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" --dispatch -o "$TMP/llm-d"
-err_has "its source was written by an LLM"
-run 0 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" --id 4 -o "$TMP/llm-4"
-run 0 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/llmar" --trust-source -o "$TMP/llm-best"
-out_has "exported candidate #3"
-compile "$TMP/llm-best" ksearch_rmsnorm
-run 0 "$KSEARCH" export-best --help
-out_has "--trust-source"
-out_has "4  its source was written by an LLM"
+run 0 "$KSEARCH" archive import "$TMP/payload.json" --archive "$TMP/payar"
+run 0 "$KSEARCH" export-best --op rmsnorm --archive "$TMP/payar" -o "$TMP/payload"
+grep -q "ksearch_host_payload" "$TMP/payload/ksearch_rmsnorm.cu" && fail "the export's .cu holds the candidate's text"
+grep -q "ksearch_host_payload" "$TMP/payload/ksearch_rmsnorm_source.txt" || fail "the source file lacks the candidate's text"
+if [ "$have_nvcc" = 1 ]; then
+	run 0 "$nvcc" -shared -Xcompiler -fPIC -std=c++17 "$TMP/payload/ksearch_rmsnorm.cu" -o "$TMP/payload/lib.so"
+	run 0 python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$TMP/payload/lib.so"
+	[ -e "$TMP/pwned" ] && fail "the candidate's host code ran when its export was loaded"
+	checks=$((checks + 1))
+fi
 
 # A record's path and family stand in the export's comments: a star and a slash in them (an
 # imported file's) cannot end a comment and put the rest in the code.

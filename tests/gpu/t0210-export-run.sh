@@ -136,7 +136,7 @@ PY
 	echo "gqa with a pdl launch: $(tail -n 1 "$TMP/out")"
 	run 0 "$KSEARCH" archive import "$TMP/cluster16.json" --archive "$TMP/c16ar"
 	run 0 "$KSEARCH" export-best --op gqa --archive "$TMP/c16ar" --id 1 -o "$TMP/c16" --name ks_export
-	grep -q "ksx_allow_cluster((const void \*)::gqa_cluster_decode)" "$TMP/c16/ks_export.cu" ||
+	grep -qF "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED" "$TMP/c16/ks_export.cu" ||
 		fail "the launcher does not allow gqa_cluster_decode its cluster"
 	run 0 "$nvcc" -std=c++17 -arch="$arch" -DKS_OP_GQA -Ioperators/gqa -I"$TMP/c16" tests/gpu/export_harness.cu \
 		"$TMP/c16/ks_export.cu" -o "$TMP/c16/harness"

@@ -109,13 +109,27 @@ struct ks_export_lineage {
 const char *ks_export_origin(const struct ks_record *rec, const struct ks_export_lineage *lineage);
 
 /*
+ * The kernels an export carries: the cubin ksearch's build (build.h) made
+ * of the candidate for the record's arch.  The export's launcher loads it
+ * through the CUDA driver; no compiler of the program that builds the
+ * export sees the candidate's text (export.c, add_driver(), says why).
+ */
+struct ks_export_image {
+	const unsigned char *cubin;
+	size_t size;
+	/* the build's fingerprint is the record's "binary": 1 yes, 0 no (another NVRTC), -1 none recorded */
+	int same_as_timed;
+};
+
+/*
  * ks_export_write() without the writing: the files it would write are added
  * to out (nothing is added on failure of the checks before the text is
  * made).
  */
 int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		     const json_t *record, const struct ks_export_lineage *lineage, const char *name,
-		     struct ks_export_files *out, struct ks_error *err);
+		     const json_t *record, const struct ks_export_lineage *lineage,
+		     const struct ks_export_image *image, const char *name, struct ks_export_files *out,
+		     struct ks_error *err);
 
 /*
  * Write the files above into out_dir (created, with its parents, when
@@ -136,8 +150,9 @@ int ks_export_render(const struct ks_op *op, const struct ks_candidate *cand, co
  * renamed, so a failure leaves no half-written file.
  */
 int ks_export_write(const struct ks_op *op, const struct ks_candidate *cand, const int64_t *params,
-		    const json_t *record, const struct ks_export_lineage *lineage, const char *out_dir,
-		    const char *name, struct ks_error *err);
+		    const json_t *record, const struct ks_export_lineage *lineage,
+		    const struct ks_export_image *image, const char *out_dir, const char *name,
+		    struct ks_error *err);
 
 /* One kernel of a dispatch: the fastest on a benchmark workload. */
 struct ks_export_variant {
@@ -147,6 +162,7 @@ struct ks_export_variant {
 	const json_t *record;	     /* its archive record as stored (borrowed): what the export copies */
 	const struct ks_record *rec; /* the same, read (borrowed) */
 	const struct ks_export_lineage *lineage; /* its chain from the seed; NULL: none */
+	const struct ks_export_image *image;	 /* its kernels as compiled */
 	double median_us;			 /* its time on that workload */
 };
 
