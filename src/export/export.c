@@ -1345,8 +1345,13 @@ static const char driver_loader[] =
 	" * carveout, the dynamic shared memory it asks for when over the 48 KiB\n"
 	" * allowed by default, and a cluster of more than 8 CTAs (__cluster_dims__;\n"
 	" * not portable, up to 16 on H100 and H200) when it was compiled with one.\n"
+	" * The driver keeps a kernel's attributes per device, not per context, so\n"
+	" * each kernel is prepared once a device (again when a launch asks for more\n"
+	" * shared memory than any before it): the attribute calls cost up to a\n"
+	" * microsecond a launch (tools/launch-cost.cu, on an H200).\n"
 	" */\n"
-	"cudaError_t ksx_prepare(const ksx_driver &d, int k, int dev, int64_t smem)\n"
+	"#define KSX_DEVICES 64 /* devices past these are prepared on every launch */\n\n"
+	"cudaError_t ksx_prepare_now(const ksx_driver &d, int k, int dev, int64_t smem)\n"
 	"{\n"
 	"\tint w = 1, h = 1, z = 1;\n\n"
 	"\tif (d.set(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, CU_SHAREDMEM_CARVEOUT_MAX_SHARED,\n"
@@ -1364,6 +1369,21 @@ static const char driver_loader[] =
 	"\t    d.set(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, d.kernels[k], dev) != "
 	"CUDA_SUCCESS)\n"
 	"\t\treturn cudaErrorInvalidValue;\n"
+	"\treturn cudaSuccess;\n"
+	"}\n\n"
+	"cudaError_t ksx_prepare(const ksx_driver &d, int k, int dev, int64_t smem)\n"
+	"{\n"
+	"\t/* per kernel and device, 1 + the most dynamic shared memory prepared (0: none yet) */\n"
+	"\tstatic std::atomic<int64_t> prepared[KSX_KERNELS][KSX_DEVICES];\n"
+	"\tstd::atomic<int64_t> *slot = dev >= 0 && dev < KSX_DEVICES ? &prepared[k][dev] : nullptr;\n\n"
+	"\tif (slot && slot->load(std::memory_order_acquire) > smem)\n"
+	"\t\treturn cudaSuccess;\n\n"
+	"\tcudaError_t err = ksx_prepare_now(d, k, dev, smem);\n\n"
+	"\tif (err != cudaSuccess || !slot)\n"
+	"\t\treturn err;\n"
+	"\tfor (int64_t seen = slot->load(); seen < smem + 1 && !slot->compare_exchange_weak(seen, smem + "
+	"1);)\n"
+	"\t\t;\n"
 	"\treturn cudaSuccess;\n"
 	"}\n\n";
 
@@ -1689,7 +1709,8 @@ static int add_source(struct gen *g, struct ks_strbuf *sb)
 		" * of this program sees, is in %s_source.txt); the params the search chose, fixed;\n"
 		" * and the launcher, which launches the kernels as the candidate's ksearch block says.\n "
 		"*/\n"
-		"#include \"%s.h\"\n\n#include <cuda.h>\n#include <mutex>\n\n",
+		"#include \"%s.h\"\n\n#include <cuda.h>\n#include <atomic>\n#include <cstdint>\n#include "
+		"<mutex>\n\n",
 		g->arch, g->name, g->name, g->arch, g->name, g->name);
 	add_helpers(g, sb);
 	add_driver(g, sb);

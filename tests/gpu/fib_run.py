@@ -87,7 +87,9 @@ def main():
             continue
         fib = ev.performance.latency_ms * 1000
         ks = mine.evaluation.performance.latency_ms * 1000
-        agree = (0.8 * ks <= fib <= 1.25 * ks + 30.0) or not timed
+        # FlashInfer-Bench times each call from Python: 25 to 36 us over a 5 us kernel on an H200
+        # (rmsnorm r1 and r64, four runs), so a small kernel gets 50 us of its harness's overhead
+        agree = (0.8 * ks <= fib <= 1.25 * ks + 50.0) or not timed
         bad += not agree
         print(f"{t.workload.uuid:28} {ev.status.value:10} {fib:9.2f} {ks:11.2f} {fib / ks:6.2f} "
               f"{ev.performance.speedup_factor:11.2f}{'' if agree else '   DISAGREES'}")
