@@ -1042,11 +1042,15 @@ static void add_header(const struct gen *g, struct ks_strbuf *sb)
 		"is NULL, misaligned or smaller than %s_workspace_bytes() says, or when the sizes make a "
 		"size "
 		"expression divide by zero; cudaErrorInvalidConfiguration when the sizes give a launch "
-		"outside CUDA's limits (an empty grid included); else the first launch error, as "
-		"cudaGetLastError() reports it (so an unchecked earlier error of this thread shows here "
-		"too).  Faults inside the kernels surface at the next synchronisation, as for any launch.  "
-		"The pointers must belong to the current device, which must run %s code.",
-		g->name, g->arch);
+		"outside CUDA's limits (an empty grid included); cudaErrorNoKernelImageForDevice when the "
+		"device does not run %s code (the kernels are its cubin); cudaErrorInvalidKernelImage when "
+		"the driver cannot load that cubin; cudaErrorSymbolNotFound when the driver lacks the "
+		"library API of CUDA 12; "
+		"else the error of the first call that failed, a launch's as the driver reports it (its "
+		"codes are the runtime's for everything a launch returns).  Faults inside the kernels "
+		"surface at the next synchronisation, as for any launch.  The pointers must belong to the "
+		"current device, which must run %s code.",
+		g->name, g->arch, g->arch);
 	add_wrapped(sb, text.buf, " * ", 100);
 	ks_strbuf_adds(sb, " */\n");
 
@@ -1315,12 +1319,12 @@ static const char driver_loader[] =
 	"\t\t    (d.err = ksx_entry(\"cuLaunchKernelEx\", &d.launch)) != cudaSuccess)\n"
 	"\t\t\treturn;\n"
 	"\t\tif (d.load(&d.lib, ksx_cubin, nullptr, nullptr, 0, nullptr, nullptr, 0) != CUDA_SUCCESS) {\n"
-	"\t\t\td.err = cudaErrorInvalidKernelImage; /* another GPU architecture, or an older driver */\n"
+	"\t\t\td.err = cudaErrorInvalidKernelImage; /* a driver that cannot read this cubin */\n"
 	"\t\t\treturn;\n"
 	"\t\t}\n"
 	"\t\tfor (int k = 0; k < KSX_KERNELS; k++)\n"
 	"\t\t\tif (d.get(&d.kernels[k], d.lib, ksx_kernel_names[k]) != CUDA_SUCCESS) {\n"
-	"\t\t\t\td.err = cudaErrorInvalidDeviceFunction;\n"
+	"\t\t\t\td.err = cudaErrorNoKernelImageForDevice; /* a GPU of another architecture */\n"
 	"\t\t\t\treturn;\n"
 	"\t\t\t}\n"
 	"\t});\n"

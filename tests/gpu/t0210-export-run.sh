@@ -26,11 +26,15 @@ fi
 . "$(dirname "$0")/../cli/lib.sh"
 echo "$gpus" | head -n 1
 
-# the GPU's architecture: 9.0 -> sm_90a (the fixtures' target), else sm_XY
+# the fixtures' kernels travel as sm_90a cubins (the arch their records name), which only a GPU of
+# compute capability 9.0 runs (t0211 checks the error another one gets)
 cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
 case "$cap" in
-	90 | 100 | 101 | 120) arch="sm_${cap}a" ;;
-	[0-9]*) arch="sm_$cap" ;;
+	90) arch=sm_90a ;;
+	[0-9]*)
+		echo "SKIP: the fixtures' exports carry sm_90a cubins; this GPU's compute capability is $cap"
+		exit 77
+		;;
 	*) fail "cannot read the GPU's compute capability (nvidia-smi said '$cap')" ;;
 esac
 echo "building for $arch"
