@@ -9,7 +9,9 @@
 // three splits: even, skewed (the longest request holds the share ksearch's evaluator gives
 // it, the rest exponential: tools/split-lengths.h) and a random composition (cuts drawn at
 // random, as tools/bench-gqa.cu and the anchors split); pages drawn at random from a pool of
-// 2N + 1024, K and V random. SHAPE=b16_kv23079 (or any shape's name) runs one shape.
+// 2N + 1024, K and V random. SHAPE=b16_kv23079 (or any shape's name) runs one shape; TRACES=N
+// takes N traces a split (2 by default); DUMP=1 also prints every CTA's SM and end ("cta C sm S
+// done D"), for a per-SM look at the spread.
 // Build and run from the repository's root (params of the seed as -D flags):
 //   python3 tools/gqa-ws-trace.py operators/gqa/seeds/gqa_ws.cu /tmp/gqa_ws_tr.cu
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Itools -DSEED='"/tmp/gqa_ws_tr.cu"'
@@ -75,6 +77,8 @@ int main()
         {"b16_kv8636", 16, 8636, 0.608}, {"b16_kv23079", 16, 23079, 0.608},
         {"b64_kv28815", 64, 28815, 0.300}, {"b64_kv46287", 64, 46287, 0.300}};
     const char *only = getenv("SHAPE");
+    const int traces = getenv("TRACES") ? std::max(1, atoi(getenv("TRACES"))) : 2;
+    const bool dump = getenv("DUMP") != nullptr;
     std::mt19937 g(7);
     for (auto sh : shapes) {
         if (only && strcmp(only, sh.name)) continue;
@@ -115,7 +119,7 @@ int main()
             printf("%s %s (longest %d, shortest %d tokens; %d CTAs of %d tokens): partial launch med %.2f (p10 %.2f p90 %.2f) us\n",
                    sh.name, split_name[split], *std::max_element(len.begin(), len.end()), shortest, G, (N + G - 1) / G,
                    ts[ts.size() / 2], ts[ts.size() / 10], ts[ts.size() * 9 / 10]);
-            for (int rep = 0; rep < 2; rep++) {
+            for (int rep = 0; rep < traces; rep++) {
                 std::vector<unsigned long long> z((size_t)4096 * TR_SLOTS, 0);
                 CK(cudaMemcpyToSymbol(g_tr, z.data(), z.size() * 8));
                 CK(cudaMemsetAsync(flush, 1, flush_bytes));
@@ -175,6 +179,9 @@ int main()
                     char nm[48]; snprintf(nm, sizeof nm, "  done, CTAs of %s%d switches", s < 4 ? "" : ">= ", s);
                     stats(nm, d);
                 }
+                if (dump)
+                    for (const cta_row &row : rows)
+                        printf("  cta %d sm %llu done %.2f\n", row.c, r0[(size_t)row.c * TR_SLOTS + 9], row.done);
                 std::sort(rows.begin(), rows.end(), [](const cta_row &a, const cta_row &b) { return a.done > b.done; });
                 printf("  the last CTAs done:  cta  sm tiles reqs sw  start  walk  copy0  Q     tile0 lastcp  done  wfull wempty\n");
                 for (size_t i = 0; i < rows.size() && i < 6; i++) {

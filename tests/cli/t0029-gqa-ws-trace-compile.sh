@@ -4,7 +4,8 @@
 # session). When the seed's text moves, the script must say which line it lost rather than write a
 # copy without stamps; on the seed as it is, the copy must build with nvcc's warnings as errors,
 # hold every stamp, and both tile sizes and merge launches must build. The tool runs on a GPU only;
-# without nvcc the build is skipped.
+# without nvcc the build is skipped. tools/trace-sm.py, which reads its per-CTA dump, is run on a
+# made-up one.
 . "$(dirname "$0")/lib.sh"
 
 seed=operators/gqa/seeds/gqa_ws.cu
@@ -21,6 +22,31 @@ run 1 python3 tools/gqa-ws-trace.py "$TMP/moved.cu" "$TMP/moved_tr.cu"
 err_has "occurs 0 times where one was expected"
 err_has "mbar_wait(full + 8 * s, (unsigned)((u / STAGES) & 1)); /* tile u's pages landed */"
 [ -e "$TMP/moved_tr.cu" ] && fail "a copy was written although a stamp's line was missing"
+checks=$((checks + 1))
+
+# tools/trace-sm.py on a made-up DUMP log: CTAs move between 8 SMs from trace to trace, SM 5 always
+# ends 2 us late and SM 2 1 us early; the halves must agree by SM and the map must show both
+python3 - >"$TMP/dump.log" <<'PY' || fail "cannot write the made-up log"
+import random
+random.seed(3)
+print("b64_kv28815 even (longest 1, shortest 1 tokens; 8 CTAs of 1 tokens): partial launch med 1.00 us")
+for t in range(6):
+    print(" trace %d (event time 1.00 us; SM clock 1800 MHz; us from the first CTA's start):" % t)
+    sms = list(range(8))
+    random.shuffle(sms)
+    for c, sm in enumerate(sms):
+        print("  cta %d sm %d done %.2f" % (c, sm, 10.0 + (2.0 if sm == 5 else -1.0 if sm == 2 else 0.0) + 0.01 * c))
+PY
+run 0 python3 tools/trace-sm.py "$TMP/dump.log"
+out_has "even   by SM : halves agree r =  1.00 over 8"
+grep -Eq "SM   0-  7: +[-+]0\.0 +[-+]0\.0 +-1\.0 +[-+]0\.0 +[-+]0\.0 +\+2\.0 +[-+]0\.0 +[-+]0\.0$" "$TMP/out" ||
+	fail "the map does not show SM 2 1 us early and SM 5 2 us late: $(grep 'SM   0' "$TMP/out")"
+checks=$((checks + 1))
+grep -v " cta " "$TMP/dump.log" >"$TMP/nodump.log"
+run 1 python3 tools/trace-sm.py "$TMP/nodump.log"
+err_has "has no per-CTA lines: run gqa-ws-trace with DUMP=1"
+run 1 python3 tools/trace-sm.py "$TMP/missing.log"
+err_has "cannot read $TMP/missing.log"
 checks=$((checks + 1))
 
 if ! [ -x "$nvcc" ]; then
