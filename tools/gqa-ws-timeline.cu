@@ -13,7 +13,8 @@
 // Workloads: gqa's four benchmark shapes of 16 and 64 requests, each on an even split and on a
 // skewed one whose longest request holds the share ksearch's evaluator gives it (0.608 of 16
 // requests, 0.300 of 64), the rest split at random; pages drawn from a pool of 2N + 1024
-// (op.json's generator). tests/cli/t0025 builds it against the seed as it is.
+// (op.json's generator); Q, K and V random, or constants under CONST_INPUTS=1 (tools/fill-random.h;
+// constants until the thirtieth session). tests/cli/t0025 builds it against the seed as it is.
 #include SEED
 #include <cstdio>
 #include <vector>
@@ -22,6 +23,7 @@
 #include <cuda_runtime.h>
 #include "cuda-check.h"
 #include "split-lengths.h"
+#include "fill-random.h"
 
 #if MERGE == 2
 #error "gqa-ws-timeline times the merge launch: build it with MERGE 0 or 1"
@@ -53,9 +55,9 @@ int main()
         const int B = sh.batch, N = sh.n, pool = 2 * N + 1024;
         const int G = std::min(CTAS, (N + CHUNK - 1) / CHUNK);
         __nv_bfloat16 *q, *k, *v, *out; float *lse, *po, *pl; int *indptr, *indices, *done;
-        CK(cudaMalloc(&q, (size_t)B * 32 * 128 * 2)); CK(cudaMemset(q, 0x3c, (size_t)B * 32 * 128 * 2));
-        CK(cudaMalloc(&k, (size_t)pool * 1024)); CK(cudaMemset(k, 0x3b, (size_t)pool * 1024));
-        CK(cudaMalloc(&v, (size_t)pool * 1024)); CK(cudaMemset(v, 0x3b, (size_t)pool * 1024));
+        CK(cudaMalloc(&q, (size_t)B * 32 * 128 * 2)); fill_input(q, (size_t)B * 32 * 128, 1u, 0x3c);
+        CK(cudaMalloc(&k, (size_t)pool * 1024)); fill_input(k, (size_t)pool * 512, 2u, 0x3b);
+        CK(cudaMalloc(&v, (size_t)pool * 1024)); fill_input(v, (size_t)pool * 512, 3u, 0x3b);
         CK(cudaMalloc(&out, (size_t)B * 32 * 128 * 2)); CK(cudaMalloc(&lse, (size_t)B * 32 * 4));
         CK(cudaMalloc(&po, (size_t)(G + B) * 32 * 128 * 4)); CK(cudaMalloc(&pl, (size_t)(G + B) * 32 * 4));
         CK(cudaMalloc(&indptr, (B + 1) * 4)); CK(cudaMalloc(&indices, (size_t)N * 4)); CK(cudaMalloc(&done, B * 4));

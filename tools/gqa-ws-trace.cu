@@ -9,9 +9,10 @@
 // three splits: even, skewed (the longest request holds the share ksearch's evaluator gives
 // it, the rest exponential: tools/split-lengths.h) and a random composition (cuts drawn at
 // random, as tools/bench-gqa.cu and the anchors split); pages drawn at random from a pool of
-// 2N + 1024, K and V random. SHAPE=b16_kv23079 (or any shape's name) runs one shape; TRACES=N
+// 2N + 1024, Q, K and V random. SHAPE=b16_kv23079 (or any shape's name) runs one shape; TRACES=N
 // takes N traces a split (2 by default); DUMP=1 also prints every CTA's SM and end ("cta C sm S
-// done D"), for a per-SM look at the spread.
+// done D"), for a per-SM look at the spread; CONST_INPUTS=1 fills Q, K and V with constants
+// instead of random values (tools/fill-random.h).
 // Build and run from the repository's root (params of the seed as -D flags):
 //   python3 tools/gqa-ws-trace.py operators/gqa/seeds/gqa_ws.cu /tmp/gqa_ws_tr.cu
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Itools -DSEED='"/tmp/gqa_ws_tr.cu"'
@@ -29,18 +30,7 @@
 #include <cuda_runtime.h>
 #include "cuda-check.h"
 #include "split-lengths.h"
-
-/* bf16 values in [-2, 2) from a hash of the index: K and V pools without a host round trip */
-__global__ void fill_random(__nv_bfloat16 *p, size_t n, unsigned salt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ salt;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        p[i] = __float2bfloat16(((h & 0xffffu) / 65536.0f - 0.5f) * 4.0f);
-    }
-}
+#include "fill-random.h"
 
 static void stats(const char *name, std::vector<double> v)
 {
@@ -79,6 +69,7 @@ int main()
     const char *only = getenv("SHAPE");
     const int traces = getenv("TRACES") ? std::max(1, atoi(getenv("TRACES"))) : 2;
     const bool dump = getenv("DUMP") != nullptr;
+    printf("inputs: %s\n", const_inputs() ? "constants (CONST_INPUTS)" : "random");
     std::mt19937 g(7);
     for (auto sh : shapes) {
         if (only && strcmp(only, sh.name)) continue;
@@ -86,9 +77,9 @@ int main()
         const int G = std::min(CTAS, (N + CHUNK - 1) / CHUNK);
         const int traced = std::min(G, 4096);
         __nv_bfloat16 *q, *k, *v, *out; float *lse, *po, *pl; int *indptr, *indices, *done;
-        CK(cudaMalloc(&q, (size_t)B * 32 * 128 * 2)); fill_random<<<64, 256>>>(q, (size_t)B * 32 * 128, 1u);
-        CK(cudaMalloc(&k, (size_t)pool * 1024)); fill_random<<<1024, 256>>>(k, (size_t)pool * 512, 2u);
-        CK(cudaMalloc(&v, (size_t)pool * 1024)); fill_random<<<1024, 256>>>(v, (size_t)pool * 512, 3u);
+        CK(cudaMalloc(&q, (size_t)B * 32 * 128 * 2)); fill_input(q, (size_t)B * 32 * 128, 1u, 0x3c);
+        CK(cudaMalloc(&k, (size_t)pool * 1024)); fill_input(k, (size_t)pool * 512, 2u, 0x3b);
+        CK(cudaMalloc(&v, (size_t)pool * 1024)); fill_input(v, (size_t)pool * 512, 3u, 0x3b);
         CK(cudaMalloc(&out, (size_t)B * 32 * 128 * 2)); CK(cudaMalloc(&lse, (size_t)B * 32 * 4));
         CK(cudaMalloc(&po, (size_t)(G + B) * 32 * 128 * 4)); CK(cudaMalloc(&pl, (size_t)(G + B) * 32 * 4));
         CK(cudaMalloc(&indptr, (B + 1) * 4)); CK(cudaMalloc(&indices, (size_t)N * 4)); CK(cudaMalloc(&done, B * 4));

@@ -15,6 +15,7 @@
 #include <cuda_bf16.h>
 
 #include "cuda-check.h"
+#include "fill-random.h"
 
 static int cdiv(long a, long b)
 {
@@ -35,17 +36,18 @@ struct MlaProblem {
 	float *lse, *po, *pl;
 	int *indptr, *indices;
 
-	/* B requests of N tokens in all: inputs of constant values (their timing does not depend on them) */
+	/* B requests of N tokens in all: random inputs, or constants under CONST_INPUTS (tools/fill-random.h)
+	 */
 	MlaProblem(int batch, int n) : B(batch), N(n), pool(2 * n + 1024)
 	{
 		CK(cudaMalloc(&qn, (size_t)B * 16 * 512 * 2));
 		CK(cudaMalloc(&qp, (size_t)B * 16 * 64 * 2));
 		CK(cudaMalloc(&ckv, (size_t)pool * 512 * 2));
 		CK(cudaMalloc(&kpe, (size_t)pool * 64 * 2));
-		CK(cudaMemset(qn, 0x3c, (size_t)B * 16 * 512 * 2));
-		CK(cudaMemset(qp, 0x3c, (size_t)B * 16 * 64 * 2));
-		CK(cudaMemset(ckv, 0x3b, (size_t)pool * 512 * 2));
-		CK(cudaMemset(kpe, 0x3b, (size_t)pool * 64 * 2));
+		fill_input(qn, (size_t)B * 16 * 512, 1u, 0x3c);
+		fill_input(qp, (size_t)B * 16 * 64, 2u, 0x3c);
+		fill_input(ckv, (size_t)pool * 512, 3u, 0x3b);
+		fill_input(kpe, (size_t)pool * 64, 4u, 0x3b);
 		CK(cudaMalloc(&out, (size_t)B * 16 * 512 * 2));
 		CK(cudaMalloc(&lse, (size_t)B * 16 * 4));
 		chunk = host_chunk(N, B);

@@ -15,7 +15,9 @@
 // Workloads: mla_decode's three batched benchmark shapes, (16, 32000), (64, 64000) and
 // (128, 256000), each on an even split and on a skewed one whose longest request holds the
 // share ksearch's evaluator gives it (0.608 of 16 requests, 0.300 of 64, 0.2 of 128), the
-// rest split at random; pages drawn from a pool of 2N + 1024, as op.json's generator does.
+// rest split at random; pages drawn from a pool of 2N + 1024, as op.json's generator does; the
+// inputs random, or constants under CONST_INPUTS=1 (tools/fill-random.h; constants until the
+// thirtieth session).
 // MLA_FLUSH=read: the 256 MiB are read instead of written before every run, so the L2 holds
 // clean lines, not the memset's dirty ones (which a kernel's reads must write back first).
 #include SEED
