@@ -15,6 +15,8 @@
 //        -DSEGP=96 -DPRODW=2 -o mla-trace tools/mla-trace.cu           (one command line)
 //   ./mla-trace                 # DUMP=1: every CTA of b64's first trace, by exit time
 //                               # SKEW=0.6: request 0 holds that share of each shape's tokens
+// TRACES=N takes N traces a shape (2 by default); SMDUMP=1 prints every traced CTA's SM and end
+// in the form tools/trace-sm.py reads ("cta C sm S done D").
 // The stamps cost the kernels a few registers and stores: compare event times between builds
 // of this tool, not with mla-timeline's. At most 4096 partial and 1024 merge CTAs are traced.
 #include SEED
@@ -84,7 +86,10 @@ int main()
             printf("b%d N=%d chunk %d grid %d: %s events med %.2f (min %.2f max %.2f) us\n", B, N, p.chunk, grid, merge ? "partial+merge" : "partial",
                    ts[ts.size() / 2], ts[0], ts.back());
         }
-        for (int rep = 0; rep < 2; rep++) {
+        const int traces = getenv("TRACES") ? std::max(1, atoi(getenv("TRACES"))) : 2;
+        if (getenv("SMDUMP")) /* the header tools/trace-sm.py reads */
+            printf("b%d_kv%d %s (mla-trace)\n", B, N, getenv("SKEW") ? "skewed" : "split");
+        for (int rep = 0; rep < traces; rep++) {
             std::vector<unsigned long long> z(4096 * 16, 0), zm(1024 * 8, 0);
             CK(cudaMemcpyToSymbol(g_tr, z.data(), z.size() * 8)); CK(cudaMemcpyToSymbol(g_trm, zm.data(), zm.size() * 8));
             CK(cudaMemsetAsync(flush, 1, flush_bytes)); CK(cudaDeviceSynchronize());
@@ -108,6 +113,10 @@ int main()
                                      pertile.push_back((z[c * 16 + 8] - z[c * 16 + 4]) / 1000.0 / std::max(1.0, (double)z[c * 16 + 10] - 1)); }
             }
             stats("Q switch stall", dq); stats("CTA duration", dur); stats("segments", segs); stats("tiles", tiles); stats("us per tile", pertile);
+            if (getenv("SMDUMP")) /* every CTA's SM and end, for tools/trace-sm.py */
+                for (int c = 0; c < grid; c++)
+                    if (z[c * 16 + 9] && z[c * 16])
+                        printf("  cta %d sm %llu done %.2f\n", c, z[c * 16 + 13], rel(z[c * 16 + 9]));
             if (rep == 0 && getenv("DUMP")) {
                 std::vector<int> ord; for (int c = 0; c < grid; c++) if (z[c * 16 + 9]) ord.push_back(c);
                 std::sort(ord.begin(), ord.end(), [&](int a, int b) { return z[a * 16 + 9] < z[b * 16 + 9]; });
